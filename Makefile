@@ -1,0 +1,102 @@
+# bankml -- one static binary, C11 + libc + pthreads.
+#
+#   make            build ./bankml (static, -O2 -Wall -Wextra -Werror)
+#   make run        build, make the demo model if missing, serve it
+#   make test       unit tests, CLI tests and (where the oracle kit is) oracle tests
+#   make asan       the unit and CLI tests under AddressSanitizer + UBSan
+#   make fuzz       libFuzzer targets (FUZZ_SECONDS each, default 60)
+#   make bench      benchmarks (figures go to docs/PERFORMANCE.md by hand)
+
+CC      ?= cc
+CFLAGS  ?= -O2
+WARN    := -Wall -Wextra -Werror
+BASE    := -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -pthread
+LDLIBS  := -lm
+PYTHON  ?= python3
+
+SRC     := $(filter-out src/main.c,$(wildcard src/*.c))
+OBJ     := $(SRC:src/%.c=build/obj/%.o)
+TESTSRC := tests/runner.c $(wildcard tests/test_*.c)
+TESTOBJ := $(TESTSRC:tests/%.c=build/obj/tests/%.o)
+
+all: bankml
+
+bankml: build/obj/main.o $(OBJ)
+	$(CC) -static -pthread -o $@ $^ $(LDLIBS)
+
+build/obj/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
+
+build/obj/tests/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -Itests $(CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
+
+build/unit-tests: $(TESTOBJ) $(OBJ)
+	$(CC) -pthread -o $@ $^ $(LDLIBS)
+
+-include $(OBJ:.o=.d) $(TESTOBJ:.o=.d) build/obj/main.d
+
+# ---- tests ----
+test: bankml build/unit-tests
+	$(PYTHON) testing/run_tests.py
+
+# ---- sanitizers: everything rebuilt in build/asan ----
+ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+ASAN_OBJ   := $(SRC:src/%.c=build/asan/%.o)
+ASAN_TOBJ  := $(TESTSRC:tests/%.c=build/asan/tests/%.o)
+
+build/asan/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(ASAN_FLAGS) $(WARN) -MMD -MP -c -o $@ $<
+
+build/asan/tests/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) -Itests $(ASAN_FLAGS) $(WARN) -MMD -MP -c -o $@ $<
+
+build/asan/unit-tests: $(ASAN_TOBJ) $(ASAN_OBJ)
+	$(CC) $(ASAN_FLAGS) -pthread -o $@ $^ $(LDLIBS)
+
+build/asan/bankml: build/asan/main.o $(ASAN_OBJ)
+	$(CC) $(ASAN_FLAGS) -pthread -o $@ $^ $(LDLIBS)
+
+-include $(ASAN_OBJ:.o=.d) $(ASAN_TOBJ:.o=.d)
+
+asan: build/asan/unit-tests build/asan/bankml
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	BANKML_BIN=build/asan/bankml BANKML_UNIT=build/asan/unit-tests BANKML_ORACLE=skip \
+	$(PYTHON) testing/run_tests.py
+
+# ---- fuzzing (clang's libFuzzer) ----
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+FUZZ_FLAGS   := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_TARGETS := $(patsubst tests/fuzz_%.c,build/fuzz/fuzz_%,$(wildcard tests/fuzz_*.c))
+
+build/fuzz/fuzz_%: tests/fuzz_%.c $(SRC) $(wildcard src/*.h)
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(BASE) $(FUZZ_FLAGS) -o $@ $< $(SRC) $(LDLIBS)
+
+fuzz: $(FUZZ_TARGETS)
+	@for t in $(FUZZ_TARGETS); do \
+	  n=$$(basename $$t); mkdir -p build/fuzz/corpus-$$n; \
+	  echo "== $$n for $(FUZZ_SECONDS) s"; \
+	  $$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	      build/fuzz/corpus-$$n tests/fuzz-seeds/$$n 2>&1 | tail -3 || exit 1; \
+	done
+
+# ---- models ----
+models/demo.gguf: testing/demo_model.c
+	@mkdir -p build models
+	$(CC) $(BASE) -O2 $(WARN) -o build/demo-model testing/demo_model.c $(LDLIBS)
+	./build/demo-model $@
+
+demo-model: models/demo.gguf
+
+run: bankml models/demo.gguf
+	./bankml verify models/demo.gguf --fork models.FORK.json
+
+clean:
+	rm -rf build bankml
+
+.PHONY: all test asan fuzz demo-model run clean

@@ -1,0 +1,75 @@
+/*
+ * json.h -- a strict RFC 8259 parser and a small writer.
+ *
+ * Parser: UTF-8 in, a tree out. Refuses (NULL, with a reason in err) invalid
+ * UTF-8, nesting deeper than JSON_MAX_DEPTH, trailing bytes, bad escapes and
+ * every other deviation from RFC 8259. Duplicate object keys: the last value
+ * wins, kept at the key's first position (as a Python dict). Numbers keep
+ * their literal text, so 2 and 2.0 stay distinct. \uD8xx\uDCxx pairs are
+ * joined into one code point; a lone surrogate becomes U+FFFD (EF BF BD).
+ * Strings are NUL-terminated and also carry their length (they may hold
+ * U+0000).
+ *
+ * Writer: a growable byte buffer (jbuf) and json_put_str(), which escapes as
+ * bankml's original did: '"' -> \", '\\' -> \\, newline -> \n, other bytes
+ * below 0x20 -> \u00xx (lowercase hex), everything else raw UTF-8.
+ */
+#ifndef BANKML_JSON_H
+#define BANKML_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define JSON_MAX_DEPTH 128
+
+typedef enum {
+    JSON_NULL, JSON_FALSE, JSON_TRUE, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT
+} json_type;
+
+typedef struct json_value json_value;
+struct json_value {
+    json_type type;
+    char *str;          /* STRING: decoded bytes; NUMBER: the literal text */
+    size_t len;         /* length of str in bytes */
+    size_t n;           /* ARRAY/OBJECT: number of items */
+    json_value **items; /* ARRAY/OBJECT: the values, in order */
+    char **keys;        /* OBJECT: the keys (decoded, NUL-terminated) */
+    size_t *key_lens;   /* OBJECT: their lengths */
+};
+
+/* Parses text[0..len). Returns a tree to free with json_free(), or NULL with
+ * a one-line reason in err (e.g. "invalid JSON at byte 12: expected ':'"). */
+json_value *json_parse(const char *text, size_t len, char *err, size_t errlen);
+void json_free(json_value *v);
+
+/* Object member by key (NULL if v is not an object or has no such key). */
+const json_value *json_get(const json_value *v, const char *key);
+/* Typed views; each returns 0 (and leaves *out alone) when the type differs. */
+int json_is_bool(const json_value *v, int *out);
+int json_as_str(const json_value *v, const char **out, size_t *len);
+/* NUMBER as double (strtod of the literal) / as an exact integer: json_as_i64
+ * refuses fractions, exponents that leave a fraction, and values out of range. */
+int json_as_double(const json_value *v, double *out);
+int json_as_i64(const json_value *v, int64_t *out);
+
+/* ---- writer ---- */
+typedef struct {
+    char *p;            /* NUL-terminated while oom == 0 */
+    size_t len, cap;
+    int oom;            /* set once an allocation failed; later writes are dropped */
+} jbuf;
+
+void jbuf_init(jbuf *b);
+void jbuf_free(jbuf *b);
+void jbuf_reset(jbuf *b);                     /* len = 0, keeps the memory */
+void jbuf_put(jbuf *b, const void *s, size_t n);
+void jbuf_puts(jbuf *b, const char *s);
+void jbuf_putc(jbuf *b, char c);
+void jbuf_printf(jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s[0..n) as a quoted JSON string with the escaping described above. */
+void json_put_str(jbuf *b, const char *s, size_t n);
+void json_put_cstr(jbuf *b, const char *s);
+/* Writes a parsed value back (compact: separators ", " and ": "). */
+void json_put_value(jbuf *b, const json_value *v);
+
+#endif
