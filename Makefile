@@ -99,4 +99,7 @@ run: bankml models/demo.gguf
 clean:
 	rm -rf build bankml
 
+# oracle kit targets (models, bench-models, ggml oracle program)
+-include testing/oracle.mk
+
 .PHONY: all test asan fuzz demo-model run clean

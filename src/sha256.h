@@ -27,9 +27,16 @@ void sha256(const void *data, size_t n, uint8_t out[32]);
 void sha256_hex(const uint8_t digest[32], char hex[65]);
 /* Hashes a whole file in 1 MiB reads. Returns 0, or -1 with errno set. */
 int sha256_file(const char *path, uint8_t out[32]);
-/* 1 when the SHA-NI path is in use (CPU has it and BANKML_NO_SHANI is unset). */
+/* 1 when the SHA-NI path is in use (CPU has it and BANKML_NO_SHANI is unset).
+ * BANKML_NO_SHANI counts as set when it is non-empty and not "0"; it is read
+ * once, on the first hash or query. */
 int sha256_hw_active(void);
-/* Forces the choice for tests: 1 portable, 0 hardware when available. */
+/* Forces the choice for tests: 1 portable, 0 hardware when available. It
+ * overrides BANKML_NO_SHANI and applies to contexts init'ed afterwards (a
+ * context keeps the path it was init'ed with). */
 void sha256_force_portable(int on);
+/* 1 when the CPU has SHA, SSE4.1 and SSSE3 (whatever BANKML_NO_SHANI says);
+ * always 0 off x86-64. */
+int sha256_hw_available(void);
 
 #endif

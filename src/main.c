@@ -1,0 +1,297 @@
+/*
+ * main.c -- the bankml command line.
+ *
+ * Exit codes, after gguf_guard.py: 0 play/ok, 2 refuse, 3 need more header
+ * bytes (a truncated file), 1 usage or I/O. Every command prints its usage
+ * line on bad arguments.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bankml.h"
+#include "gguf.h"
+#include "json.h"
+#include "pin.h"
+#include "sha256.h"
+#include "verify.h"
+
+/* ---- arguments ---------------------------------------------------------- */
+
+/* One command's grammar: its positional count and the options it takes.
+ * Options listed in `valued` take the next argument as their value. */
+typedef struct {
+    const char *name;
+    const char *usage;
+    int n_pos;
+    const char *flags[8];
+    const char *valued[8];
+} command_spec;
+
+typedef struct {
+    const char *pos[4];
+    const char *opt_name[16];
+    const char *opt_value[16];   /* NULL for a flag */
+    int n_opt;
+} parsed_args;
+
+static void usage_line(const command_spec *c)
+{
+    fprintf(stderr, "usage: bankml %s\n", c->usage);
+}
+
+static int in_list(const char *const *list, const char *s)
+{
+    for (int i = 0; i < 8 && list[i]; i++)
+        if (strcmp(list[i], s) == 0) return 1;
+    return 0;
+}
+
+/* Parses argv (after the command word). Returns 0, or 1 after printing why
+ * and the usage line. */
+static int parse_args(const command_spec *c, int argc, char **argv, parsed_args *a)
+{
+    int n_pos = 0;
+    memset(a, 0, sizeof *a);
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        if (s[0] == '-' && s[1] == '-' && s[2]) {
+            int valued = in_list(c->valued, s);
+            if (!valued && !in_list(c->flags, s)) {
+                fprintf(stderr, "bankml %s: unknown option %s\n", c->name, s);
+                usage_line(c);
+                return 1;
+            }
+            if (a->n_opt == 16) {
+                fprintf(stderr, "bankml %s: too many options\n", c->name);
+                usage_line(c);
+                return 1;
+            }
+            a->opt_name[a->n_opt] = s;
+            if (valued) {
+                if (i + 1 >= argc) {
+                    fprintf(stderr, "bankml %s: %s needs a value\n", c->name, s);
+                    usage_line(c);
+                    return 1;
+                }
+                a->opt_value[a->n_opt] = argv[++i];
+            }
+            a->n_opt++;
+        } else {
+            if (n_pos == c->n_pos) {
+                fprintf(stderr, "bankml %s: unexpected argument %s\n", c->name, s);
+                usage_line(c);
+                return 1;
+            }
+            a->pos[n_pos++] = s;
+        }
+    }
+    if (n_pos < c->n_pos) {
+        fprintf(stderr, "bankml %s: missing argument\n", c->name);
+        usage_line(c);
+        return 1;
+    }
+    return 0;
+}
+
+/* The last value given for an option (or "" for a flag), or NULL. */
+static const char *opt(const parsed_args *a, const char *name)
+{
+    const char *v = NULL;
+    for (int i = 0; i < a->n_opt; i++)
+        if (strcmp(a->opt_name[i], name) == 0) v = a->opt_value[i] ? a->opt_value[i] : "";
+    return v;
+}
+
+static int engine_of(const command_spec *c, const parsed_args *a, gguf_engine *e)
+{
+    const char *v = opt(a, "--engine");
+    *e = GGUF_ENGINE_MAINLINE;
+    if (!v || strcmp(v, "mainline") == 0) return 0;
+    if (strcmp(v, "prism") == 0) {
+        *e = GGUF_ENGINE_PRISM;
+        return 0;
+    }
+    fprintf(stderr, "bankml %s: --engine takes mainline or prism, not %s\n", c->name, v);
+    usage_line(c);
+    return 1;
+}
+
+static void print_jbuf(FILE *f, jbuf *b)
+{
+    if (b->oom) {
+        fprintf(stderr, "bankml: out of memory\n");
+        return;
+    }
+    if (b->len) fwrite(b->p, 1, b->len, f);
+}
+
+/* ---- commands ----------------------------------------------------------- */
+
+static const command_spec guard_spec = {
+    "guard", "guard FILE [--engine mainline|prism] [--json]", 1,
+    {"--json"}, {"--engine"}};
+
+static int cmd_guard(int argc, char **argv)
+{
+    parsed_args a;
+    gguf_engine engine;
+    gguf_report r;
+    char err[512];
+    jbuf b;
+    int rc;
+
+    if (parse_args(&guard_spec, argc, argv, &a) || engine_of(&guard_spec, &a, &engine))
+        return BANKML_EXIT_IO;
+    if (gguf_guard_file(a.pos[0], engine, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "bankml guard: cannot read %s: %s\n", a.pos[0], err);
+        return BANKML_EXIT_IO;
+    }
+    jbuf_init(&b);
+    if (opt(&a, "--json")) {
+        gguf_report_json(&r, &b);
+        jbuf_putc(&b, '\n');
+    } else {
+        gguf_report_text(&r, &b);
+    }
+    print_jbuf(stdout, &b);
+    rc = b.oom ? BANKML_EXIT_IO : gguf_verdict_exit(r.verdict);
+    jbuf_free(&b);
+    gguf_report_free(&r);
+    return rc;
+}
+
+static const command_spec sha256_spec = {"sha256", "sha256 FILE", 1, {0}, {0}};
+
+static int cmd_sha256(int argc, char **argv)
+{
+    parsed_args a;
+    uint8_t d[32];
+    char hex[65];
+
+    if (parse_args(&sha256_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (sha256_file(a.pos[0], d) != 0) {
+        fprintf(stderr, "bankml sha256: cannot read %s: %s\n", a.pos[0], strerror(errno));
+        return BANKML_EXIT_IO;
+    }
+    sha256_hex(d, hex);
+    printf("%s  %s\n", hex, a.pos[0]);
+    return BANKML_OK;
+}
+
+static const command_spec pin_spec = {
+    "pin", "pin FILE --fork FORK.json [--write]", 1, {"--write"}, {"--fork"}};
+
+static int cmd_pin(int argc, char **argv)
+{
+    parsed_args a;
+    const char *fork;
+    char sha[65], err[1024];
+    int rc;
+
+    if (parse_args(&pin_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    fork = opt(&a, "--fork");
+    if (!fork) {
+        fprintf(stderr, "bankml pin: --fork FORK.json is required\n");
+        usage_line(&pin_spec);
+        return BANKML_EXIT_IO;
+    }
+    if (opt(&a, "--write"))
+        rc = pin_write(a.pos[0], fork, sha, err, sizeof err);
+    else
+        rc = pin_check(a.pos[0], fork, sha, err, sizeof err);
+    if (rc == 0) {
+        printf("pinned %s\n", sha);
+        return BANKML_OK;
+    }
+    if (rc == 2) {
+        printf("refuse: %s\n", err);
+        return BANKML_REFUSE;
+    }
+    fprintf(stderr, "bankml pin: %s\n", err);
+    return BANKML_EXIT_IO;
+}
+
+static const command_spec verify_spec = {
+    "verify", "verify FILE --fork FORK.json [--engine mainline|prism] [--json]", 1,
+    {"--json"}, {"--fork", "--engine"}};
+
+static int cmd_verify(int argc, char **argv)
+{
+    parsed_args a;
+    gguf_engine engine;
+    const char *fork;
+    bankml_verified *v;
+    char err[1024];
+    jbuf b;
+    int rc;
+
+    if (parse_args(&verify_spec, argc, argv, &a) || engine_of(&verify_spec, &a, &engine))
+        return BANKML_EXIT_IO;
+    fork = opt(&a, "--fork");
+    if (!fork) {
+        fprintf(stderr, "bankml verify: --fork FORK.json is required\n");
+        usage_line(&verify_spec);
+        return BANKML_EXIT_IO;
+    }
+    rc = bankml_verify(a.pos[0], fork, (bankml_engine)engine, &v, err, sizeof err);
+    jbuf_init(&b);
+    if (opt(&a, "--json")) {
+        if (rc == BANKML_OK) verify_json(v, &b);
+        else verify_refusal_json(err, &b);
+        jbuf_putc(&b, '\n');
+    } else if (rc == BANKML_OK) {
+        jbuf_printf(&b, "play pinned %s\n", v->sha256);
+    } else {
+        jbuf_printf(&b, "refuse: %s\n", err);
+    }
+    print_jbuf(stdout, &b);
+    jbuf_free(&b);
+    bankml_verified_free(v);
+    return rc;
+}
+
+/* ---- dispatch ----------------------------------------------------------- */
+
+static const command_spec *const all_specs[] = {
+    &guard_spec, &sha256_spec, &pin_spec, &verify_spec,
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "bankml %s: a local LLM server that trusts nothing\n"
+               "usage:\n", BANKML_VERSION);
+    for (size_t i = 0; i < sizeof all_specs / sizeof all_specs[0]; i++)
+        fprintf(f, "  bankml %s\n", all_specs[i]->usage);
+    fprintf(f, "  bankml version\n"
+               "  bankml help\n"
+               "exit codes: 0 play/ok, 2 refuse, 3 need more header bytes, 1 usage or I/O\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *cmd = argc > 1 ? argv[1] : NULL;
+    int rest = argc > 2 ? argc - 2 : 0;
+    char **args = argv + 2;
+
+    if (!cmd) {
+        usage(stderr);
+        return BANKML_EXIT_IO;
+    }
+    if (!strcmp(cmd, "guard")) return cmd_guard(rest, args);
+    if (!strcmp(cmd, "sha256")) return cmd_sha256(rest, args);
+    if (!strcmp(cmd, "pin")) return cmd_pin(rest, args);
+    if (!strcmp(cmd, "verify")) return cmd_verify(rest, args);
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+        printf("bankml %s\n", BANKML_VERSION);
+        return BANKML_OK;
+    }
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        usage(stdout);
+        return BANKML_OK;
+    }
+    fprintf(stderr, "bankml: unknown command %s\n", cmd);
+    usage(stderr);
+    return BANKML_EXIT_IO;
+}
