@@ -81,8 +81,10 @@ fuzz: $(FUZZ_TARGETS)
 	@for t in $(FUZZ_TARGETS); do \
 	  n=$$(basename $$t); mkdir -p build/fuzz/corpus-$$n; \
 	  echo "== $$n for $(FUZZ_SECONDS) s"; \
-	  $$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
-	      build/fuzz/corpus-$$n tests/fuzz-seeds/$$n 2>&1 | tail -3 || exit 1; \
+	  if $$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	      build/fuzz/corpus-$$n tests/fuzz-seeds/$$n > build/fuzz/$$n.log 2>&1; \
+	  then tail -2 build/fuzz/$$n.log; \
+	  else tail -30 build/fuzz/$$n.log; echo "$$n: the fuzzer found a failure (build/fuzz/$$n.log)"; exit 1; fi; \
 	done
 
 # ---- models ----
