@@ -1,0 +1,79 @@
+/*
+ * par.h -- a persistent thread pool for the kernels: the caller is worker 0,
+ * the other workers are spawned once and sleep between jobs; one wake per
+ * job; rows handed out in chunks from an atomic counter.
+ *
+ * Bits never depend on the thread count: the pool only decides *who* runs a
+ * range of rows, never how a row is computed. A row function must compute
+ * each row of [row0, row1) exactly as it would alone (no sums across rows,
+ * no state shared between workers except their own output rows).
+ *
+ * Threading contract:
+ * - One pool is driven by one thread at a time (the thread that calls
+ *   par_run / par_rows / par_jobs). Calls are synchronous: they return when
+ *   every row has been done and every worker is idle again.
+ * - A row or run function must not call back into the same pool (no nesting).
+ * - Workers get a stable id in [0, par_threads(p)); worker 0 is the caller.
+ *   Use it to index per-worker scratch buffers.
+ * - pthreads + C11 atomics only.
+ */
+#ifndef BANKML_PAR_H
+#define BANKML_PAR_H
+
+#include <stddef.h>
+
+/* Default rows per chunk (bankML measured 16 best; static splits were 1.1x
+ * slower). A job with no more rows than its chunk, or a 1-thread pool, runs
+ * inline on the caller without waking anyone. */
+#define PAR_CHUNK_ROWS 16
+
+/* Upper bound on threads in one pool. */
+#define PAR_MAX_THREADS 256
+
+typedef struct par_pool par_pool;
+
+/* Creates a pool of nthreads workers: nthreads - 1 threads are spawned, the
+ * caller is worker 0. nthreads < 1 counts as 1 (nothing is spawned). Returns
+ * NULL and fills err (a one-line reason) when nthreads > PAR_MAX_THREADS or a
+ * thread cannot be created; err may be NULL. */
+par_pool *par_create(int nthreads, char *err, size_t errlen);
+
+/* Wakes the workers, tells them to exit, joins them and frees the pool.
+ * NULL is allowed. Must not be called while a job is running. */
+void par_destroy(par_pool *p);
+
+/* Number of workers including the caller (>= 1). A NULL pool counts as 1. */
+int par_threads(const par_pool *p);
+
+/* Runs fn(ctx, worker, nworkers) once on every worker (worker 0 on the caller)
+ * and returns when all have returned. A NULL pool runs fn(ctx, 0, 1). */
+typedef void (*par_run_fn)(void *ctx, int worker, int nworkers);
+void par_run(par_pool *p, par_run_fn fn, void *ctx);
+
+/* A range of rows [row0, row1) of one job, run by worker `worker`. */
+typedef void (*par_rows_fn)(void *ctx, size_t row0, size_t row1, int worker);
+
+/* One matrix's worth of rows. chunk 0 means PAR_CHUNK_ROWS. */
+typedef struct {
+    par_rows_fn fn;
+    void *ctx;
+    size_t rows;
+    size_t chunk;
+} par_job;
+
+/* Runs fn over rows [0, rows) in chunks claimed dynamically by all workers;
+ * one wake. Returns when every row is done. A NULL pool runs inline. */
+void par_rows(par_pool *p, par_rows_fn fn, void *ctx, size_t rows,
+              size_t chunk);
+
+/* Runs several jobs (e.g. Q, K and V; gate and up) in ONE wake: the chunks of
+ * all jobs form one list, claimed from one atomic counter; a chunk never
+ * crosses from one job into the next. Jobs with rows == 0 are skipped.
+ * Returns when every chunk of every job is done. */
+void par_jobs(par_pool *p, const par_job *jobs, size_t njobs);
+
+/* Number of times the workers have been woken since par_create (for tests
+ * and benchmarks: par_jobs over several matrices counts one). */
+unsigned long par_wakes(const par_pool *p);
+
+#endif

@@ -1,0 +1,418 @@
+/*
+ * q8_0.c -- Q8_0 weights and the q8_0 activation quantizer, bit-exact with
+ * llama.cpp b11669's libggml-cpu-haswell.so (see q8_0.h for the float orders).
+ *
+ * Two implementations of every kernel: AVX2+F16C+FMA (chosen at run time)
+ * and portable C that gives the same bits (fmaf where the binary has an FMA,
+ * ggml's lane structure and horizontal-sum tree written out). Scales convert
+ * through f16.h (exact, F16C semantics, NaN quieted with its payload).
+ */
+#include "q8_0.h"
+
+#include "f16.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define Q8_X86 1
+#else
+#define Q8_X86 0
+#endif
+
+/* ---------------------------------------------------------------- dispatch */
+
+/* -1: not decided yet; 0: portable; 1: SIMD. A benign race: every thread that
+ * decides writes the same value. */
+static int simd_state = -1;
+static int simd_allowed = 1;
+
+static int cpu_has_simd(void)
+{
+#if Q8_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+#else
+    return 0;
+#endif
+}
+
+int q8_simd(void)
+{
+    if (simd_state < 0)
+        simd_state = simd_allowed && cpu_has_simd();
+    return simd_state;
+}
+
+void q8_set_simd(int on)
+{
+    simd_allowed = on != 0;
+    simd_state = -1;
+}
+
+/* ---------------------------------------------------------------- fp16 scales */
+
+static uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+/* ---------------------------------------------------------------- shared helpers */
+
+/* ggml's hsum_float_8 on eight lanes: (hi + lo) pairwise, then the two halves
+ * of that, then the last pair. */
+static inline float hsum8(const float l[8])
+{
+    float h0 = l[4] + l[0], h1 = l[5] + l[1], h2 = l[6] + l[2], h3 = l[7] + l[3];
+    float a0 = h0 + h2, a1 = h1 + h3;
+    return a0 + a1;
+}
+
+/* vmaxps semantics: the second operand unless the first is strictly greater
+ * (so a NaN in either place yields the second). */
+static inline float maxps1(float a, float b) { return a > b ? a : b; }
+
+/* vcvtps2dq of an already integral float (NaN and out-of-range give INT_MIN),
+ * then the two saturating packs to int8. */
+static inline int8_t cvt_pack(float r)
+{
+    int32_t i;
+    if (r >= -2147483648.0f && r < 2147483648.0f)
+        i = (int32_t)r;
+    else
+        i = INT32_MIN;
+    if (i > 127)
+        return 127;
+    if (i < -128)
+        return -128;
+    return (int8_t)i;
+}
+
+int q8_mm_check(q8_mm *m, const char *what, size_t blk, size_t bytes,
+                const uint8_t *w, size_t w_len, size_t rows, size_t k,
+                const uint8_t *act, size_t act_len, size_t ncols, float *y,
+                size_t y_len, char *err, size_t errlen)
+{
+    if (k == 0 || k % blk != 0) {
+        if (err)
+            snprintf(err, errlen, "%s rows of %zu values are not whole %zu-value blocks", what, k, blk);
+        return -1;
+    }
+    if (k % Q8_0_BLOCK != 0) {
+        if (err)
+            snprintf(err, errlen, "q8_0 activations need a multiple of 32 values, not %zu", k);
+        return -1;
+    }
+    size_t w_row = k / blk * bytes, a_row = q8_0_row_bytes(k);
+    if ((rows && w_row > SIZE_MAX / rows) || (ncols && a_row > SIZE_MAX / ncols) ||
+        (ncols && rows > SIZE_MAX / ncols)) {
+        if (err)
+            snprintf(err, errlen, "%s product of %zu rows x %zu columns is too large", what, rows, ncols);
+        return -1;
+    }
+    if (w_len < w_row * rows) {
+        if (err)
+            snprintf(err, errlen, "%s weights hold %zu bytes; %zu rows of %zu values need %zu", what,
+                     w_len, rows, k, w_row * rows);
+        return -1;
+    }
+    if (act_len < a_row * ncols) {
+        if (err)
+            snprintf(err, errlen, "q8_0 activations hold %zu bytes; %zu columns of %zu values need %zu",
+                     act_len, ncols, k, a_row * ncols);
+        return -1;
+    }
+    if (y_len < rows * ncols) {
+        if (err)
+            snprintf(err, errlen, "output holds %zu floats; %zu rows x %zu columns need %zu", y_len, rows,
+                     ncols, rows * ncols);
+        return -1;
+    }
+    if ((rows && ncols) && (!w || !act || !y)) {
+        if (err)
+            snprintf(err, errlen, "%s product given a NULL buffer", what);
+        return -1;
+    }
+    m->w = w;
+    m->w_row = w_row;
+    m->rows = rows;
+    m->k = k;
+    m->act = act;
+    m->a_row = a_row;
+    m->ncols = ncols;
+    m->y = y;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- quantizer */
+
+/* Portable quantize_row_q8_0 (AVX2 flavour): lane j of the max holds
+ * x[j], x[8+j], x[16+j], x[24+j] folded in that order. */
+static void quantize_portable(const float *x, uint8_t *out, size_t nblocks)
+{
+    for (size_t b = 0; b < nblocks; b++, x += 32, out += Q8_0_BYTES) {
+        float lane[8];
+        for (int j = 0; j < 8; j++) {
+            float m = bits_f32(f32_bits(x[j]) & 0x7fffffffu);
+            for (int s = 1; s < 4; s++)
+                m = maxps1(m, bits_f32(f32_bits(x[8 * s + j]) & 0x7fffffffu));
+            lane[j] = m;
+        }
+        float h0 = maxps1(lane[4], lane[0]), h1 = maxps1(lane[5], lane[1]);
+        float h2 = maxps1(lane[6], lane[2]), h3 = maxps1(lane[7], lane[3]);
+        float g0 = maxps1(h0, h2), g1 = maxps1(h1, h3);
+        float amax = maxps1(g0, g1);
+        float d = amax / 127.0f;
+        uint16_t dh = f32_to_f16(d);
+        out[0] = (uint8_t)dh;
+        out[1] = (uint8_t)(dh >> 8);
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        for (int j = 0; j < 32; j++) {
+            float v = x[j] * id;
+            out[2 + j] = (uint8_t)cvt_pack(nearbyintf(v));
+        }
+    }
+}
+
+#if Q8_X86
+__attribute__((target("avx2,f16c,fma")))
+static void quantize_avx2(const float *x, uint8_t *out, size_t nblocks)
+{
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (size_t b = 0; b < nblocks; b++, x += 32, out += Q8_0_BYTES) {
+        __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
+        __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+        /* operand order matters for NaN: vmaxps returns its second source */
+        __m256 m = _mm256_and_ps(v0, absmask);
+        m = _mm256_max_ps(m, _mm256_and_ps(v1, absmask));
+        m = _mm256_max_ps(m, _mm256_and_ps(v2, absmask));
+        m = _mm256_max_ps(m, _mm256_and_ps(v3, absmask));
+        __m128 q = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+        q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+        q = _mm_max_ss(q, _mm_movehdup_ps(q));
+        float amax = _mm_cvtss_f32(q);
+        uint16_t dh = _cvtss_sh(amax / 127.0f, 0);
+        out[0] = (uint8_t)dh;
+        out[1] = (uint8_t)(dh >> 8);
+        __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        /* packs work per 128-bit half; the dword permute restores order */
+        __m256i w01 = _mm256_packs_epi32(i0, i1), w23 = _mm256_packs_epi32(i2, i3);
+        __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), order);
+        _mm256_storeu_si256((__m256i *)(out + 2), bytes);
+    }
+}
+#endif
+
+void q8_0_quantize_blocks(const float *x, uint8_t *out, size_t nblocks)
+{
+#if Q8_X86
+    if (q8_simd()) {
+        quantize_avx2(x, out, nblocks);
+        return;
+    }
+#endif
+    quantize_portable(x, out, nblocks);
+}
+
+int q8_0_quantize(const float *x, size_t n, uint8_t *out, size_t out_len,
+                  char *err, size_t errlen)
+{
+    if (n % Q8_0_BLOCK != 0) {
+        if (err)
+            snprintf(err, errlen, "q8_0 quantizes whole blocks of 32 values, not %zu", n);
+        return -1;
+    }
+    if (out_len < q8_0_row_bytes(n)) {
+        if (err)
+            snprintf(err, errlen, "q8_0 output holds %zu bytes; %zu values need %zu", out_len, n,
+                     q8_0_row_bytes(n));
+        return -1;
+    }
+    if (n && (!x || !out)) {
+        if (err)
+            snprintf(err, errlen, "q8_0 quantize given a NULL buffer");
+        return -1;
+    }
+    q8_0_quantize_blocks(x, out, n / Q8_0_BLOCK);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- dequantize */
+
+int q8_0_dequantize(const uint8_t *w, size_t w_len, size_t n, float *y,
+                    char *err, size_t errlen)
+{
+    if (n % Q8_0_BLOCK != 0) {
+        if (err)
+            snprintf(err, errlen, "Q8_0 rows hold whole blocks of 32 values, not %zu", n);
+        return -1;
+    }
+    if (w_len < q8_0_row_bytes(n)) {
+        if (err)
+            snprintf(err, errlen, "Q8_0 row holds %zu bytes; %zu values need %zu", w_len, n,
+                     q8_0_row_bytes(n));
+        return -1;
+    }
+    for (size_t b = 0; b < n / Q8_0_BLOCK; b++, w += Q8_0_BYTES, y += 32) {
+        float d = f16_to_f32(rd16(w));
+        for (int j = 0; j < 32; j++)
+            y[j] = (float)(int8_t)w[2 + j] * d;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- vec_dot */
+
+/* One lane of ggml's vpsignb/vpmaddubsw/vpmaddwd: four products |x|*sign(y,x)
+ * summed exactly (sign(-128) wraps, as vpsignb does). */
+static inline int32_t lane_dot(const int8_t *x, const int8_t *y)
+{
+    int32_t s = 0;
+    for (int e = 0; e < 4; e++) {
+        int ax = x[e] < 0 ? -(int)x[e] : x[e];           /* 0..128, unsigned byte */
+        int sy = x[e] < 0 ? (int8_t)(uint8_t)(-(int)y[e]) : (x[e] == 0 ? 0 : y[e]);
+        s += ax * sy;
+    }
+    return s;
+}
+
+static float vec_dot_portable(const uint8_t *w, const uint8_t *a, size_t nb)
+{
+    float acc[8] = {0};
+    for (size_t b = 0; b < nb; b++, w += Q8_0_BYTES, a += Q8_0_BYTES) {
+        float d = f16_to_f32(rd16(w)) * f16_to_f32(rd16(a));
+        const int8_t *x = (const int8_t *)(w + 2), *y = (const int8_t *)(a + 2);
+        for (int j = 0; j < 8; j++)
+            acc[j] = fmaf(d, (float)lane_dot(x + 4 * j, y + 4 * j), acc[j]);
+    }
+    return hsum8(acc);
+}
+
+#if Q8_X86
+__attribute__((target("avx2,f16c,fma")))
+static inline float hsum8_avx(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,f16c,fma")))
+static float vec_dot_avx2(const uint8_t *w, const uint8_t *a, size_t nb)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++, w += Q8_0_BYTES, a += Q8_0_BYTES) {
+        float d = _cvtsh_ss(rd16(w)) * _cvtsh_ss(rd16(a));
+        __m256i x = _mm256_loadu_si256((const __m256i *)(w + 2));
+        __m256i y = _mm256_loadu_si256((const __m256i *)(a + 2));
+        __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+        __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), s, acc);
+    }
+    return hsum8_avx(acc);
+}
+
+/* One weight row against NC (1..4) columns: |x| and the weight scale are
+ * taken once per block; each column keeps its own accumulator, so every
+ * element has vec_dot's chain. */
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline void row_cols_avx2(const uint8_t *w, const uint8_t *a, size_t a_row, size_t nb,
+                                 float *out, size_t out_stride, int NC)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *wb = w + b * Q8_0_BYTES;
+        float dw = _cvtsh_ss(rd16(wb));
+        __m256i x = _mm256_loadu_si256((const __m256i *)(wb + 2));
+        __m256i ax = _mm256_sign_epi8(x, x);
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ab = a + c * a_row + b * Q8_0_BYTES;
+            float d = dw * _cvtsh_ss(rd16(ab));
+            __m256i y = _mm256_loadu_si256((const __m256i *)(ab + 2));
+            __m256i p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(y, x));
+            __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), s, acc[c]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < NC; c++)
+        out[c * out_stride] = hsum8_avx(acc[c]);
+}
+
+__attribute__((target("avx2,f16c,fma")))
+static void mm_rows_avx2(const q8_mm *m, size_t r0, size_t r1)
+{
+    size_t nb = m->k / Q8_0_BLOCK;
+    for (size_t r = r0; r < r1; r++) {
+        const uint8_t *w = m->w + r * m->w_row;
+        size_t c = 0;
+        for (; c + 4 <= m->ncols; c += 4)
+            row_cols_avx2(w, m->act + c * m->a_row, m->a_row, nb, m->y + c * m->rows + r, m->rows, 4);
+        switch (m->ncols - c) {
+        case 3: row_cols_avx2(w, m->act + c * m->a_row, m->a_row, nb, m->y + c * m->rows + r, m->rows, 3); break;
+        case 2: row_cols_avx2(w, m->act + c * m->a_row, m->a_row, nb, m->y + c * m->rows + r, m->rows, 2); break;
+        case 1: row_cols_avx2(w, m->act + c * m->a_row, m->a_row, nb, m->y + c * m->rows + r, m->rows, 1); break;
+        default: break;
+        }
+    }
+}
+#endif
+
+float q8_0_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks)
+{
+#if Q8_X86
+    if (q8_simd())
+        return vec_dot_avx2(w, act, nblocks);
+#endif
+    return vec_dot_portable(w, act, nblocks);
+}
+
+/* ---------------------------------------------------------------- products */
+
+int q8_0_mm_init(q8_mm *m, const uint8_t *w, size_t w_len, size_t rows,
+                 size_t k, const uint8_t *act, size_t act_len, size_t ncols,
+                 float *y, size_t y_len, char *err, size_t errlen)
+{
+    return q8_mm_check(m, "Q8_0", Q8_0_BLOCK, Q8_0_BYTES, w, w_len, rows, k, act, act_len, ncols, y,
+                       y_len, err, errlen);
+}
+
+void q8_0_mm_rows(void *ctx, size_t r0, size_t r1, int worker)
+{
+    const q8_mm *m = ctx;
+    (void)worker;
+#if Q8_X86
+    if (q8_simd()) {
+        mm_rows_avx2(m, r0, r1);
+        return;
+    }
+#endif
+    size_t nb = m->k / Q8_0_BLOCK;
+    for (size_t c = 0; c < m->ncols; c++)
+        for (size_t r = r0; r < r1; r++)
+            m->y[c * m->rows + r] = vec_dot_portable(m->w + r * m->w_row, m->act + c * m->a_row, nb);
+}
+
+int q8_0_matmul(par_pool *p, const uint8_t *w, size_t w_len, size_t rows,
+                size_t k, const uint8_t *act, size_t act_len, size_t ncols,
+                float *y, size_t y_len, char *err, size_t errlen)
+{
+    q8_mm m;
+    if (q8_0_mm_init(&m, w, w_len, rows, k, act, act_len, ncols, y, y_len, err, errlen) != 0)
+        return -1;
+    if (rows && ncols)
+        par_rows(p, q8_0_mm_rows, &m, rows, 0);
+    return 0;
+}

@@ -1,0 +1,106 @@
+/*
+ * q8_0.h -- Q8_0 weights (ggml type 8) and the q8_0 activations every
+ * quantized weight type here multiplies against (Q8_0, Q1_0, Q2_0 all have
+ * vec_dot_type q8_0 in ggml's CPU type traits).
+ *
+ * Bit-exact with llama.cpp b11669's libggml-cpu-haswell.so:
+ * - q8_0_quantize reproduces quantize_row_q8_0 (the AVX2 one, not _ref):
+ *   amax by vmaxps in ggml's order (so a NaN can be lost or kept exactly as
+ *   there), d = amax/127 rounded to f16 (nearest even), id = 127/amax (0 when
+ *   amax is 0), q = round-half-even(x*id) through vcvtps2dq and saturating
+ *   packs (NaN, +-inf and overflow give -128).
+ * - q8_0_vec_dot reproduces ggml_vec_dot_q8_0_q8_0 (AVX2): eight lanes of
+ *   four-product integer sums, acc = fma(dw*da, lane, acc) block after block,
+ *   then ggml's hsum_float_8. A weight of -128 against a negative activation
+ *   is wrong the same way (vpsignb wraps).
+ * - Products of two or more columns go through llamafile's tinyBLAS_Q0_AVX in
+ *   ggml; every one of its tile shapes gives each element the same chain as
+ *   vec_dot (same lanes, same fma order, same hsum), so one kernel serves both.
+ *   The CPU backend has no repacked Q8_0 layout on x86 (repack.cpp: NEON/RVV).
+ *
+ * Layout: a block is 34 bytes: f16 scale d (little-endian), then 32 int8.
+ *
+ * Matrix products y = W x: W has `rows` rows of k values; x is `ncols`
+ * columns of k values already quantized to q8_0 (ncols rows of k/32 blocks,
+ * contiguous); y[c*rows + r] (ggml's dst layout: one column per token).
+ * Rows are shared among the pool's workers in chunks; bits never depend on
+ * the thread count.
+ */
+#ifndef BANKML_Q8_0_H
+#define BANKML_Q8_0_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "par.h"
+
+#define Q8_0_TYPE 8
+#define Q8_0_BLOCK 32  /* values per block */
+#define Q8_0_BYTES 34  /* bytes per block */
+
+/* Bytes of q8_0 data holding n values (n a multiple of 32). */
+static inline size_t q8_0_row_bytes(size_t n) { return n / Q8_0_BLOCK * Q8_0_BYTES; }
+
+/* One matrix product against q8_0 activations, checked once by a *_mm_init
+ * of the weight's module, then run by rows (the par_rows_fn of that module)
+ * so several matrices can share one wake of the pool (par_jobs). */
+typedef struct {
+    const uint8_t *w;    /* weight row r at w + r*w_row */
+    size_t w_row;        /* bytes per weight row */
+    size_t rows, k;      /* rows of W, values per row */
+    const uint8_t *act;  /* column c at act + c*a_row (q8_0) */
+    size_t a_row;        /* bytes per activation column */
+    size_t ncols;        /* columns (tokens) */
+    float *y;            /* y[c*rows + r] */
+} q8_mm;
+
+/* Quantizes n floats (n a multiple of 32) into n/32 q8_0 blocks at out, which
+ * holds out_len bytes. Returns 0, or -1 with a reason in err (may be NULL). */
+int q8_0_quantize(const float *x, size_t n, uint8_t *out, size_t out_len,
+                  char *err, size_t errlen);
+
+/* Unchecked inner quantizer: nblocks blocks from 32*nblocks floats. */
+void q8_0_quantize_blocks(const float *x, uint8_t *out, size_t nblocks);
+
+/* Dequantizes n values (n a multiple of 32) of a Q8_0 row of w_len bytes into
+ * y: y = q * d, one float product each (ggml's dequantize_row_q8_0, which
+ * get_rows uses). Returns 0, or -1 with a reason. */
+int q8_0_dequantize(const uint8_t *w, size_t w_len, size_t n, float *y,
+                    char *err, size_t errlen);
+
+/* Dot product of one Q8_0 weight row with one q8_0 activation row, both of
+ * nblocks blocks (unchecked: the caller owns the lengths). */
+float q8_0_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks);
+
+/* Checks a product's shape and byte lengths and fills *m. w_len: bytes of W
+ * (>= rows rows of k values), act_len: bytes of the activations (>= ncols
+ * rows), y_len: floats in y (>= rows*ncols). k must be a multiple of 32.
+ * Returns 0, or -1 with a reason (nothing is read on failure). */
+int q8_0_mm_init(q8_mm *m, const uint8_t *w, size_t w_len, size_t rows,
+                 size_t k, const uint8_t *act, size_t act_len, size_t ncols,
+                 float *y, size_t y_len, char *err, size_t errlen);
+
+/* par_rows_fn: computes rows [r0, r1) of every column of a checked q8_mm. */
+void q8_0_mm_rows(void *m, size_t r0, size_t r1, int worker);
+
+/* init + run on the pool (NULL pool: the caller alone). */
+int q8_0_matmul(par_pool *p, const uint8_t *w, size_t w_len, size_t rows,
+                size_t k, const uint8_t *act, size_t act_len, size_t ncols,
+                float *y, size_t y_len, char *err, size_t errlen);
+
+/* Shared by q8_0.c, q1_0.c and q2_0.c: 1 when the AVX2+F16C+FMA kernels run
+ * (CPU support, unless switched off), 0 for the portable C (same bits). */
+int q8_simd(void);
+/* Test/bench hook: on = 0 forces the portable C; on = 1 allows SIMD again
+ * (only if the CPU has it). Not for use while kernels run on other threads. */
+void q8_set_simd(int on);
+
+/* Shared checker for the three weight modules: fills *m for a weight type of
+ * `blk` values and `bytes` bytes per block, after checking k, lengths and
+ * overflow. `what` names the type in messages ("Q1_0"). */
+int q8_mm_check(q8_mm *m, const char *what, size_t blk, size_t bytes,
+                const uint8_t *w, size_t w_len, size_t rows, size_t k,
+                const uint8_t *act, size_t act_len, size_t ncols, float *y,
+                size_t y_len, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,655 @@
+/*
+ * kit_kernels_quant.c -- in-process oracle for src/q8_0.c, src/q1_0.c and
+ * src/q2_0.c: the same inputs go through our kernels and through llama.cpp
+ * b11669's own (libggml-base.so and the CPU backend the tools load,
+ * libggml-cpu-haswell.so by default), and every output is compared bit for
+ * bit.
+ *
+ * Why in process: a kernel one ulp off changes a token only now and then;
+ * comparing every element of every product shows it on the first row.
+ *
+ * What is compared, for Q8_0, Q1_0 and Q2_0, with our AVX2 kernels and again
+ * with our portable C (q8_set_simd(0)):
+ *   dequant   rows made by ggml_quantize_chunk and rows of random bytes
+ *             (Q2_0 code 3, Q8_0 -128) against type traits to_float;
+ *   quantize  q8_0 activations: random rows, amax 0, +-127 edges, halves,
+ *             NaN in each of the 32 places, +-inf, subnormals, huge values,
+ *             against the CPU backend's from_float (quantize_row_q8_0);
+ *   vec_dot   row lengths from one block to thousands against the CPU type
+ *             traits' vec_dot, with ggml-made activations and raw int8 ones;
+ *   mul_mat   whole products through a ggml graph (ggml_mul_mat, F32
+ *             activations, the backend quantizes them) with 1..13 columns,
+ *             rows multiple of 4 or not, 1 and 2 threads on both sides.
+ *
+ * Build (from /work/main; K=/root/.cache/bankml-oracle/root/usr):
+ *   gcc -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Isrc -Iinclude -c src/q8_0.c src/q1_0.c \
+ *       src/q2_0.c src/par.c   (objects; f16.c too once the kernels use it)
+ *   gcc -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -I$K/include -Isrc -o kit_kernels_quant \
+ *       testing/kit_kernels_quant.c *.o -L$K/lib/x86_64-linux-gnu -lggml-base -ldl -lm \
+ *       -pthread -Wl,--allow-shlib-undefined
+ * Run: /root/.cache/bankml-oracle/bin/sid-run ./kit_kernels_quant [check|bench]
+ * (testing/oracle_kernels_quant.py does both). The libraries need a newer
+ * glibc than this system's: sid-run runs us under the kit's loader, and
+ * --allow-shlib-undefined lets the link succeed against them.
+ *
+ * check prints each mismatch (at most a few per case) and ends with
+ * "N passed, N failed, N skipped"; exit 1 on any failure, 2 on setup errors.
+ * bench prints ns per weight block for each kernel, ours vs ggml's, on the
+ * same data, alternating runs, 1 and 2 threads for the products.
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ggml.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+
+#include "par.h"
+#include "q1_0.h"
+#include "q2_0.h"
+#include "q8_0.h"
+
+/* ---------------------------------------------------------------- the CPU backend */
+
+static struct {
+    void *lib;
+    ggml_backend_t (*backend_init)(void);
+    void (*set_n_threads)(ggml_backend_t, int);
+    const struct ggml_type_traits_cpu *(*traits_cpu)(enum ggml_type);
+    void (*cpu_init)(void);
+} cpu;
+
+static int load_cpu(void)
+{
+    const char *path = getenv("GGML_BACKEND_PATH");
+    if (!path || !*path) {
+        fprintf(stderr, "GGML_BACKEND_PATH is not set: run this under the kit's sid-run\n");
+        return -1;
+    }
+    cpu.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!cpu.lib) {
+        fprintf(stderr, "cannot load %s: %s\n", path, dlerror());
+        return -1;
+    }
+    *(void **)&cpu.backend_init = dlsym(cpu.lib, "ggml_backend_cpu_init");
+    *(void **)&cpu.set_n_threads = dlsym(cpu.lib, "ggml_backend_cpu_set_n_threads");
+    *(void **)&cpu.traits_cpu = dlsym(cpu.lib, "ggml_get_type_traits_cpu");
+    *(void **)&cpu.cpu_init = dlsym(cpu.lib, "ggml_cpu_init");
+    if (!cpu.backend_init || !cpu.set_n_threads || !cpu.traits_cpu || !cpu.cpu_init) {
+        fprintf(stderr, "%s lacks a CPU backend symbol\n", path);
+        return -1;
+    }
+    cpu.cpu_init();
+    return 0;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t next64(void)
+{
+    uint64_t z = (rng += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static float uni(void) { return (float)((next64() >> 40) * (1.0 / 16777216.0)); } /* [0,1) */
+
+/* Roughly normal, times a scale that varies per call site. */
+static float gauss(void) { return (uni() + uni() + uni() + uni() - 2.0f) * 1.7f; }
+
+static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float bitsf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static long passed, failed, skipped;
+
+/* A case passes when every element matches; prints the first few misses. */
+static void verdict(const char *name, long bad, long total)
+{
+    if (bad) {
+        failed++;
+        printf("FAIL %s: %ld of %ld elements differ\n", name, bad, total);
+    } else {
+        passed++;
+    }
+}
+
+static long cmp_f32(const char *name, const float *got, const float *want, size_t n)
+{
+    long bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (fbits(got[i]) != fbits(want[i])) {
+            if (bad < 4)
+                printf("  %s [%zu]: ours %.9g (%08x) ggml %.9g (%08x)\n", name, i, got[i],
+                       fbits(got[i]), want[i], fbits(want[i]));
+            bad++;
+        }
+    }
+    return bad;
+}
+
+static long cmp_bytes(const char *name, const uint8_t *got, const uint8_t *want, size_t n)
+{
+    long bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (got[i] != want[i]) {
+            if (bad < 4)
+                printf("  %s byte %zu: ours %02x ggml %02x\n", name, i, got[i], want[i]);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+typedef struct {
+    enum ggml_type type;
+    const char *name;
+    size_t blk, bytes;
+    int (*dequant)(const uint8_t *, size_t, size_t, float *, char *, size_t);
+    float (*vec_dot)(const uint8_t *, const uint8_t *, size_t);
+    int (*matmul)(par_pool *, const uint8_t *, size_t, size_t, size_t, const uint8_t *, size_t,
+                  size_t, float *, size_t, char *, size_t);
+} Kind;
+
+static const Kind kinds[] = {
+    {GGML_TYPE_Q8_0, "Q8_0", Q8_0_BLOCK, Q8_0_BYTES, q8_0_dequantize, q8_0_vec_dot, q8_0_matmul},
+    {GGML_TYPE_Q1_0, "Q1_0", Q1_0_BLOCK, Q1_0_BYTES, q1_0_dequantize, q1_0_vec_dot, q1_0_matmul},
+    {GGML_TYPE_Q2_0, "Q2_0", Q2_0_BLOCK, Q2_0_BYTES, q2_0_dequantize, q2_0_vec_dot, q2_0_matmul},
+};
+
+/* Random floats with a per-row scale (some rows tiny, some large). */
+static void fill_floats(float *x, size_t n)
+{
+    float scale = powf(10.0f, (float)(next64() % 9) - 4.0f);
+    for (size_t i = 0; i < n; i++)
+        x[i] = gauss() * scale;
+}
+
+/* Weights as a model file has them: random floats through ggml's quantizer. */
+static void make_weights(const Kind *t, uint8_t *w, size_t rows, size_t k)
+{
+    float *x = malloc(rows * k * sizeof(float));
+    fill_floats(x, rows * k);
+    ggml_quantize_chunk(t->type, x, w, 0, (int64_t)rows, (int64_t)k, NULL);
+    free(x);
+}
+
+/* A random finite f16 scale, positive or negative, 2^-14 .. 2^3. */
+static uint16_t rand_scale(void)
+{
+    uint16_t e = (uint16_t)(1 + next64() % 17), m = (uint16_t)(next64() & 0x3ff);
+    return (uint16_t)((next64() & 1) << 15 | e << 10 | m);
+}
+
+/* Blocks of random bytes with sane scales (codes and quants ggml's quantizer
+ * never makes: Q2_0 code 3, Q8_0 -128). */
+static void make_raw(uint8_t *w, size_t nblocks, size_t bytes)
+{
+    for (size_t b = 0; b < nblocks; b++) {
+        uint16_t s = rand_scale();
+        w[b * bytes] = (uint8_t)s;
+        w[b * bytes + 1] = (uint8_t)(s >> 8);
+        for (size_t i = 2; i < bytes; i++)
+            w[b * bytes + i] = (uint8_t)next64();
+    }
+}
+
+/* ---------------------------------------------------------------- checks */
+
+static const char *mode_name(void) { return q8_simd() ? "avx2" : "portable"; }
+
+static void check_dequant(const Kind *t)
+{
+    const struct ggml_type_traits *tr = ggml_get_type_traits(t->type);
+    size_t lens[] = {1, 2, 3, 7, 32};
+    for (int raw = 0; raw < 2; raw++) {
+        for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+            size_t nb = lens[li], k = nb * t->blk;
+            uint8_t *w = malloc(nb * t->bytes);
+            float *a = malloc(k * sizeof(float)), *b = malloc(k * sizeof(float));
+            if (raw)
+                make_raw(w, nb, t->bytes);
+            else
+                make_weights(t, w, 1, k);
+            char err[200], name[96];
+            int rc = t->dequant(w, nb * t->bytes, k, a, err, sizeof err);
+            tr->to_float(w, b, (int64_t)k);
+            snprintf(name, sizeof name, "%s dequant %s %s k=%zu", t->name, raw ? "raw" : "quantized",
+                     mode_name(), k);
+            if (rc != 0) {
+                failed++;
+                printf("FAIL %s: %s\n", name, err);
+            } else {
+                verdict(name, cmp_f32(name, a, b, k), (long)k);
+            }
+            free(w);
+            free(a);
+            free(b);
+        }
+    }
+}
+
+/* Edge-case activation blocks, 32 floats each, written into x; returns count. */
+static size_t edge_blocks(float *x, size_t max_blocks)
+{
+    size_t nb = 0;
+#define NEWB() (nb < max_blocks ? x + 32 * nb++ : NULL)
+    float *b;
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = 0.0f;               /* amax 0 */
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = i & 1 ? -0.0f : 0.0f;
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = (float)(i - 16) * 127.0f / 16.0f;
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = (float)(i % 2 ? 127 : -127); /* +-127 */
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = i == 5 ? -254.0f : (float)i + 0.5f; /* halves */
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = i == 0 ? 127.0f : (float)(i % 8) - 3.5f;
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = i == 31 ? -127.0f : (float)(i - 16) + 0.5f;
+    /* a NaN in each of the 32 places */
+    for (int p = 0; p < 32; p++)
+        if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = i == p ? NAN : gauss();
+    /* a NaN at p and the block's largest magnitude at q: which of them the
+     * vmaxps tree keeps depends on both places */
+    for (int p = 0; p < 32; p++)
+        for (int q = 0; q < 32; q++)
+            if (q != p && (b = NEWB()))
+                for (int i = 0; i < 32; i++)
+                    b[i] = i == p ? NAN : i == q ? (q & 1 ? -100.0f : 100.0f) : gauss();
+    /* a NaN with a payload and a negative NaN */
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = i == 9 ? bitsf(0x7fa12345u) : gauss();
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = i == 17 ? bitsf(0xffc00001u) : gauss();
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = (i == 3 || i == 12) ? NAN : gauss();
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = NAN;
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = i == 7 ? INFINITY : gauss();
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = i == 7 ? -INFINITY : (i == 2 ? 0.0f : gauss());
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = i == 1 ? 1e-45f : 0.0f;   /* id overflows */
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = bitsf(0x00000001u + (uint32_t)i * 3);
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = i == 4 ? 3.0e38f : gauss() * 1e37f;
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = i % 3 ? -3.4e38f : 3.4e38f;
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = i == 0 ? 65504.0f * 127.0f : gauss();
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = i == 0 ? 1e-6f : gauss() * 1e-7f; /* d subnormal f16 */
+    if ((b = NEWB())) for (int i = 0; i < 32; i++) b[i] = i == 0 ? 7.62939453e-6f * 127.0f : 1e-7f;
+#undef NEWB
+    return nb;
+}
+
+static void check_quantize(void)
+{
+    const struct ggml_type_traits_cpu *tr = cpu.traits_cpu(GGML_TYPE_Q8_0);
+    enum { MAXB = 4096 };
+    float *x = malloc(MAXB * 32 * sizeof(float));
+    uint8_t *a = malloc(MAXB * Q8_0_BYTES), *b = malloc(MAXB * Q8_0_BYTES);
+    char name[96], err[200];
+    /* edge blocks, one call */
+    size_t ne = edge_blocks(x, MAXB);
+    snprintf(name, sizeof name, "q8_0 quantize edge blocks (%zu) %s", ne, mode_name());
+    if (q8_0_quantize(x, ne * 32, a, ne * Q8_0_BYTES, err, sizeof err) != 0) {
+        failed++;
+        printf("FAIL %s: %s\n", name, err);
+    } else {
+        tr->from_float(x, b, (int64_t)(ne * 32));
+        verdict(name, cmp_bytes(name, a, b, ne * Q8_0_BYTES), (long)(ne * Q8_0_BYTES));
+    }
+    /* random rows of several lengths and scales */
+    size_t lens[] = {1, 2, 3, 4, 8, 33, 128, 384, 4096};
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        size_t nb = lens[li];
+        for (size_t i = 0; i < nb; i++)
+            fill_floats(x + 32 * i, 32);
+        snprintf(name, sizeof name, "q8_0 quantize random %zu blocks %s", nb, mode_name());
+        q8_0_quantize(x, nb * 32, a, nb * Q8_0_BYTES, err, sizeof err);
+        tr->from_float(x, b, (int64_t)(nb * 32));
+        verdict(name, cmp_bytes(name, a, b, nb * Q8_0_BYTES), (long)(nb * Q8_0_BYTES));
+    }
+    /* values exactly on .5 after scaling (ties to even): amax 127 so id = 1 */
+    for (size_t i = 0; i < 64; i++)
+        for (int j = 0; j < 32; j++)
+            x[32 * i + j] = j == 0 ? 127.0f : (float)((int)(next64() % 253) - 126) + 0.5f * (float)(next64() & 1);
+    snprintf(name, sizeof name, "q8_0 quantize ties %s", mode_name());
+    q8_0_quantize(x, 64 * 32, a, 64 * Q8_0_BYTES, err, sizeof err);
+    tr->from_float(x, b, 64 * 32);
+    verdict(name, cmp_bytes(name, a, b, 64 * Q8_0_BYTES), 64 * Q8_0_BYTES);
+    free(x);
+    free(a);
+    free(b);
+}
+
+static void check_vec_dot(const Kind *t)
+{
+    const struct ggml_type_traits_cpu *tr = cpu.traits_cpu(t->type);
+    const struct ggml_type_traits_cpu *q8 = cpu.traits_cpu(GGML_TYPE_Q8_0);
+    /* row lengths in weight blocks, from one block to thousands */
+    size_t lens[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 128, 129, 255, 1000, 3071};
+    for (int raw = 0; raw < 2; raw++) {
+        for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+            size_t nb = lens[li], k = nb * t->blk;
+            if (t->type == GGML_TYPE_Q8_0 && nb > 2000)
+                nb = 4 * nb, k = nb * t->blk;
+            size_t qb = k / 32;
+            uint8_t *w = malloc(nb * t->bytes), *act = malloc(qb * Q8_0_BYTES);
+            float *x = malloc(k * sizeof(float));
+            long bad = 0;
+            int reps = nb < 100 ? 6 : 2;
+            for (int rep = 0; rep < reps; rep++) {
+                if (raw) {
+                    make_raw(w, nb, t->bytes);
+                    make_raw(act, qb, Q8_0_BYTES); /* int8 incl. -128 */
+                } else {
+                    make_weights(t, w, 1, k);
+                    fill_floats(x, k);
+                    q8->from_float(x, act, (int64_t)k);
+                }
+                float ours = t->vec_dot(w, act, nb), want = 0;
+                tr->vec_dot((int)k, &want, 0, w, 0, act, 0, 1);
+                char name[96];
+                snprintf(name, sizeof name, "%s vec_dot k=%zu", t->name, k);
+                bad += cmp_f32(name, &ours, &want, 1);
+            }
+            char name[96];
+            snprintf(name, sizeof name, "%s vec_dot %s k=%zu x%d %s", t->name, raw ? "raw" : "quantized",
+                     k, reps, mode_name());
+            verdict(name, bad, reps);
+            free(w);
+            free(act);
+            free(x);
+        }
+    }
+}
+
+/* Whole products: ggml_mul_mat in a graph vs ours; nthreads on both sides. */
+static void check_mul_mat(const Kind *t, ggml_backend_t be, par_pool *pool, int nthreads)
+{
+    size_t rows_list[] = {1, 3, 4, 5, 8, 16, 17, 33, 64, 67};
+    size_t cols_list[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13};
+    size_t kb_list[] = {1, 3, 8};
+    cpu.set_n_threads(be, nthreads);
+    for (size_t ki = 0; ki < sizeof kb_list / sizeof *kb_list; ki++) {
+        size_t k = kb_list[ki] * (t->blk < 128 ? 128 : t->blk);
+        for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++) {
+            for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++) {
+                size_t rows = rows_list[ri], cols = cols_list[ci];
+                size_t wbytes = rows * (k / t->blk) * t->bytes;
+                size_t mem = wbytes + (k * cols + rows * cols) * sizeof(float) + 3 * ggml_tensor_overhead() +
+                             ggml_graph_overhead() + 4096;
+                struct ggml_init_params ip = {mem, NULL, false};
+                struct ggml_context *ctx = ggml_init(ip);
+                struct ggml_tensor *W = ggml_new_tensor_2d(ctx, t->type, (int64_t)k, (int64_t)rows);
+                struct ggml_tensor *X = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, (int64_t)k, (int64_t)cols);
+                make_weights(t, W->data, rows, k);
+                for (size_t c = 0; c < cols; c++)
+                    fill_floats((float *)X->data + c * k, k);
+                struct ggml_tensor *Y = ggml_mul_mat(ctx, W, X);
+                struct ggml_cgraph *g = ggml_new_graph(ctx);
+                ggml_build_forward_expand(g, Y);
+                char name[128], err[200];
+                snprintf(name, sizeof name, "%s mul_mat %zux%zu cols=%zu threads=%d %s", t->name, rows, k,
+                         cols, nthreads, mode_name());
+                if (ggml_backend_graph_compute(be, g) != GGML_STATUS_SUCCESS) {
+                    failed++;
+                    printf("FAIL %s: ggml graph compute failed\n", name);
+                    ggml_free(ctx);
+                    continue;
+                }
+                size_t arow = q8_0_row_bytes(k);
+                uint8_t *act = malloc(arow * cols);
+                float *y = malloc(rows * cols * sizeof(float));
+                int rc = 0;
+                for (size_t c = 0; c < cols && rc == 0; c++)
+                    rc = q8_0_quantize((float *)X->data + c * k, k, act + c * arow, arow, err, sizeof err);
+                if (rc == 0)
+                    rc = t->matmul(pool, W->data, wbytes, rows, k, act, arow * cols, cols, y, rows * cols, err,
+                                   sizeof err);
+                if (rc != 0) {
+                    failed++;
+                    printf("FAIL %s: %s\n", name, err);
+                } else {
+                    verdict(name, cmp_f32(name, y, (const float *)Y->data, rows * cols), (long)(rows * cols));
+                }
+                free(act);
+                free(y);
+                ggml_free(ctx);
+            }
+        }
+    }
+}
+
+/* Refusals: shapes the kernels do not support and lying lengths. */
+static void check_refusals(void)
+{
+    uint8_t buf[1024] = {0};
+    float y[64];
+    char err[200];
+    struct { const char *name; int rc; } cases[] = {
+        {"Q1_0 k not a multiple of 128", q1_0_matmul(NULL, buf, sizeof buf, 1, 64, buf, sizeof buf, 1, y, 64, err, sizeof err)},
+        {"Q2_0 k not a multiple of 64", q2_0_matmul(NULL, buf, sizeof buf, 1, 96, buf, sizeof buf, 1, y, 64, err, sizeof err)},
+        {"Q8_0 short weights", q8_0_matmul(NULL, buf, 33, 1, 32, buf, sizeof buf, 1, y, 64, err, sizeof err)},
+        {"Q1_0 short activations", q1_0_matmul(NULL, buf, sizeof buf, 1, 128, buf, 135, 1, y, 64, err, sizeof err)},
+        {"Q2_0 short output", q2_0_matmul(NULL, buf, sizeof buf, 4, 64, buf, sizeof buf, 2, y, 7, err, sizeof err)},
+        {"q8_0 quantize 31 values", q8_0_quantize((const float *)buf, 31, buf, sizeof buf, err, sizeof err)},
+        {"Q8_0 dequant short row", q8_0_dequantize(buf, 33, 32, y, err, sizeof err)},
+        {"Q2_0 huge product", q2_0_matmul(NULL, buf, sizeof buf, SIZE_MAX / 2, 64, buf, sizeof buf, 4, y, 64, err, sizeof err)},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (cases[i].rc == -1) {
+            passed++;
+        } else {
+            failed++;
+            printf("FAIL refusal: %s was accepted\n", cases[i].name);
+        }
+    }
+}
+
+static int run_check(void)
+{
+    ggml_backend_t be = cpu.backend_init();
+    if (!be) {
+        fprintf(stderr, "ggml_backend_cpu_init failed\n");
+        return 2;
+    }
+    char err[200];
+    par_pool *pool2 = par_create(2, err, sizeof err);
+    if (!pool2) {
+        fprintf(stderr, "par_create: %s\n", err);
+        return 2;
+    }
+    for (int simd = 1; simd >= 0; simd--) {
+        q8_set_simd(simd);
+        if (simd && !q8_simd()) {
+            skipped++;
+            printf("SKIP avx2 kernels: this CPU lacks AVX2/FMA/F16C\n");
+            continue;
+        }
+        check_quantize();
+        for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+            check_dequant(&kinds[i]);
+            check_vec_dot(&kinds[i]);
+            check_mul_mat(&kinds[i], be, NULL, 1);
+            check_mul_mat(&kinds[i], be, pool2, 2);
+        }
+    }
+    q8_set_simd(1);
+    check_refusals();
+    par_destroy(pool2);
+    ggml_backend_free(be);
+    printf("%ld passed, %ld failed, %ld skipped\n", passed, failed, skipped);
+    return failed ? 1 : 0;
+}
+
+/* ---------------------------------------------------------------- bench */
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct {
+    const Kind *t;
+    const uint8_t *w, *act;
+    size_t rows, k;
+    float *y;
+    const struct ggml_type_traits_cpu *tr;
+} BenchVD;
+
+/* ggml's side of a GEMV through its exported vec_dot, row by row (what
+ * mul_mat's one-column path does per row). */
+static void ggml_gemv(const BenchVD *b)
+{
+    size_t wrow = b->k / b->t->blk * b->t->bytes;
+    for (size_t r = 0; r < b->rows; r++)
+        b->tr->vec_dot((int)b->k, &b->y[r], 0, b->w + r * wrow, 0, b->act, 0, 1);
+}
+
+static void ours_gemv(const BenchVD *b)
+{
+    size_t wrow = b->k / b->t->blk * b->t->bytes;
+    for (size_t r = 0; r < b->rows; r++)
+        b->y[r] = b->t->vec_dot(b->w + r * wrow, b->act, b->k / b->t->blk);
+}
+
+/* Runs the two sides alternately `runs` times; prints min and median in ns
+ * per weight block. */
+static void report(const char *what, const char *type, double *ours, double *theirs, int runs, double blocks)
+{
+    qsort(ours, (size_t)runs, sizeof(double), cmp_d);
+    qsort(theirs, (size_t)runs, sizeof(double), cmp_d);
+    double om = ours[0] / blocks, od = ours[runs / 2] / blocks;
+    double gm = theirs[0] / blocks, gd = theirs[runs / 2] / blocks;
+    printf("%-5s %-34s ours %7.3f / %7.3f  ggml %7.3f / %7.3f ns/block  speedup %.2fx (min) %.2fx (median)\n", type,
+           what, om, od, gm, gd, gm / om, gd / od);
+}
+
+static int run_bench(int argc, char **argv)
+{
+    size_t rows = 4096, k = 4096;
+    int runs = 9;
+    if (argc > 2)
+        rows = (size_t)atol(argv[2]);
+    if (argc > 3)
+        k = (size_t)atol(argv[3]);
+    if (argc > 4)
+        runs = atoi(argv[4]);
+    if (runs < 1 || runs > 99)
+        runs = 9;
+    ggml_backend_t be = cpu.backend_init();
+    char err[200];
+    par_pool *pool2 = par_create(2, err, sizeof err);
+    if (!be || !pool2) {
+        fprintf(stderr, "setup failed\n");
+        return 2;
+    }
+    printf("bench: W %zu x %zu, %d alternating runs, min / median\n", rows, k, runs);
+    double ours[99], theirs[99];
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        const Kind *t = &kinds[i];
+        size_t wrow = k / t->blk * t->bytes, arow = q8_0_row_bytes(k), ncol = 32;
+        uint8_t *w = malloc(rows * wrow), *act = malloc(arow * ncol);
+        float *x = malloc(k * ncol * sizeof(float)), *y = malloc(rows * ncol * sizeof(float));
+        make_weights(t, w, rows, k);
+        for (size_t c = 0; c < ncol; c++)
+            fill_floats(x + c * k, k);
+        const struct ggml_type_traits_cpu *q8 = cpu.traits_cpu(GGML_TYPE_Q8_0);
+        q8->from_float(x, act, (int64_t)(k * ncol));
+        double blocks = (double)rows * (double)(k / t->blk);
+
+        /* 1. activation quantizer (once, for Q8_0's row only): ns per 32-value block */
+        if (i == 0) {
+            uint8_t *qa = malloc(arow * ncol);
+            for (int r = 0; r < runs; r++) {
+                double t0 = now_ns();
+                q8_0_quantize_blocks(x, qa, k * ncol / 32);
+                double t1 = now_ns();
+                q8->from_float(x, qa, (int64_t)(k * ncol));
+                double t2 = now_ns();
+                ours[r] = t1 - t0;
+                theirs[r] = t2 - t1;
+            }
+            report("quantize q8_0 (per 32 values)", "q8_0", ours, theirs, runs, (double)(k * ncol / 32));
+            free(qa);
+        }
+        /* 2. GEMV through vec_dot, 1 thread */
+        BenchVD bv = {t, w, act, rows, k, y, cpu.traits_cpu(t->type)};
+        for (int r = 0; r < runs; r++) {
+            double t0 = now_ns();
+            ours_gemv(&bv);
+            double t1 = now_ns();
+            ggml_gemv(&bv);
+            double t2 = now_ns();
+            ours[r] = t1 - t0;
+            theirs[r] = t2 - t1;
+        }
+        report("vec_dot GEMV 1 thread", t->name, ours, theirs, runs, blocks);
+
+        /* 3. whole products: ours (act already quantized + matmul incl. our
+         * quantize) vs ggml_mul_mat graph (which quantizes too), 1 and 2 threads,
+         * 1 column (decode) and 32 columns (prefill). */
+        size_t col_cases[] = {1, 32};
+        for (int nt = 1; nt <= 2; nt++) {
+            cpu.set_n_threads(be, nt);
+            for (size_t cc = 0; cc < 2; cc++) {
+                size_t cols = col_cases[cc];
+                size_t mem = rows * wrow + (k * cols + rows * cols) * sizeof(float) + 3 * ggml_tensor_overhead() +
+                             ggml_graph_overhead() + 4096;
+                struct ggml_init_params ip = {mem, NULL, false};
+                struct ggml_context *ctx = ggml_init(ip);
+                struct ggml_tensor *W = ggml_new_tensor_2d(ctx, t->type, (int64_t)k, (int64_t)rows);
+                struct ggml_tensor *X = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, (int64_t)k, (int64_t)cols);
+                memcpy(W->data, w, rows * wrow);
+                memcpy(X->data, x, k * cols * sizeof(float));
+                struct ggml_tensor *Y = ggml_mul_mat(ctx, W, X);
+                struct ggml_cgraph *g = ggml_new_graph(ctx);
+                ggml_build_forward_expand(g, Y);
+                uint8_t *qa = malloc(arow * cols);
+                for (int r = 0; r < runs; r++) {
+                    double t0 = now_ns();
+                    q8_0_quantize_blocks(x, qa, k * cols / 32);
+                    t->matmul(nt == 1 ? NULL : pool2, w, rows * wrow, rows, k, qa, arow * cols, cols, y,
+                              rows * cols, err, sizeof err);
+                    double t1 = now_ns();
+                    ggml_backend_graph_compute(be, g);
+                    double t2 = now_ns();
+                    ours[r] = t1 - t0;
+                    theirs[r] = t2 - t1;
+                }
+                long bad = cmp_f32("bench product", y, (const float *)Y->data, rows * cols);
+                char what[96];
+                snprintf(what, sizeof what, "mul_mat %zu col%s %d thread%s%s", cols, cols > 1 ? "s" : "", nt,
+                         nt > 1 ? "s" : "", bad ? " (BITS DIFFER)" : "");
+                report(what, t->name, ours, theirs, runs, blocks * (double)cols);
+                free(qa);
+                ggml_free(ctx);
+            }
+        }
+        free(w);
+        free(act);
+        free(x);
+        free(y);
+    }
+    par_destroy(pool2);
+    ggml_backend_free(be);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (load_cpu() != 0)
+        return 2;
+    if (argc > 1 && strcmp(argv[1], "bench") == 0)
+        return run_bench(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "check") != 0) {
+        fprintf(stderr, "usage: sid-run kit_kernels_quant [check | bench [ROWS [K [RUNS]]]]\n");
+        return 2;
+    }
+    return run_check();
+}

@@ -1,0 +1,160 @@
+/*
+ * test_par.c -- the thread pool: every row of every job is run exactly once
+ * whatever the thread count, several jobs share one wake, tiny jobs run
+ * inline, and pools start and stop cleanly.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "par.h"
+#include "test.h"
+
+typedef struct {
+    atomic_int *visits;
+    double *out;
+    size_t base;                /* row offset of this job in visits/out */
+} rows_ctx;
+
+/* Writes a value that depends only on the row, and counts visits. */
+static void fill_rows(void *vctx, size_t r0, size_t r1, int worker)
+{
+    rows_ctx *c = vctx;
+    (void)worker;
+    for (size_t r = r0; r < r1; r++) {
+        atomic_fetch_add(&c->visits[c->base + r], 1);
+        c->out[c->base + r] = (double)r * (double)r + 0.5;
+    }
+}
+
+TEST(par_every_row_once_for_1_to_4_threads)
+{
+    const size_t rows = 10007;
+    double *ref = NULL;
+    for (int nth = 1; nth <= 4; nth++) {
+        char err[100];
+        par_pool *p = par_create(nth, err, sizeof err);
+        CHECK(p != NULL);
+        if (!p) return;
+        CHECK_INT(par_threads(p), nth);
+        atomic_int *v = calloc(rows, sizeof *v);
+        double *out = calloc(rows, sizeof *out);
+        rows_ctx c = { v, out, 0 };
+        par_rows(p, fill_rows, &c, rows, 16);
+        size_t bad = 0;
+        for (size_t r = 0; r < rows; r++) bad += atomic_load(&v[r]) != 1;
+        CHECK_INT(bad, 0);
+        CHECK(out[rows - 1] == 10006.0 * 10006.0 + 0.5);
+        if (!ref) ref = out;
+        else { CHECK_MEM(out, ref, rows * sizeof *out); free(out); }
+        free(v);
+        par_destroy(p);
+    }
+    free(ref);
+}
+
+TEST(par_several_jobs_in_one_wake)
+{
+    char err[100];
+    par_pool *p = par_create(3, err, sizeof err);
+    CHECK(p != NULL);
+    if (!p) return;
+    atomic_int v[300];
+    double out[300];
+    for (int i = 0; i < 300; i++) atomic_init(&v[i], 0);
+    rows_ctx c[4] = { { v, out, 0 }, { v, out, 100 }, { v, out, 137 }, { v, out, 137 } };
+    par_job jobs[4] = {
+        { fill_rows, &c[0], 100, 0 },       /* default chunk: 7 chunks */
+        { fill_rows, &c[1], 37, 5 },        /* 8 chunks, the last of 2 rows */
+        { fill_rows, &c[2], 0, 3 },         /* empty: skipped */
+        { fill_rows, &c[3], 163, 1 },       /* 163 chunks of one row */
+    };
+    unsigned long w0 = par_wakes(p);
+    par_jobs(p, jobs, 4);
+    CHECK_INT(par_wakes(p) - w0, 1);
+    int bad = 0;
+    for (int i = 0; i < 300; i++) bad += atomic_load(&v[i]) != 1;
+    CHECK_INT(bad, 0);
+    CHECK(out[100] == 0.5);             /* row 0 of job 1 */
+    CHECK(out[136] == 36.0 * 36.0 + 0.5);
+    CHECK(out[299] == 162.0 * 162.0 + 0.5);
+    par_destroy(p);
+}
+
+TEST(par_small_jobs_run_inline)
+{
+    char err[100];
+    par_pool *p = par_create(2, err, sizeof err);
+    CHECK(p != NULL);
+    if (!p) return;
+    atomic_int v[16];
+    double out[16];
+    for (int i = 0; i < 16; i++) atomic_init(&v[i], 0);
+    rows_ctx c = { v, out, 0 };
+    par_rows(p, fill_rows, &c, 16, 0);      /* one chunk: no wake */
+    CHECK_INT(par_wakes(p), 0);
+    CHECK_INT(atomic_load(&v[15]), 1);
+    par_rows(p, fill_rows, &c, 0, 0);       /* nothing at all */
+    CHECK_INT(par_wakes(p), 0);
+    par_rows(NULL, fill_rows, &c, 16, 4);   /* no pool: inline */
+    CHECK_INT(atomic_load(&v[0]), 2);
+    par_destroy(p);
+}
+
+static void mark_worker(void *ctx, int worker, int nworkers)
+{
+    atomic_int *seen = ctx;
+    atomic_fetch_add(&seen[worker], 1);
+    atomic_fetch_add(&seen[8], nworkers);
+}
+
+TEST(par_run_calls_every_worker_once)
+{
+    char err[100];
+    par_pool *p = par_create(4, err, sizeof err);
+    CHECK(p != NULL);
+    if (!p) return;
+    atomic_int seen[9];
+    for (int i = 0; i < 9; i++) atomic_init(&seen[i], 0);
+    par_run(p, mark_worker, seen);
+    for (int i = 0; i < 4; i++) CHECK_INT(atomic_load(&seen[i]), 1);
+    CHECK_INT(atomic_load(&seen[4]), 0);
+    CHECK_INT(atomic_load(&seen[8]), 16);
+    par_destroy(p);
+    for (int i = 0; i < 9; i++) atomic_store(&seen[i], 0);
+    par_run(NULL, mark_worker, seen);
+    CHECK_INT(atomic_load(&seen[0]), 1);
+    CHECK_INT(atomic_load(&seen[8]), 1);
+}
+
+TEST(par_many_wakes_no_hang_and_clean_restarts)
+{
+    atomic_int v[64];
+    double out[64];
+    for (int round = 0; round < 20; round++) {
+        char err[100];
+        par_pool *p = par_create(1 + round % 4, err, sizeof err);
+        CHECK(p != NULL);
+        if (!p) return;
+        for (int i = 0; i < 64; i++) atomic_init(&v[i], 0);
+        rows_ctx c = { v, out, 0 };
+        for (int k = 0; k < 200; k++) par_rows(p, fill_rows, &c, 64, 2);
+        int bad = 0;
+        for (int i = 0; i < 64; i++) bad += atomic_load(&v[i]) != 200;
+        CHECK_INT(bad, 0);
+        CHECK_INT(par_wakes(p), round % 4 == 0 ? 0 : 200);
+        par_destroy(p);
+    }
+    par_destroy(NULL);
+}
+
+TEST(par_create_refuses_too_many_threads)
+{
+    char err[100] = "";
+    CHECK(par_create(PAR_MAX_THREADS + 1, err, sizeof err) == NULL);
+    CHECK_STR(err, "257 threads asked; at most 256");
+    par_pool *p = par_create(0, err, sizeof err);     /* counts as 1 */
+    CHECK(p != NULL);
+    CHECK_INT(par_threads(p), 1);
+    CHECK_INT(par_threads(NULL), 1);
+    par_destroy(p);
+}

@@ -1,0 +1,248 @@
+/*
+ * test_quant.c -- unit tests of src/q8_0.c, src/q1_0.c and src/q2_0.c on
+ * hand-made blocks with literal expected values, each run with the AVX2
+ * kernels (when the CPU has them) and with the portable C. The bit-exact
+ * comparison with ggml itself is testing/oracle_kernels_quant.py.
+ */
+#include "test.h"
+
+#include <math.h>
+
+#include "q1_0.h"
+#include "q2_0.h"
+#include "q8_0.h"
+
+static uint32_t fb(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+
+/* Runs body twice: SIMD (if present) then portable. */
+#define BOTH_PATHS(body)                        \
+    do {                                        \
+        for (int simd_ = 1; simd_ >= 0; simd_--) { \
+            q8_set_simd(simd_);                 \
+            body;                               \
+        }                                       \
+        q8_set_simd(1);                         \
+    } while (0)
+
+TEST(q8_0_dequant_block)
+{
+    uint8_t b[Q8_0_BYTES];
+    float y[32];
+    put16(b, 0x3800); /* 0.5 */
+    for (int i = 0; i < 32; i++)
+        b[2 + i] = (uint8_t)(int8_t)(i * 9 - 128);
+    CHECK_INT(q8_0_dequantize(b, sizeof b, 32, y, NULL, 0), 0);
+    CHECK(y[0] == -64.0f);
+    CHECK(y[1] == -59.5f);
+    CHECK(y[31] == -52.5f); /* 31*9-128 = 151 wraps to -105 */
+    char err[128];
+    CHECK_INT(q8_0_dequantize(b, 33, 32, y, err, sizeof err), -1);
+    CHECK_STR(err, "Q8_0 row holds 33 bytes; 32 values need 34");
+    CHECK_INT(q8_0_dequantize(b, sizeof b, 31, y, err, sizeof err), -1);
+}
+
+TEST(q1_0_dequant_block)
+{
+    uint8_t b[Q1_0_BYTES] = {0};
+    float y[128];
+    put16(b, 0x4000); /* 2.0 */
+    b[2] = 0x05;      /* weights 0 and 2 positive */
+    b[17] = 0x80;     /* weight 127 positive */
+    CHECK_INT(q1_0_dequantize(b, sizeof b, 128, y, NULL, 0), 0);
+    CHECK(y[0] == 2.0f && y[1] == -2.0f && y[2] == 2.0f && y[3] == -2.0f);
+    CHECK(y[126] == -2.0f && y[127] == 2.0f);
+    char err[128];
+    CHECK_INT(q1_0_dequantize(b, 17, 128, y, err, sizeof err), -1);
+    CHECK_STR(err, "Q1_0 row holds 17 bytes; 128 values need 18");
+}
+
+TEST(q2_0_dequant_block)
+{
+    uint8_t b[Q2_0_BYTES];
+    float y[64];
+    put16(b, 0xbc00); /* -1.0 */
+    for (int i = 0; i < 16; i++)
+        b[2 + i] = 0xe4; /* codes 0,1,2,3 */
+    CHECK_INT(q2_0_dequantize(b, sizeof b, 64, y, NULL, 0), 0);
+    CHECK(y[0] == 1.0f);
+    CHECK_U64(fb(y[1]), 0x80000000u); /* 0 * -1.0 is -0.0, as in ggml */
+    CHECK(y[2] == -1.0f);
+    CHECK(y[3] == -2.0f); /* code 3 (never made by ggml's quantizer) */
+    CHECK(y[63] == -2.0f);
+}
+
+static void quant1(const float *x, uint8_t out[Q8_0_BYTES])
+{
+    CHECK_INT(q8_0_quantize(x, 32, out, Q8_0_BYTES, NULL, 0), 0);
+}
+
+TEST(q8_0_quantize_amax_zero)
+{
+    float x[32];
+    uint8_t q[Q8_0_BYTES], want[Q8_0_BYTES] = {0};
+    for (int i = 0; i < 32; i++)
+        x[i] = i & 1 ? -0.0f : 0.0f;
+    BOTH_PATHS({ quant1(x, q); CHECK_MEM(q, want, sizeof want); });
+}
+
+TEST(q8_0_quantize_ramp_ties_even)
+{
+    /* amax 16: d = f16(16/127) = 0x3008, id = 7.9375 exactly; -63.5 and
+     * 63.5 round to even (-64, 64) */
+    static const int8_t wq[32] = {-127, -119, -111, -103, -95, -87, -79, -71, -64, -56, -48,
+                                  -40,  -32,  -24,  -16,  -8,  0,   8,   16,  24,  32,  40,
+                                  48,   56,   64,   71,   79,  87,  95,  103, 111, 119};
+    float x[32];
+    uint8_t q[Q8_0_BYTES], want[Q8_0_BYTES] = {0x08, 0x30};
+    for (int i = 0; i < 32; i++) {
+        x[i] = (float)(i - 16);
+        want[2 + i] = (uint8_t)wq[i];
+    }
+    BOTH_PATHS({ quant1(x, q); CHECK_MEM(q, want, sizeof want); });
+}
+
+TEST(q8_0_quantize_edges_127)
+{
+    float x[32];
+    uint8_t q[Q8_0_BYTES], want[Q8_0_BYTES] = {0x08, 0x20}; /* f16(1/127) */
+    for (int i = 0; i < 32; i++) {
+        x[i] = i & 1 ? -1.0f : 1.0f;
+        want[2 + i] = i & 1 ? 0x81 : 0x7f;
+    }
+    BOTH_PATHS({ quant1(x, q); CHECK_MEM(q, want, sizeof want); });
+    /* id = 1 exactly: halves go to the even neighbour */
+    for (int i = 0; i < 32; i++)
+        x[i] = 0.0f;
+    x[0] = 127.0f, x[1] = 0.5f, x[2] = 1.5f, x[3] = 2.5f, x[4] = -0.5f, x[5] = -1.5f, x[6] = -127.0f;
+    /* d = f16(127/127) = 0x3c00; 127, 0, 2, 2, 0, -2, -127, then zeros */
+    uint8_t want2[Q8_0_BYTES] = {0x00, 0x3c, 0x7f, 0x00, 0x02, 0x02, 0x00, 0xfe, 0x81};
+    BOTH_PATHS({ quant1(x, q); CHECK_MEM(q, want2, sizeof want2); });
+}
+
+TEST(q8_0_quantize_nan)
+{
+    float x[32];
+    uint8_t q[Q8_0_BYTES], want[Q8_0_BYTES];
+    /* a NaN in place 27 reaches amax through the vmaxps tree: d NaN, all -128 */
+    for (int i = 0; i < 32; i++)
+        x[i] = 1.0f;
+    x[27] = NAN;
+    put16(want, 0x7e00);
+    memset(want + 2, 0x80, 32);
+    BOTH_PATHS({ quant1(x, q); CHECK_MEM(q, want, sizeof want); });
+    /* in place 31 it is dropped by the tree: amax 1, only the NaN is -128 */
+    x[27] = 1.0f;
+    x[31] = NAN;
+    put16(want, 0x2008);
+    memset(want + 2, 0x7f, 32);
+    want[2 + 31] = 0x80;
+    BOTH_PATHS({ quant1(x, q); CHECK_MEM(q, want, sizeof want); });
+}
+
+TEST(q8_0_quantize_inf_and_tiny)
+{
+    float x[32] = {0};
+    uint8_t q[Q8_0_BYTES], want[Q8_0_BYTES] = {0x00, 0x7c};
+    /* +inf: d inf, id 0: finite values 0, inf*0 NaN -> -128 */
+    x[0] = INFINITY;
+    x[1] = 5.0f;
+    want[2] = 0x80;
+    BOTH_PATHS({ quant1(x, q); CHECK_MEM(q, want, sizeof want); });
+    /* amax the least subnormal: d rounds to 0, id overflows to inf, every
+     * value (0*inf NaN, tiny*inf inf) saturates to -128 */
+    memset(x, 0, sizeof x);
+    x[1] = 1e-45f;
+    put16(want, 0x0000);
+    memset(want + 2, 0x80, 32);
+    BOTH_PATHS({ quant1(x, q); CHECK_MEM(q, want, sizeof want); });
+}
+
+TEST(q8_0_quantize_refuses)
+{
+    float x[64] = {0};
+    uint8_t q[2 * Q8_0_BYTES];
+    char err[128];
+    CHECK_INT(q8_0_quantize(x, 33, q, sizeof q, err, sizeof err), -1);
+    CHECK_STR(err, "q8_0 quantizes whole blocks of 32 values, not 33");
+    CHECK_INT(q8_0_quantize(x, 64, q, sizeof q - 1, err, sizeof err), -1);
+    CHECK_STR(err, "q8_0 output holds 67 bytes; 64 values need 68");
+}
+
+TEST(q8_0_vec_dot_exact)
+{
+    uint8_t w[Q8_0_BYTES], a[Q8_0_BYTES];
+    put16(w, 0x3c00);
+    put16(a, 0x3800);
+    for (int i = 0; i < 32; i++)
+        w[2 + i] = 1, a[2 + i] = 2;
+    BOTH_PATHS(CHECK(q8_0_vec_dot(w, a, 1) == 32.0f));
+    /* weight -1 against -128: ggml's vpsignb wraps, the product counts -128 */
+    w[2] = 0xff;
+    a[2] = 0x80;
+    BOTH_PATHS(CHECK(q8_0_vec_dot(w, a, 1) == -33.0f));
+}
+
+TEST(q1_0_vec_dot_exact)
+{
+    uint8_t w[Q1_0_BYTES], a[4 * Q8_0_BYTES];
+    put16(w, 0x3c00);
+    memset(w + 2, 0xff, 16);
+    w[2] = 0x00; /* weights 0..7 negative */
+    for (int K = 0; K < 4; K++) {
+        put16(a + K * Q8_0_BYTES, 0x3c00);
+        memset(a + K * Q8_0_BYTES + 2, 1, 32);
+    }
+    BOTH_PATHS(CHECK(q1_0_vec_dot(w, a, 1) == 112.0f));
+    a[2] = 0x80; /* -(-128) wraps to -128 */
+    BOTH_PATHS(CHECK(q1_0_vec_dot(w, a, 1) == -15.0f));
+}
+
+TEST(q2_0_vec_dot_exact)
+{
+    uint8_t w[3 * Q2_0_BYTES], a[6 * Q8_0_BYTES];
+    for (int b = 0; b < 3; b++) {
+        put16(w + b * Q2_0_BYTES, 0x4000); /* 2.0 */
+        memset(w + b * Q2_0_BYTES + 2, 0xe4, 16);
+    }
+    for (int b = 0; b < 6; b++) {
+        put16(a + b * Q8_0_BYTES, 0x3c00);
+        memset(a + b * Q8_0_BYTES + 2, 1, 32);
+    }
+    /* each group of four: -1 + 0 + 1 + 2 = 2; 16 groups * d 2 = 64 a block */
+    BOTH_PATHS(CHECK(q2_0_vec_dot(w, a, 1) == 64.0f));
+    BOTH_PATHS(CHECK(q2_0_vec_dot(w, a, 3) == 192.0f)); /* odd tail block */
+}
+
+TEST(quant_matmul_columns)
+{
+    /* 2 Q2_0 rows x 3 columns; row 1 has scale 1 and codes 2 (+1) */
+    uint8_t w[2 * Q2_0_BYTES], a[3 * 2 * Q8_0_BYTES];
+    put16(w, 0x4000);
+    memset(w + 2, 0xe4, 16);
+    put16(w + Q2_0_BYTES, 0x3c00);
+    memset(w + Q2_0_BYTES + 2, 0xaa, 16);
+    for (int c = 0; c < 3; c++)
+        for (int h = 0; h < 2; h++) {
+            uint8_t *blk = a + (c * 2 + h) * Q8_0_BYTES;
+            put16(blk, 0x3c00);
+            memset(blk + 2, c + 1, 32);
+        }
+    float y[6];
+    char err[160];
+    BOTH_PATHS({
+        CHECK_INT(q2_0_matmul(NULL, w, sizeof w, 2, 64, a, sizeof a, 3, y, 6, err, sizeof err), 0);
+        CHECK(y[0] == 64.0f && y[1] == 64.0f);   /* column 0 */
+        CHECK(y[2] == 128.0f && y[3] == 128.0f); /* column 1 */
+        CHECK(y[4] == 192.0f && y[5] == 192.0f); /* column 2 */
+    });
+    CHECK_INT(q2_0_matmul(NULL, w, sizeof w - 1, 2, 64, a, sizeof a, 3, y, 6, err, sizeof err), -1);
+    CHECK_STR(err, "Q2_0 weights hold 35 bytes; 2 rows of 64 values need 36");
+    CHECK_INT(q1_0_matmul(NULL, w, sizeof w, 1, 64, a, sizeof a, 1, y, 6, err, sizeof err), -1);
+    CHECK_STR(err, "Q1_0 rows of 64 values are not whole 128-value blocks");
+    CHECK_INT(q8_0_matmul(NULL, w, sizeof w, 1, 32, a, 33, 1, y, 6, err, sizeof err), -1);
+    CHECK_STR(err, "q8_0 activations hold 33 bytes; 1 columns of 32 values need 34");
+    CHECK_INT(q2_0_matmul(NULL, w, sizeof w, 2, 64, a, sizeof a, 3, y, 5, err, sizeof err), -1);
+    CHECK_STR(err, "output holds 5 floats; 2 rows x 3 columns need 6");
+}
