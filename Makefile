@@ -98,10 +98,16 @@ demo-model: models/demo.gguf
 run: bankml models/demo.gguf
 	./bankml verify models/demo.gguf --fork models.FORK.json
 
+# ---- benchmarks (figures go to docs/PERFORMANCE.md with their conditions) ----
+bench: bankml
+	sh testing/bench_sha256.sh
+	$(PYTHON) testing/oracle_kernels_f16.py --bench
+	$(PYTHON) testing/oracle_kernels_quant.py --bench
+
 clean:
 	rm -rf build bankml
 
 # oracle kit targets (models, bench-models, ggml oracle program)
 -include testing/oracle.mk
 
-.PHONY: all test asan fuzz demo-model run clean
+.PHONY: all test asan fuzz demo-model run bench clean

@@ -10,7 +10,8 @@ Each suite ends with a line "N passed, N failed[, N skipped]"; a suite that
 exits non-zero without such a line counts as one failure. The last line
 printed here is the sum. With BANKML_REQUIRE_ORACLE=1 (CI) a skipped test is a
 failure. BANKML_ORACLE=skip leaves the oracle suites out (make asan).
-Arguments filter suites by substring: `run_tests.py cli guard`.
+Arguments filter suites by substring: `run_tests.py cli guard`. Lines starting
+"ok " are counted but not echoed unless BANKML_VERBOSE=1.
 """
 import glob, os, re, subprocess, sys, time
 
@@ -25,8 +26,11 @@ def run_suite(name, argv):
     p = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          errors="replace")
     last = None
+    quiet = os.environ.get("BANKML_VERBOSE") != "1"
     for line in p.stdout:
-        sys.stdout.write("   " + line)
+        # passing checks are counted, not listed (BANKML_VERBOSE=1 lists them)
+        if not (quiet and line.startswith("ok ")):
+            sys.stdout.write("   " + line)
         if line.strip():
             last = line
     rc = p.wait()
