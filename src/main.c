@@ -15,6 +15,8 @@
 #include "json.h"
 #include "pin.h"
 #include "sha256.h"
+#include "template.h"
+#include "tokenizer.h"
 #include "verify.h"
 
 /* ---- arguments ---------------------------------------------------------- */
@@ -252,10 +254,237 @@ static int cmd_verify(int argc, char **argv)
     return rc;
 }
 
+/* ---- model-reading commands: the guard first, always ------------------- */
+
+/* Reads all of stdin into b. Returns 0, or 1 after printing why. */
+static int read_stdin(const char *cmd, jbuf *b)
+{
+    char chunk[65536];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, stdin)) > 0)
+        jbuf_put(b, chunk, got);
+    if (ferror(stdin) || b->oom) {
+        fprintf(stderr, "bankml %s: cannot read standard input: %s\n", cmd,
+                b->oom ? "out of memory" : strerror(errno));
+        return 1;
+    }
+    if (!b->p) jbuf_put(b, "", 0);
+    return 0;
+}
+
+/* Runs the guard on a model before any other part of it is read, and loads
+ * its vocabulary. Returns 0 with *v (and *r when r is not NULL, holding the
+ * parsed header), or an exit code after printing the reason. */
+static int open_vocab(const char *cmd, const char *path, tok_vocab **v, gguf_report *r)
+{
+    gguf_report own;
+    char err[1024];
+    gguf_report *rep = r ? r : &own;
+
+    *v = NULL;
+    if (gguf_guard_file(path, GGUF_ENGINE_MAINLINE, rep, err, sizeof err) != 0) {
+        fprintf(stderr, "bankml %s: cannot read %s: %s\n", cmd, path, err);
+        return BANKML_EXIT_IO;
+    }
+    if (rep->verdict != GGUF_VERDICT_PLAY) {
+        int rc = gguf_verdict_exit(rep->verdict);
+        fprintf(stderr, "bankml %s: %s: the guard says %s%s%s\n", cmd, path,
+                gguf_verdict_str(rep->verdict), rep->n_reasons ? ": " : "",
+                rep->n_reasons ? rep->reasons[0].text : "");
+        gguf_report_free(rep);
+        return rc;
+    }
+    *v = tok_load(path, err, sizeof err);
+    if (!*v) {
+        fprintf(stderr, "bankml %s: %s: %s\n", cmd, path, err);
+        gguf_report_free(rep);
+        return BANKML_REFUSE;
+    }
+    if (!r) gguf_report_free(rep);
+    return 0;
+}
+
+static const command_spec tokenize_spec = {
+    "tokenize", "tokenize MODEL [--no-special] < text", 1, {"--no-special"}, {0}};
+
+/* As llama-server's /tokenize with add_special false: no BOS/EOS added,
+ * special-token texts parsed unless --no-special. */
+static int cmd_tokenize(int argc, char **argv)
+{
+    parsed_args a;
+    tok_vocab *v;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    char err[512];
+    jbuf in, out;
+    int rc;
+
+    if (parse_args(&tokenize_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if ((rc = open_vocab("tokenize", a.pos[0], &v, NULL))) return rc;
+    jbuf_init(&in);
+    if (read_stdin("tokenize", &in)) {
+        jbuf_free(&in);
+        tok_free(v);
+        return BANKML_EXIT_IO;
+    }
+    rc = tok_tokenize(v, in.p, in.len, 0, !opt(&a, "--no-special"), &ids, &n, err, sizeof err);
+    jbuf_free(&in);
+    tok_free(v);
+    if (rc != 0) {
+        fprintf(stderr, "bankml tokenize: %s\n", err);
+        return BANKML_REFUSE;
+    }
+    jbuf_init(&out);
+    jbuf_puts(&out, "{\"tokens\": [");
+    for (size_t i = 0; i < n; i++)
+        jbuf_printf(&out, i ? ",%d" : "%d", (int)ids[i]);
+    jbuf_puts(&out, "]}\n");
+    print_jbuf(stdout, &out);
+    rc = out.oom ? BANKML_EXIT_IO : BANKML_OK;
+    jbuf_free(&out);
+    free(ids);
+    return rc;
+}
+
+static const command_spec detokenize_spec = {
+    "detokenize", "detokenize MODEL < ids.json", 1, {0}, {0}};
+
+/* As llama-server's /detokenize: each token's piece, specials included,
+ * joined. Input: a JSON array of ids, or an object with "tokens". */
+static int cmd_detokenize(int argc, char **argv)
+{
+    parsed_args a;
+    tok_vocab *v;
+    json_value *doc;
+    const json_value *arr;
+    char err[512];
+    jbuf in, out;
+    int rc = BANKML_OK;
+
+    if (parse_args(&detokenize_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if ((rc = open_vocab("detokenize", a.pos[0], &v, NULL))) return rc;
+    jbuf_init(&in);
+    if (read_stdin("detokenize", &in)) {
+        jbuf_free(&in);
+        tok_free(v);
+        return BANKML_EXIT_IO;
+    }
+    doc = json_parse(in.p, in.len, err, sizeof err);
+    jbuf_free(&in);
+    if (!doc) {
+        fprintf(stderr, "bankml detokenize: %s\n", err);
+        tok_free(v);
+        return BANKML_REFUSE;
+    }
+    arr = doc->type == JSON_OBJECT ? json_get(doc, "tokens") : doc;
+    jbuf_init(&out);
+    if (!arr || arr->type != JSON_ARRAY) {
+        snprintf(err, sizeof err, "expected a JSON array of token ids, or an object with \"tokens\"");
+        rc = BANKML_REFUSE;
+    }
+    for (size_t i = 0; rc == BANKML_OK && i < arr->n; i++) {
+        int64_t id;
+        if (!json_as_i64(arr->items[i], &id) || id < 0 || id >= tok_n_tokens(v)) {
+            snprintf(err, sizeof err, "token %zu is not an id of this vocabulary (0 to %d)", i,
+                     (int)tok_n_tokens(v) - 1);
+            rc = BANKML_REFUSE;
+            break;
+        }
+        tok_piece(v, (int32_t)id, 1, &out);
+    }
+    if (rc == BANKML_OK) print_jbuf(stdout, &out);
+    else fprintf(stderr, "bankml detokenize: %s\n", err);
+    if (out.oom) rc = BANKML_EXIT_IO;
+    jbuf_free(&out);
+    json_free(doc);
+    tok_free(v);
+    return rc;
+}
+
+static const command_spec chat_template_spec = {
+    "chat-template", "chat-template MODEL [--template-file F] [--no-generation-prompt] < messages.json", 1,
+    {"--no-generation-prompt"}, {"--template-file"}};
+
+/* Prints the prompt llama-server's /apply-template returns for the messages
+ * on stdin: the model's own template (or --template-file, or llama-server's
+ * ChatML fallback when the GGUF has none), with the vocabulary's BOS/EOS. */
+static int cmd_chat_template(int argc, char **argv)
+{
+    parsed_args a;
+    tok_vocab *v;
+    gguf_report r;
+    template_opts o;
+    const char *file, *tmpl;
+    size_t tmpl_len;
+    char err[1024];
+    jbuf in, out, tf, bos, eos;
+    int rc;
+
+    if (parse_args(&chat_template_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if ((rc = open_vocab("chat-template", a.pos[0], &v, &r))) return rc;
+    jbuf_init(&in);
+    jbuf_init(&out);
+    jbuf_init(&tf);
+    jbuf_init(&bos);
+    jbuf_init(&eos);
+    file = opt(&a, "--template-file");
+    tmpl = gguf_kv_str(gguf_kv_find(&r.header, "tokenizer.chat_template"), &tmpl_len);
+    if (file) {
+        FILE *f = fopen(file, "rb");
+        char chunk[65536];
+        size_t got;
+        if (!f) {
+            fprintf(stderr, "bankml chat-template: cannot read %s: %s\n", file, strerror(errno));
+            rc = BANKML_EXIT_IO;
+            goto done;
+        }
+        while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) jbuf_put(&tf, chunk, got);
+        fclose(f);
+        jbuf_put(&tf, "", 0);
+        tmpl = tf.p;
+        tmpl_len = tf.len;
+    } else if (!tmpl || tmpl_len == 0) {
+        tmpl = template_chatml_fallback;
+        tmpl_len = strlen(template_chatml_fallback);
+    }
+    if (read_stdin("chat-template", &in)) {
+        rc = BANKML_EXIT_IO;
+        goto done;
+    }
+    template_opts_init(&o);
+    if (opt(&a, "--no-generation-prompt")) o.add_generation_prompt = 0;
+    if (tok_bos(v) != TOK_NULL) tok_piece(v, tok_bos(v), 1, &bos);
+    if (tok_eos(v) != TOK_NULL) tok_piece(v, tok_eos(v), 1, &eos);
+    jbuf_put(&bos, "", 0);
+    jbuf_put(&eos, "", 0);
+    o.bos_token = bos.p;
+    o.eos_token = eos.p;
+    o.add_bos = tok_add_bos(v);
+    o.add_eos = tok_add_eos(v);
+    if (tf.oom || bos.oom || eos.oom ||
+        template_render_request(tmpl, tmpl_len, in.p, in.len, &o, &out, err, sizeof err) != 0) {
+        fprintf(stderr, "bankml chat-template: %s\n", tf.oom || bos.oom || eos.oom ? "out of memory" : err);
+        rc = BANKML_REFUSE;
+        goto done;
+    }
+    print_jbuf(stdout, &out);
+    rc = out.oom ? BANKML_EXIT_IO : BANKML_OK;
+done:
+    jbuf_free(&in);
+    jbuf_free(&out);
+    jbuf_free(&tf);
+    jbuf_free(&bos);
+    jbuf_free(&eos);
+    gguf_report_free(&r);
+    tok_free(v);
+    return rc;
+}
+
 /* ---- dispatch ----------------------------------------------------------- */
 
 static const command_spec *const all_specs[] = {
     &guard_spec, &sha256_spec, &pin_spec, &verify_spec,
+    &tokenize_spec, &detokenize_spec, &chat_template_spec,
 };
 
 static void usage(FILE *f)
@@ -283,6 +512,9 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "sha256")) return cmd_sha256(rest, args);
     if (!strcmp(cmd, "pin")) return cmd_pin(rest, args);
     if (!strcmp(cmd, "verify")) return cmd_verify(rest, args);
+    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(rest, args);
+    if (!strcmp(cmd, "detokenize")) return cmd_detokenize(rest, args);
+    if (!strcmp(cmd, "chat-template")) return cmd_chat_template(rest, args);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
         printf("bankml %s\n", BANKML_VERSION);
         return BANKML_OK;

@@ -235,6 +235,31 @@ def tests(tmp):
     check("pin: FORK.json not JSON refuses with a reason", rc == 2 and out.startswith(f"refuse: {notjson}: ")
           and out.endswith(": refused\n"), (rc, out, err))
 
+    # --- tokenize, detokenize, chat-template (the guard runs first) ---
+    stories = os.path.join(models, "stories260K.gguf")
+    if os.path.exists(stories):
+        def piped(name, args, stdin, rc, out, err=""):
+            p = subprocess.run([BIN, *args], input=stdin.encode(), capture_output=True, timeout=60)
+            got = (p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"))
+            check(name, got == (rc, out, err), f"got {got!r}, want {(rc, out, err)!r}")
+        piped("tokenize stories260K", ["tokenize", stories], "Once upon a time", 0,
+              '{"tokens": [403,407,261,378]}\n')
+        piped("detokenize stories260K", ["detokenize", stories], "[403, 407]", 0, " Once upon")
+        piped("detokenize an object with tokens", ["detokenize", stories], '{"tokens": [261, 378]}', 0, " a time")
+        piped("detokenize bad JSON", ["detokenize", stories], "[1,2", 2, "",
+              "bankml detokenize: invalid JSON at byte 4: unexpected end of input, expected ',' or ']'\n")
+        piped("detokenize an id out of range", ["detokenize", stories], "[5, 99999]", 2, "",
+              "bankml detokenize: token 1 is not an id of this vocabulary (0 to 511)\n")
+        piped("chat-template falls back to ChatML", ["chat-template", stories, "--no-generation-prompt"],
+              '{"messages": [{"role": "user", "content": "hi"}]}', 0, "<|im_start|>user\nhi<|im_end|>\n")
+        piped("tokenize a missing model", ["tokenize", os.path.join(tmp, "nope.gguf")], "x", 1, "",
+              f"bankml tokenize: cannot read {tmp}/nope.gguf: No such file or directory (os error 2)\n")
+        piped("tokenize a guard-refused model", ["tokenize", legacy], "x", 2, "",
+              f"bankml tokenize: {legacy}: the guard says refuse: 2 Q2_0 tensors smaller than group-64 layout: "
+              "legacy group-128 Prism file, use *-Q2_0_g64.gguf or *-PQ2_0.gguf\n")
+    else:
+        skip("tokenize/detokenize/chat-template on stories260K", "../shared/models is absent")
+
     # --- the demo model and the root models.FORK.json ---
     demo = os.path.join(ROOT, "models", "demo.gguf")
     if not os.path.exists(demo):

@@ -1,0 +1,218 @@
+/*
+ * test_tokenizer.c -- exact tokenizations of src/tokenizer.c on a
+ * SentencePiece vocabulary (stories260K) and a byte-level BPE one (Qwen2),
+ * with the ids llama.cpp b11669's llama-tokenize and libllama print for the
+ * same text, plus hostile input: invalid UTF-8, NUL bytes, 10 MB of one
+ * character, refused vocabularies. The full comparison against libllama
+ * (every vocabulary, fuzzed) is testing/oracle_tokenizer.py.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "test.h"
+#include "tokenizer.h"
+
+static tok_vocab *open_vocab(const char *rel)
+{
+    char err[256] = "";
+    const char *path = test_shared(rel);
+    tok_vocab *v;
+    if (!path) return NULL;
+    v = tok_load(path, err, sizeof err);
+    if (!v) test_fail(__FILE__, __LINE__, "tok_load(%s): %s", rel, err);
+    return v;
+}
+
+/* Tokenizes s and compares with want[0..nwant). */
+static void check_ids(const tok_vocab *v, const char *s, size_t len, int add_special,
+                      int parse_special, const int32_t *want, size_t nwant, int line)
+{
+    int32_t *ids = NULL;
+    size_t n = 0, i;
+    char err[256] = "";
+    if (tok_tokenize(v, s, len, add_special, parse_special, &ids, &n, err, sizeof err)) {
+        test_fail(__FILE__, line, "tok_tokenize failed: %s", err);
+        return;
+    }
+    if (n != nwant) {
+        test_fail(__FILE__, line, "%zu ids, want %zu", n, nwant);
+    } else {
+        for (i = 0; i < n; i++)
+            if (ids[i] != want[i]) {
+                test_fail(__FILE__, line, "id %zu = %d, want %d", i, ids[i], want[i]);
+                break;
+            }
+    }
+    free(ids);
+}
+
+#define IDS(v, s, add, parse, ...)                                                  \
+    do {                                                                           \
+        static const int32_t w_[] = { __VA_ARGS__ };                               \
+        check_ids((v), (s), sizeof(s) - 1, (add), (parse), w_, sizeof w_ / sizeof *w_, \
+                  __LINE__);                                                       \
+    } while (0)
+
+TEST(tokenizer_stories_spm)
+{
+    tok_vocab *v = open_vocab("models/stories260K.gguf");
+    if (!v) SKIP("models/stories260K.gguf not found");
+    CHECK_INT(tok_n_tokens(v), 512);
+    CHECK_INT(tok_type(v), TOK_TYPE_SPM);
+    CHECK_INT(tok_bos(v), 1);
+    CHECK_INT(tok_eos(v), 2);
+    CHECK_INT(tok_add_bos(v), 1);
+    CHECK_INT(tok_add_space_prefix(v), 1);
+    /* llama-tokenize -m stories260K.gguf -p 'Hello world' --ids (and --no-bos) */
+    IDS(v, "Hello world", 1, 1, 1, 346, 306, 414, 263, 304, 341);
+    IDS(v, "Hello world", 0, 1, 346, 306, 414, 263, 304, 341);
+    IDS(v, " Hello, y'all! 3333 tokens", 0, 1,
+        410, 346, 306, 414, 432, 348, 439, 388, 443, 410, 472, 472, 472, 472, 267, 433, 302, 419);
+    IDS(v, "<|im_start|>user\nhi<|im_end|>", 0, 0,
+        410, 504, 506, 288, 98, 356, 295, 413, 506, 505, 425, 419, 285, 13, 415, 417, 504, 506,
+        288, 98, 367, 506, 505);
+    /* byte fallback and a Unicode mix (libllama, kit_tokenize) */
+    IDS(v, "caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd 12345 \xf0\x9f\xa6\x99\n\n", 0, 1,
+        280, 412, 431, 485, 410, 231, 192, 163, 232, 168, 192, 410, 475, 479, 472, 484, 480, 410,
+        243, 162, 169, 156, 13, 13);
+    IDS(v, "a\xc0\x80" "b \xff\xfe z", 0, 0, 261, 195, 131, 430, 410, 258, 257, 229, 153, 132, 451);
+    IDS(v, "a\0b\0", 0, 0, 261, 3, 430, 3);
+    tok_free(v);
+}
+
+TEST(tokenizer_qwen2_bpe)
+{
+    tok_vocab *v = open_vocab("vocab/ggml-vocab-qwen2.gguf");
+    if (!v) SKIP("vocab/ggml-vocab-qwen2.gguf not found");
+    CHECK_INT(tok_n_tokens(v), 151936);
+    CHECK_INT(tok_type(v), TOK_TYPE_BPE);
+    CHECK_STR(tok_pre_name(v), "qwen2");
+    CHECK_INT(tok_bos(v), 151643);
+    CHECK_INT(tok_eos(v), 151643);
+    CHECK_INT(tok_eot(v), 151645);
+    CHECK_INT(tok_nl(v), 198);
+    CHECK_INT(tok_add_bos(v), 0);
+    CHECK_INT(tok_is_eog(v, 151643), 1);
+    CHECK_INT(tok_is_eog(v, 151645), 1);
+    CHECK_INT(tok_is_eog(v, 151644), 0);
+    CHECK_INT(tok_is_eog(v, 9707), 0);
+    CHECK_INT(tok_is_eog(v, -1), 0);
+    /* llama-tokenize -m ggml-vocab-qwen2.gguf -p ... --ids */
+    IDS(v, "Hello world", 1, 1, 9707, 1879);
+    IDS(v, " Hello, y'all! 3333 tokens", 1, 1, 21927, 11, 379, 64848, 0, 220, 18, 18, 18, 18, 11211);
+    IDS(v, "<|im_start|>user\nhi<|im_end|>", 0, 1, 151644, 872, 198, 6023, 151645);
+    /* without special parsing the markers are text (libllama) */
+    IDS(v, "<|im_start|>user\nhi<|im_end|>", 0, 0,
+        27, 91, 318, 4906, 91, 29, 872, 198, 6023, 27, 91, 318, 6213, 91, 29);
+    IDS(v, "caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd 12345 \xf0\x9f\xa6\x99\n\n", 0, 1,
+        924, 58858, 220, 108386, 220, 16, 17, 18, 19, 20, 11162, 99, 247, 271);
+    /* invalid UTF-8 becomes U+FFFD per bad byte (9973), NUL is byte 0 (188) */
+    IDS(v, "a\xc0\x80" "b \xff\xfe z", 0, 0, 64, 9973, 65, 220, 9973, 1147);
+    IDS(v, "a\0b\0", 0, 0, 64, 188, 65, 188);
+    tok_free(v);
+}
+
+TEST(tokenizer_pieces)
+{
+    tok_vocab *v = open_vocab("vocab/ggml-vocab-qwen2.gguf");
+    jbuf b;
+    char err[256];
+    static const int32_t hello[] = { 9707, 1879, 151645 };
+    if (!v) SKIP("vocab/ggml-vocab-qwen2.gguf not found");
+    jbuf_init(&b);
+    CHECK_INT(tok_piece(v, 9707, 1, &b), 5);
+    CHECK_STR(b.p, "Hello");
+    jbuf_reset(&b);
+    CHECK_INT(tok_piece(v, 151645, 0, &b), 0);        /* control, not special */
+    CHECK_INT(tok_piece(v, 151645, 1, &b), 10);
+    CHECK_STR(b.p, "<|im_end|>");
+    jbuf_reset(&b);
+    CHECK_INT(tok_piece(v, 188, 1, &b), 1);           /* "Ā" stands for byte 0 */
+    CHECK_INT(b.p[0], 0);
+    CHECK_INT(tok_piece(v, 151936, 1, &b), -1);
+    jbuf_reset(&b);
+    CHECK_INT(tok_detokenize(v, hello, 3, 0, 0, &b, err, sizeof err), 0);
+    CHECK_STR(b.p, "Hello world");
+    jbuf_reset(&b);
+    CHECK_INT(tok_detokenize(v, hello, 3, 0, 1, &b, err, sizeof err), 0);
+    CHECK_STR(b.p, "Hello world<|im_end|>");
+    jbuf_free(&b);
+    tok_free(v);
+
+    v = open_vocab("models/stories260K.gguf");
+    if (!v) SKIP("models/stories260K.gguf not found");
+    {
+        static const int32_t ids[] = { 1, 346, 306, 414, 263, 304, 341 };
+        jbuf_init(&b);
+        /* llama_detokenize: a removed BOS keeps the leading space of "▁H";
+         * without a BOS the space SentencePiece added is dropped */
+        CHECK_INT(tok_detokenize(v, ids, 7, 1, 0, &b, err, sizeof err), 0);
+        CHECK_STR(b.p, " Hello world");
+        jbuf_reset(&b);
+        CHECK_INT(tok_detokenize(v, ids + 1, 6, 0, 0, &b, err, sizeof err), 0);
+        CHECK_STR(b.p, "Hello world");
+        jbuf_free(&b);
+    }
+    tok_free(v);
+}
+
+TEST(tokenizer_ten_megabytes)
+{
+    tok_vocab *v = open_vocab("models/stories260K.gguf");
+    size_t len = (size_t)10 << 20, n = 0, i, bad = 0;
+    char *s, err[256] = "";
+    int32_t *ids = NULL;
+    struct timespec t0, t1;
+    double secs;
+    if (!v) SKIP("models/stories260K.gguf not found");
+    s = malloc(len);
+    if (!s) { tok_free(v); SKIP("no memory for 10 MB"); }
+    memset(s, 'a', len);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_INT(tok_tokenize(v, s, len, 0, 0, &ids, &n, err, sizeof err), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    /* libllama: "▁a" (261) then "a" (412) for each of the other bytes */
+    CHECK_U64(n, len);
+    if (ids && n == len) {
+        CHECK_INT(ids[0], 261);
+        for (i = 1; i < n; i++) bad += ids[i] != 412;
+        CHECK_U64(bad, 0);
+    }
+    CHECK(secs < 60.0);
+    free(ids);
+    free(s);
+    tok_free(v);
+}
+
+TEST(tokenizer_refusals)
+{
+    char err[256] = "";
+    const char *bert = test_shared("vocab/ggml-vocab-bert-bge.gguf");
+    const char *t5 = test_shared("vocab/ggml-vocab-nomic-bert-moe.gguf");
+    CHECK(tok_load("/nonexistent/x.gguf", err, sizeof err) == NULL);
+    CHECK(strstr(err, "No such file") != NULL);
+    if (!bert || !t5) SKIP("vocab/ refusal fixtures not found");
+    CHECK(tok_load(bert, err, sizeof err) == NULL);
+    CHECK_STR(err, "tokenizer model 'bert' (WordPiece) is not supported by bankml");
+    CHECK(tok_load(t5, err, sizeof err) == NULL);
+    CHECK_STR(err, "tokenizer model 't5' (Unigram) is not supported by bankml");
+}
+
+TEST(tokenizer_other_vocabs)
+{
+    /* one string per pre-tokenizer family, ids from libllama (kit_tokenize) */
+    static const char text[] = "I'm 12345 caf\xc3\xa9  \t\n x";
+    tok_vocab *v = open_vocab("vocab/ggml-vocab-llama-bpe.gguf");
+    if (!v) SKIP("vocab/ggml-vocab-llama-bpe.gguf not found");
+    CHECK_INT(tok_add_bos(v), 1);
+    CHECK_INT(tok_eot(v), 128009);
+    IDS(v, text, 1, 1, 128000, 40, 2846, 220, 4513, 1774, 53050, 99351, 865);
+    tok_free(v);
+    v = open_vocab("vocab/ggml-vocab-deepseek-llm.gguf");
+    if (!v) SKIP("vocab/ggml-vocab-deepseek-llm.gguf not found");
+    IDS(v, text, 0, 1, 40, 6, 76, 207, 16, 17, 18, 19, 20, 26506, 587, 64860, 185, 1376);
+    IDS(v, text, 1, 1, 100000, 40, 6, 76, 207, 16, 17, 18, 19, 20, 26506, 587, 64860, 185, 1376);
+    tok_free(v);
+}
