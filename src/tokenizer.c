@@ -11,19 +11,23 @@
  *                        leftmost-first semantics over its "collapsed" text
  *   SentencePiece        score-driven merging of adjacent symbols
  *   byte-level BPE       rank-driven merging inside each pre-token
- *   special tokens       cut out of the text before either model runs
+ *   WordPiece            BERT's normalizer, greedy longest-token words
+ *   Unigram              SentencePiece's charsmap normalizer and Viterbi
+ *   special tokens       cut out of the text before the model runs
  *   loading              the GGUF keys, the id defaults and the overrides
  *                        llama-vocab applies by token text and model name
  *   pieces               token_to_piece and detokenize
  *
  * Where llama.cpp has a quirk (lenient UTF-8 decoding that turns each bad
  * byte into U+FFFD before BPE, a byte fallback that drops bytes, the
- * clean-up passes of detokenize) the quirk is reproduced, because "the same
- * ids as llama-server" is the contract.
+ * clean-up passes of detokenize, Unigram's user-defined "prefix" match) the
+ * quirk is reproduced, because "the same ids as llama-server" is the
+ * contract.
  */
 #include "tokenizer.h"
 
 #include <errno.h>
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,14 +117,31 @@ static unsigned cp_class(uint32_t c)
 #define CL_M(k)    (CL_CAT(k) == TOKU_ACCENT_MARK)
 #define CL_ANY(k)  ((k) != 0)   /* llama's flags.as_uint() != 0 */
 
-/* unicode_tolower, needed only to tell whether a letter is an ASCII one. */
+/* unicode_tolower: the contractions of the pre-tokenizers compare lower
+ * case, and WordPiece lower-cases whole words. */
 static uint32_t cp_lower(uint32_t c)
 {
-    size_t i;
-    if (c >= 'A' && c <= 'Z') return c + 32;
-    for (i = 0; i < TOK_UNI_NLOWER; i++)
-        if (tok_uni_lower_ascii[i][0] == c) return tok_uni_lower_ascii[i][1];
-    return c;
+    size_t lo = 0, hi = TOK_UNI_NLOWER;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (tok_uni_lower[mid][0] < c) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < TOK_UNI_NLOWER && tok_uni_lower[lo][0] == c ? tok_uni_lower[lo][1] : c;
+}
+
+/* unicode_cpts_normalize_nfd: llama.cpp's "NFD" maps a code point to the
+ * first code point of its decomposition only (the base letter), which is
+ * all WordPiece's accent stripping needs. */
+static uint32_t cp_nfd(uint32_t c)
+{
+    size_t lo = 0, hi = TOK_UNI_NNFD - 1;
+    while (lo < hi) {               /* the last range starting at or before c */
+        size_t mid = (lo + hi + 1) / 2;
+        if (tok_uni_nfd[mid][0] <= c) lo = mid;
+        else hi = mid - 1;
+    }
+    return c <= tok_uni_nfd[lo][1] ? tok_uni_nfd[lo][2] : c;
 }
 
 /* llama.cpp's lenient UTF-8 decoder (unicode_cpts_from_utf8, as b11669
@@ -281,6 +302,22 @@ struct tok_vocab {
     char *mtext;                /* merge strings "left right", back to back */
     size_t *moff;               /* n_merges + 1 offsets */
     strmap mmap;                /* merge string -> rank (first one wins) */
+    size_t max_token_len;       /* longest token text in bytes (WordPiece) */
+
+    /* WordPiece: BertNormalizer options */
+    int lowercase, strip_accents;
+
+    /* Unigram: the SentencePiece normalizer and the token trie */
+    int remove_extra_ws;        /* runs of spaces become one, leading one added */
+    uint32_t *xcda;             /* the charsmap's double array ... */
+    size_t xcda_n;
+    char *repl;                 /* ... and its NUL-terminated replacements */
+    size_t repl_n;
+    int32_t *ugm_ids;           /* NORMAL / USER_DEFINED / UNUSED ids by text */
+    size_t ugm_n;
+    int32_t *ud_ids;            /* USER_DEFINED ids by text */
+    size_t ud_n;
+    float unk_score;            /* lowest NORMAL score minus 10 */
 
     int32_t bos, eos, eot, eom, unk, sep, pad, mask, nl;
     int32_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
@@ -1046,6 +1083,322 @@ out:
     return rc;
 }
 
+/* ---- WordPiece (llm_tokenizer_wpm_session) ---- */
+
+/* The CJK ideograph blocks BERT makes one-character words of, as
+ * llama.cpp lists them (Extension E starting at 0x2B920, copied from the
+ * Hugging Face code, not 0x2B820). */
+static int wpm_is_cjk(uint32_t c)
+{
+    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+           (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+           (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+/* One word w[0..n), already prefixed with U+2581, cut greedily from the
+ * left into the longest tokens (bytes, not characters); when some part has
+ * no token the whole word becomes the unknown token. */
+static int wpm_word(const tok_vocab *v, const uint8_t *w, size_t n, ivec *out)
+{
+    size_t i = 0, mark = out->n;
+    while (i < n) {
+        size_t j = n - i > v->max_token_len + 1 ? i + v->max_token_len + 1 : n;
+        int32_t id = TOK_NULL;
+        for (; j > i; j--)
+            if ((id = find_token(v, w + i, j - i)) != TOK_NULL) break;
+        if (id == TOK_NULL) { out->n = mark; break; }
+        ivec_push(out, id);
+        i = j;
+    }
+    if (out->n == mark && !out->oom) {
+        if (v->unk == TOK_NULL) return -1;
+        ivec_push(out, v->unk);
+    }
+    return 0;
+}
+
+/* BERT's pre-tokenizer and WordPiece: white space separates words,
+ * control characters, NUL and U+FFFD (so invalid UTF-8) vanish, each
+ * punctuation mark, ASCII symbol and CJK ideograph is a word of its own;
+ * with the normalizer's options letters are lower-cased and accents
+ * stripped (llama.cpp's one-code-point NFD, then marks dropped). */
+static int wpm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
+                        char *err, size_t errlen)
+{
+    bbuf word = {0};
+    size_t i = 0;
+    int rc = -1;
+    if (bbuf_put(&word, "\xe2\x96\x81", 3)) goto oom;
+    while (i < n) {
+        uint32_t c = utf8_next(t, n, &i);
+        unsigned k;
+        uint8_t u[4], one[7] = { 0xe2, 0x96, 0x81 };
+        int m;
+        if (v->strip_accents) c = cp_nfd(c);
+        k = cp_class(c);
+        if (CL_WS(k)) {
+            if (word.n > 3 && wpm_word(v, word.v, word.n, out)) goto no_unk;
+            word.n = 3;
+            continue;
+        }
+        if (c == 0 || c == 0xFFFD || CL_CAT(k) == TOKU_CONTROL) continue;
+        if (v->strip_accents && CL_M(k)) continue;
+        m = utf8_put(v->lowercase ? cp_lower(c) : c, u);
+        if (CL_CAT(k) == TOKU_PUNCTUATION || (c < 0x7f && CL_CAT(k) == TOKU_SYMBOL) || wpm_is_cjk(c)) {
+            if (word.n > 3 && wpm_word(v, word.v, word.n, out)) goto no_unk;
+            word.n = 3;
+            memcpy(one + 3, u, (size_t)m);
+            if (wpm_word(v, one, 3 + (size_t)m, out)) goto no_unk;
+        } else if (bbuf_put(&word, u, (size_t)m)) {
+            goto oom;
+        }
+    }
+    if (word.n > 3 && wpm_word(v, word.v, word.n, out)) goto no_unk;
+    rc = 0;
+    goto out;
+no_unk:
+    seterr(err, errlen, "the vocabulary has no unknown token for a word it cannot spell");
+    goto out;
+oom:
+    seterr(err, errlen, "out of memory");
+out:
+    free(word.v);
+    return rc;
+}
+
+/* ---- Unigram (llm_tokenizer_ugm_session) ---- */
+
+/*
+ * llama.cpp walks a trie of token texts; here the trie is implicit: the
+ * ids sorted by text. The texts sharing a prefix of d bytes are one run of
+ * that list, the one of length exactly d (if any) first, and one step
+ * deeper narrows the run to those whose byte d is c.
+ */
+static unsigned edge_byte(const tok_vocab *v, int32_t id, size_t d)
+{
+    return tlen(v, id) > d ? (unsigned)(uint8_t)ttext(v, id)[d] + 1 : 0;
+}
+
+static int trie_step(const tok_vocab *v, const int32_t *ids, size_t *lo, size_t *hi, size_t d,
+                     uint8_t c)
+{
+    size_t a = *lo, b = *hi, first;
+    unsigned want = (unsigned)c + 1;
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        if (edge_byte(v, ids[mid], d) < want) a = mid + 1;
+        else b = mid;
+    }
+    first = a;
+    b = *hi;
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        if (edge_byte(v, ids[mid], d) <= want) a = mid + 1;
+        else b = mid;
+    }
+    *lo = first;
+    *hi = a;
+    return first < a;
+}
+
+/* naive_trie::get_longest_prefix over the user-defined tokens: how deep
+ * s[0..n) walks into the trie, whether or not a token ends there (a quirk
+ * kept: "<ma" is "matched" by a token "<mask>"). */
+static size_t ud_prefix(const tok_vocab *v, const uint8_t *s, size_t n)
+{
+    size_t lo = 0, hi = v->ud_n, d = 0;
+    while (d < n && trie_step(v, v->ud_ids, &lo, &hi, d, s[d])) d++;
+    return d;
+}
+
+/*
+ * The precompiled charsmap (SentencePiece's normalizer, e.g. nmt_nfkc): a
+ * XOR-compressed compact double array over input bytes (Kanda 2018) whose
+ * leaves point at NUL-terminated replacement strings. Each 32-bit unit
+ * packs BASE in bits 10-30 (shifted left 8 more when bit 9 is set), LEAF in
+ * bit 8 and LCHECK in bits 0-7 (bit 31 set on value units, which then fail
+ * every LCHECK); a value unit's low 31 bits are a replacement's offset.
+ */
+static int xcda_unit(const tok_vocab *v, size_t i, uint32_t *u)
+{
+    if (i >= v->xcda_n) return -1;
+    *u = v->xcda[i];
+    return 0;
+}
+
+static uint32_t xcda_base(uint32_t u)
+{
+    return (u >> 10) << ((u & (1u << 9)) >> 6);
+}
+
+/* The next piece of normalized text at in[off..n): the input itself when a
+ * user-defined token's trie path matches there, else the replacement of the
+ * charsmap's longest match, else one UTF-8 character unchanged (U+FFFD for
+ * a byte that starts none). Sets *r, *rn; returns the input bytes consumed,
+ * 0 when the charsmap is broken (llama.cpp throws; err says why). */
+static size_t ugm_norm_prefix(const tok_vocab *v, const uint8_t *in, size_t n, size_t off,
+                              const uint8_t **r, size_t *rn, uint8_t tmp[4],
+                              char *err, size_t errlen)
+{
+    size_t len = ud_prefix(v, in + off, n - off), best_len = 0, best_off = 0, p, i;
+    uint32_t node, u;
+    if (len) { *r = in + off; *rn = len; return len; }
+    if (v->xcda_n) {
+        if (xcda_unit(v, 0, &u)) goto broken;
+        node = xcda_base(u);
+        for (p = off; p < n && in[p]; p++) {
+            int leaf;
+            node ^= in[p];
+            if (xcda_unit(v, node, &u)) goto broken;
+            if ((u & (0x80000000u | 0xff)) != in[p]) break;
+            leaf = (u >> 8) & 1;
+            node ^= xcda_base(u);
+            if (leaf) {
+                if (xcda_unit(v, node, &u)) goto broken;
+                best_len = p - off + 1;
+                best_off = u & 0x7fffffffu;
+            }
+        }
+    }
+    if (best_len) {
+        if (best_off >= v->repl_n) goto broken;
+        for (i = best_off; i < v->repl_n && v->repl[i]; i++) {}
+        if (i == v->repl_n) {
+            seterr(err, errlen, "unterminated string in the precompiled charsmap");
+            return 0;
+        }
+        *r = (const uint8_t *)v->repl + best_off;
+        *rn = i - best_off;
+        return best_len;
+    }
+    p = off;
+    *rn = (size_t)utf8_put(utf8_next(in, n, &p), tmp);
+    *r = tmp;
+    return p - off;
+broken:
+    seterr(err, errlen, "index out of bounds in the precompiled charsmap");
+    return 0;
+}
+
+/* SentencePiece's normalization: the charsmap over the whole text, spaces
+ * written as U+2581, one before the first word (add_space_prefix) or, with
+ * remove_extra_whitespaces, one before every word and none elsewhere.
+ * (treat_whitespace_as_suffix is never set by llama.cpp's loader.) */
+static int ugm_normalize(const tok_vocab *v, const uint8_t *in, size_t n, bbuf *out,
+                         char *err, size_t errlen)
+{
+    static const char sp[] = "\xe2\x96\x81";
+    int merge = v->remove_extra_ws, prepended = 0, in_word = 0;
+    size_t off = 0;
+    while (off < n) {
+        const uint8_t *r;
+        uint8_t tmp[4];
+        size_t rn, i, used = ugm_norm_prefix(v, in, n, off, &r, &rn, tmp, err, errlen);
+        if (!used) return -1;
+        for (i = 0; i < rn; i++) {
+            if (r[i] != ' ') {
+                if (!in_word) {
+                    in_word = 1;
+                    if (((v->add_space_prefix && !prepended) || merge)) {
+                        if (bbuf_put(out, sp, 3)) goto oom;
+                        prepended = 1;
+                    }
+                }
+                if (bbuf_put(out, r + i, 1)) goto oom;
+            } else {
+                in_word = 0;
+                if (!merge && bbuf_put(out, sp, 3)) goto oom;
+            }
+        }
+        off += used;
+    }
+    return 0;
+oom:
+    seterr(err, errlen, "out of memory");
+    return -1;
+}
+
+/* the best segmentation of the normalized text up to one byte offset */
+typedef struct {
+    int32_t id;
+    size_t from;
+    double score;               /* double, as SentencePiece sums */
+} ugm_best;
+
+/* Unigram's Viterbi over the normalized text, one code point at a time:
+ * every token starting there (user-defined ones scoring 0) may improve the
+ * best score at its end; a code point no single token covers may also be
+ * the unknown token at the lowest score minus 10. Ties keep the earlier
+ * path. The best path is read backwards, runs of unknowns merged. */
+static int ugm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
+                        char *err, size_t errlen)
+{
+    bbuf s = {0};
+    ugm_best *best = NULL;
+    size_t off, i, mark = out->n;
+    int prev_unk = 0, rc = -1;
+    if (ugm_normalize(v, t, n, &s, err, errlen)) goto out;
+    if (s.n == 0) { rc = 0; goto out; }
+    if (v->unk == TOK_NULL) {
+        seterr(err, errlen, "the vocabulary has no unknown token (Unigram needs one)");
+        goto out;
+    }
+    if (s.n >= SIZE_MAX / sizeof *best) goto oom;
+    best = malloc((s.n + 1) * sizeof *best);
+    if (!best) goto oom;
+    for (i = 0; i <= s.n; i++) { best[i].id = v->unk; best[i].from = 0; best[i].score = -DBL_MAX; }
+    best[0].score = 0;
+    for (off = 0; off < s.n;) {
+        size_t cl = utf8_len_of(s.v[off]), lo = 0, hi = v->ugm_n, d = 0;
+        double base = best[off].score, sc;
+        int whole = 0;
+        if (cl > s.n - off) cl = s.n - off;
+        while (off + d < s.n && trie_step(v, v->ugm_ids, &lo, &hi, d, s.v[off + d])) {
+            int32_t id = v->ugm_ids[lo];
+            d++;
+            if (tlen(v, id) != d) continue;
+            if (d == cl) whole = 1;
+            sc = base + ((v->attr[id] & TOK_ATTR_USER_DEFINED) ? 0.0 : (double)v->score[id]);
+            if (sc > best[off + d].score) {
+                best[off + d].id = id;
+                best[off + d].from = off;
+                best[off + d].score = sc;
+            }
+        }
+        if (!whole) {
+            sc = base + (double)v->unk_score;
+            if (sc > best[off + cl].score) {
+                best[off + cl].id = v->unk;
+                best[off + cl].from = off;
+                best[off + cl].score = sc;
+            }
+        }
+        off += cl;
+    }
+    for (off = s.n;;) {
+        int unk = best[off].id == v->unk;
+        if (!(prev_unk && unk)) ivec_push(out, best[off].id);
+        if (best[off].from == 0) break;
+        prev_unk = unk;
+        off = best[off].from;
+    }
+    if (out->oom) goto oom;
+    for (i = 0; mark + i < out->n - 1 - i; i++) {
+        int32_t x = out->v[mark + i];
+        out->v[mark + i] = out->v[out->n - 1 - i];
+        out->v[out->n - 1 - i] = x;
+    }
+    rc = 0;
+    goto out;
+oom:
+    seterr(err, errlen, "out of memory");
+out:
+    free(s.v);
+    free(best);
+    return rc;
+}
+
 /* ------------------------------------------------------------------------
  * tokenize: special tokens first, then the model on each stretch of text
  * ---------------------------------------------------------------------- */
@@ -1136,7 +1489,8 @@ int tok_tokenize(const tok_vocab *v, const char *text, size_t len, int add_speci
     *n = 0;
     if (!text && len) { seterr(err, errlen, "no text"); return -1; }
     if (partition(v, text, len, parse_special, &fr)) goto oom;
-    if (add_special && v->add_bos) {
+    /* WordPiece always frames with [CLS] ... [SEP], whatever the flags say */
+    if (add_special && (v->add_bos || v->type == TOK_TYPE_WPM)) {
         if (v->bos == TOK_NULL) {
             seterr(err, errlen, "the vocabulary adds a BOS token but has none");
             goto fail;
@@ -1146,6 +1500,14 @@ int tok_tokenize(const tok_vocab *v, const char *text, size_t len, int add_speci
     for (i = 0; i < fr.n; i++) {
         const frag *f = &fr.v[i];
         if (f->id != TOK_NULL) { ivec_push(&out, f->id); prev_special = 1; continue; }
+        if (v->type == TOK_TYPE_WPM || v->type == TOK_TYPE_UGM) {
+            const uint8_t *t = (const uint8_t *)text + f->off;
+            if (v->type == TOK_TYPE_WPM ? wpm_tokenize(v, t, f->len, &out, err, errlen)
+                                        : ugm_tokenize(v, t, f->len, &out, err, errlen))
+                goto fail;
+            if (out.oom) goto oom;
+            continue;
+        }
         buf.n = 0;
         if (v->type == TOK_TYPE_SPM && v->add_space_prefix && prev_special)
             if (bbuf_put(&buf, "\xe2\x96\x81", 3)) goto oom;
@@ -1167,7 +1529,13 @@ int tok_tokenize(const tok_vocab *v, const char *text, size_t len, int add_speci
         prev_special = 0;
         if (out.oom) goto oom;
     }
-    if (add_special && v->add_eos) {
+    if (add_special && v->type == TOK_TYPE_WPM) {
+        if (v->sep == TOK_NULL) {
+            seterr(err, errlen, "the vocabulary adds a SEP token but has none");
+            goto fail;
+        }
+        ivec_push(&out, v->sep);
+    } else if (add_special && v->add_eos) {
         if (v->eos == TOK_NULL) {
             seterr(err, errlen, "the vocabulary adds an EOS token but has none");
             goto fail;
@@ -1207,6 +1575,10 @@ void tok_free(tok_vocab *v)
     free(v->mmap.slot);
     free(v->special);
     free(v->eog);
+    free(v->xcda);
+    free(v->repl);
+    free(v->ugm_ids);
+    free(v->ud_ids);
     free(v);
 }
 
@@ -1366,6 +1738,46 @@ oom:
     return -1;
 }
 
+/* Reads tokenizer.ggml.precompiled_charsmap (Unigram): a u32 size, that
+ * many bytes of double array, then the replacement strings; refused as
+ * llama.cpp refuses it. */
+static int load_charsmap(tok_vocab *v, const gguf_header *h, const uint8_t *b, size_t n,
+                         char *err, size_t errlen)
+{
+    const gguf_kv *kv = gguf_kv_find(h, "tokenizer.ggml.precompiled_charsmap");
+    const uint8_t *p;
+    size_t len;
+    uint32_t blob;
+    if (!kv) return 0;
+    if (kv->type != GGUF_VT_ARRAY || (kv->arr_type != GGUF_VT_U8 && kv->arr_type != GGUF_VT_I8)) {
+        seterr(err, errlen, "invalid gguf type for tokenizer.ggml.precompiled_charsmap");
+        return -1;
+    }
+    if (kv->off > n || n - kv->off < 12 || kv->arr_n > n - kv->off - 12) {
+        seterr(err, errlen, "tokenizer.ggml.precompiled_charsmap runs past the end of the file");
+        return -1;
+    }
+    p = b + kv->off + 12;
+    len = (size_t)kv->arr_n;
+    if (len < 4) {
+        seterr(err, errlen, "precompiled_charsmap too small for xcda_blob_size header!");
+        return -1;
+    }
+    blob = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    if ((size_t)blob >= len - 4) {
+        seterr(err, errlen, "Index out of array bounds in precompiled charsmap!");
+        return -1;
+    }
+    v->xcda_n = blob / 4;
+    v->repl_n = len - 4 - blob;
+    v->xcda = malloc(v->xcda_n ? v->xcda_n * 4 : 1);
+    v->repl = malloc(v->repl_n);
+    if (!v->xcda || !v->repl) { seterr(err, errlen, "out of memory"); return -1; }
+    memcpy(v->xcda, p + 4, v->xcda_n * 4);      /* little-endian, as GGUF is */
+    memcpy(v->repl, p + 4 + blob, v->repl_n);
+    return 0;
+}
+
 /* Reads tokens, scores and token types. */
 static int load_tokens(tok_vocab *v, const gguf_header *h, const uint8_t *b, size_t n,
                        char *err, size_t errlen)
@@ -1433,6 +1845,7 @@ static int load_tokens(tok_vocab *v, const gguf_header *h, const uint8_t *b, siz
         v->off[i] = used;
         used += (size_t)len;
         v->off[i + 1] = used;
+        if ((size_t)len > v->max_token_len) v->max_token_len = (size_t)len;
         slot = (size_t)hash_bytes(s, (size_t)len) & v->tmap.mask;
         for (;;) {
             int32_t q = v->tmap.slot[slot];
@@ -1471,6 +1884,41 @@ static int load_tokens(tok_vocab *v, const gguf_header *h, const uint8_t *b, siz
 oom:
     seterr(err, errlen, "out of memory");
     return -1;
+}
+
+static int cmp_text(const void *pa, const void *pb, void *ctx)
+{
+    const tok_vocab *v = ctx;
+    int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+    size_t la = tlen(v, a), lb = tlen(v, b);
+    int c = memcmp(ttext(v, a), ttext(v, b), la < lb ? la : lb);
+    if (c) return c;
+    return la < lb ? -1 : la > lb;
+}
+
+/* llm_tokenizer_ugm's constructor: the token tries and the unknown
+ * token's score, from the attributes as the file gives them (before the
+ * overrides by text that finish_specials applies, as in llama.cpp). */
+static int ugm_init(tok_vocab *v, char *err, size_t errlen)
+{
+    float lo = FLT_MAX;
+    uint32_t t;
+    size_t n_ud = 0;
+    for (t = 0; t < v->n; t++) n_ud += (v->attr[t] & TOK_ATTR_USER_DEFINED) != 0;
+    v->ugm_ids = malloc((size_t)v->n * sizeof *v->ugm_ids);
+    v->ud_ids = malloc((n_ud ? n_ud : 1) * sizeof *v->ud_ids);
+    if (!v->ugm_ids || !v->ud_ids) { seterr(err, errlen, "out of memory"); return -1; }
+    for (t = 0; t < v->n; t++) {
+        uint32_t at = v->attr[t];
+        if ((at & TOK_ATTR_NORMAL) && v->score[t] < lo) lo = v->score[t];
+        if (at & (TOK_ATTR_NORMAL | TOK_ATTR_USER_DEFINED | TOK_ATTR_UNUSED))
+            v->ugm_ids[v->ugm_n++] = (int32_t)t;
+        if (at & TOK_ATTR_USER_DEFINED) v->ud_ids[v->ud_n++] = (int32_t)t;
+    }
+    qsort_r(v->ugm_ids, v->ugm_n, sizeof *v->ugm_ids, cmp_text, v);
+    qsort_r(v->ud_ids, v->ud_n, sizeof *v->ud_ids, cmp_text, v);
+    v->unk_score = lo - 10.0f;
+    return 0;
 }
 
 static int text_is(const tok_vocab *v, int32_t id, const char *s)
@@ -1780,11 +2228,14 @@ tok_vocab *tok_load_gguf(const gguf_header *h, const uint8_t *b, size_t n, char 
         seterr(err, errlen, "the model has no vocabulary (tokenizer.ggml.model '%s')", model);
         goto fail;
     } else if (strcmp(model, "bert") == 0) {
-        seterr(err, errlen, "tokenizer model 'bert' (WordPiece) is not supported by bankml");
-        goto fail;
+        v->type = TOK_TYPE_WPM;
+        v->bos = 101; v->unk = 100; v->sep = 102; v->pad = 0; v->mask = 103;
+        v->add_bos = 1; v->add_sep = 1; v->clean_spaces = 1;
     } else if (strcmp(model, "t5") == 0) {
-        seterr(err, errlen, "tokenizer model 't5' (Unigram) is not supported by bankml");
-        goto fail;
+        v->type = TOK_TYPE_UGM;
+        v->eos = 1; v->unk = 2; v->pad = 0;
+        v->add_eos = 1;
+        if (load_charsmap(v, h, b, n, err, errlen)) goto fail;
     } else if (strcmp(model, "rwkv") == 0 || strcmp(model, "plamo2") == 0 ||
                strcmp(model, "hybriddna") == 0 || strcmp(model, "whitespace") == 0 ||
                strcmp(model, "test") == 0) {
@@ -1796,13 +2247,33 @@ tok_vocab *tok_load_gguf(const gguf_header *h, const uint8_t *b, size_t n, char 
     }
     if ((r = key_bool(h, "tokenizer.ggml.add_space_prefix", &flag, err, errlen)) < 0) goto fail;
     if (r) v->add_space_prefix = flag;
+    if ((r = key_bool(h, "tokenizer.ggml.remove_extra_whitespaces", &flag, err, errlen)) < 0) goto fail;
+    if (r) v->remove_extra_ws = flag;
+    v->lowercase = 1;
+    if ((r = key_bool(h, "tokenizer.ggml.normalizer.lowercase", &flag, err, errlen)) < 0) goto fail;
+    if (r) v->lowercase = flag;
+    v->strip_accents = v->lowercase;
+    if ((r = key_bool(h, "tokenizer.ggml.normalizer.strip_accents", &flag, err, errlen)) < 0) goto fail;
+    if (r) v->strip_accents = flag;
 
     if (load_tokens(v, h, b, n, err, errlen)) goto fail;
     if (v->type == TOK_TYPE_BPE && load_merges(v, h, b, n, err, errlen)) goto fail;
+    if (v->type == TOK_TYPE_UGM && ugm_init(v, err, errlen)) goto fail;
 
-    /* the newline token: <0x0A> for SentencePiece, "\n" tokenized for BPE */
+    /* the newline token: <0x0A> for SentencePiece, the (default) padding
+     * token for WordPiece, "\n" tokenized for the others */
     if (v->type == TOK_TYPE_SPM) {
         if (spm_byte_token(v, '\n', &v->nl)) v->nl = TOK_NULL;   /* pad is still unset here */
+    } else if (v->type == TOK_TYPE_WPM) {
+        v->nl = v->pad;
+    } else if (v->type == TOK_TYPE_UGM) {
+        ivec nl = {0};
+        if (ugm_tokenize(v, (const uint8_t *)"\n", 1, &nl, err, errlen) || nl.oom) {
+            free(nl.v);
+            goto fail;
+        }
+        v->nl = nl.n ? nl.v[0] : v->pad;
+        free(nl.v);
     } else {
         ivec nl = {0};
         if (bpe_tokenize(v, (const uint8_t *)"\n", 1, &nl, err, errlen) || nl.oom) {
@@ -1853,7 +2324,7 @@ static void put_piece(const tok_vocab *v, int32_t id, jbuf *out)
         return;
     }
     if (at & TOK_ATTR_NORMAL) {
-        if (v->type == TOK_TYPE_SPM || v->escape_ws) {
+        if (v->type != TOK_TYPE_BPE || v->escape_ws) {
             for (i = 0; i < n; i++) {
                 if (i + 3 <= n && memcmp(s + i, "\xe2\x96\x81", 3) == 0) { jbuf_putc(out, ' '); i += 2; }
                 else jbuf_putc(out, s[i]);

@@ -2,13 +2,14 @@
  * tokenizer.h -- a GGUF vocabulary and the text <-> token id mappings that
  * llama.cpp b11669 (src/llama-vocab.cpp, src/unicode.cpp) computes for it.
  *
- * Two tokenizer models are reproduced: SentencePiece-style BPE over scores
- * (`tokenizer.ggml.model` = "llama") and byte-level BPE over ranked merges
- * ("gpt2", and "gemma4"'s raw-UTF-8 variant), the latter with hand-written
- * matchers for each pre-tokenizer regex llama.cpp uses for the `.pre` names
- * listed in docs/modules/tokenizer.md. Anything else (WordPiece "bert",
- * Unigram "t5", "rwkv", "plamo2", pre-tokenizers without a matcher here) is
- * refused when the vocabulary loads, with the reason.
+ * Four tokenizer models are reproduced: SentencePiece-style BPE over scores
+ * (`tokenizer.ggml.model` = "llama"), byte-level BPE over ranked merges
+ * ("gpt2", and "gemma4"'s raw-UTF-8 variant) with hand-written matchers for
+ * each pre-tokenizer regex llama.cpp uses for the `.pre` names listed in
+ * docs/modules/tokenizer.md, WordPiece ("bert") and Unigram ("t5", with its
+ * precompiled charsmap normalizer). Anything else ("rwkv", "plamo2",
+ * pre-tokenizers without a matcher here) is refused when the vocabulary
+ * loads, with the reason.
  *
  * A vocabulary is immutable once loaded; every function taking a const
  * tok_vocab * may be called from several threads at once.
@@ -40,8 +41,8 @@ enum {
     TOK_ATTR_SINGLE_WORD  = 1 << 9
 };
 
-/* Vocabulary types, llama_vocab_type's values for the two we play. */
-enum { TOK_TYPE_SPM = 1, TOK_TYPE_BPE = 2 };
+/* Vocabulary types, llama_vocab_type's values for the four we play. */
+enum { TOK_TYPE_SPM = 1, TOK_TYPE_BPE = 2, TOK_TYPE_WPM = 3, TOK_TYPE_UGM = 4 };
 
 typedef struct tok_vocab tok_vocab;
 
@@ -49,7 +50,7 @@ typedef struct tok_vocab tok_vocab;
  * before returning: the vocabulary keeps copies of what it needs). Returns
  * NULL with a one-line reason in err when the file cannot be read or parsed,
  * when the vocabulary is malformed, or when bankml cannot reproduce its
- * tokenizer ("tokenizer model 'bert' (WordPiece) is not supported"). */
+ * tokenizer ("tokenizer model 'rwkv' is not supported by bankml"). */
 tok_vocab *tok_load(const char *path, char *err, size_t errlen);
 
 /* The same from an already parsed header and the file bytes b[0..n) it was
@@ -63,7 +64,8 @@ void tok_free(tok_vocab *v);
 /* Tokenizes text[0..len) as llama_tokenize(vocab, text, len, ..., add_special,
  * parse_special) does: special-token texts (CONTROL and UNKNOWN tokens only
  * when parse_special, USER_DEFINED always) are cut out first, longest first;
- * add_special adds BOS/EOS as the vocabulary's add_bos/add_eos flags say.
+ * add_special adds BOS/EOS as the vocabulary's add_bos/add_eos flags say
+ * (WordPiece: always [CLS] first and [SEP] last, as llama.cpp does).
  * Any bytes are accepted (invalid UTF-8 and NUL included). On success
  * returns 0 and sets *ids (malloc'd, free() it; NULL when *n is 0) and *n.
  * Returns -1 with a reason when memory runs out or when llama.cpp itself
@@ -75,7 +77,7 @@ int tok_tokenize(const tok_vocab *v, const char *text, size_t len, int add_speci
 /* Appends the piece of token id to out, as llama_token_to_piece(vocab, id,
  * buf, len, 0, special): CONTROL and UNKNOWN tokens give nothing unless
  * special; byte tokens give their byte; BPE pieces are decoded back from the
- * byte-to-unicode alphabet, SentencePiece ones have U+2581 turned to spaces.
+ * byte-to-unicode alphabet, the others have U+2581 turned to spaces.
  * Returns the number of bytes appended, or -1 when id is out of range (out
  * untouched). */
 int tok_piece(const tok_vocab *v, int32_t id, int special, jbuf *out);
@@ -93,7 +95,7 @@ int tok_is_eog(const tok_vocab *v, int32_t id);
 
 /* Sizes, flags and special ids (TOK_NULL when the vocabulary has none). */
 int32_t tok_n_tokens(const tok_vocab *v);
-int tok_type(const tok_vocab *v);                 /* TOK_TYPE_SPM or TOK_TYPE_BPE */
+int tok_type(const tok_vocab *v);                 /* TOK_TYPE_* */
 const char *tok_model_name(const tok_vocab *v);   /* tokenizer.ggml.model */
 const char *tok_pre_name(const tok_vocab *v);     /* tokenizer.ggml.pre ("" when absent) */
 int tok_add_bos(const tok_vocab *v);

@@ -15,8 +15,9 @@ For every vocabulary in ../shared/vocab (ggml-vocab-*.gguf) and
            with libllama loaded in-process (testing/kit_tokenize.c);
   detok    random id sequences detokenized under all four remove_special /
            unparse_special settings, compared byte for byte.
-A vocabulary bankml refuses (WordPiece, Unigram) must be refused at load
-with a reason (one passing check); its other checks are not run.
+Every vocabulary here must load: SentencePiece, byte-level BPE, WordPiece
+(bert-bge) and Unigram (nomic-bert-moe) are all played, so a refusal at load
+is a failure (and the vocabulary's other checks are not run).
 
 Usage: python3 testing/oracle_tokenizer.py [--n 2000] [--seed 1] [--vocab NAME]
 Builds /tmp/bankml-oracle-tok/{kit_tokenize,tokenizer_driver} with gcc.
@@ -255,7 +256,7 @@ def main():
         rc, out = run(drv, vocab, "info")
         if rc != 0:
             reason = out.decode(errors="replace").strip()
-            check("%s refused" % vname, reason.startswith("LOADERR "), reason)
+            check("%s load" % vname, False, reason)
             print("%-15s refused: %s" % (vname, reason[8:]))
             continue
         specials, n_tokens = info(vname, vocab, kit, drv)

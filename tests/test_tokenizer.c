@@ -1,9 +1,10 @@
 /*
  * test_tokenizer.c -- exact tokenizations of src/tokenizer.c on a
- * SentencePiece vocabulary (stories260K) and a byte-level BPE one (Qwen2),
- * with the ids llama.cpp b11669's llama-tokenize and libllama print for the
- * same text, plus hostile input: invalid UTF-8, NUL bytes, 10 MB of one
- * character, refused vocabularies. The full comparison against libllama
+ * SentencePiece vocabulary (stories260K), a byte-level BPE one (Qwen2), a
+ * WordPiece one (bert-bge) and a Unigram one (nomic-bert-moe), with the ids
+ * llama.cpp b11669's llama-tokenize and libllama print for the same text,
+ * plus hostile input: invalid UTF-8, NUL bytes, 10 MB of one character,
+ * refused tokenizer models. The full comparison against libllama
  * (every vocabulary, fuzzed) is testing/oracle_tokenizer.py.
  */
 #include <stdlib.h>
@@ -186,18 +187,162 @@ TEST(tokenizer_ten_megabytes)
     tok_free(v);
 }
 
+static size_t put_le(uint8_t *b, uint64_t x, int bytes)
+{
+    int k;
+    for (k = 0; k < bytes; k++) b[k] = (uint8_t)(x >> (8 * k));
+    return (size_t)bytes;
+}
+
+/* A GGUF v3 in memory with no tensors and one key, tokenizer.ggml.model =
+ * model (a string); b must hold 64 + strlen(model) bytes. */
+static size_t tiny_gguf(uint8_t *b, const char *model)
+{
+    static const char key[] = "tokenizer.ggml.model";
+    size_t n = 0, kl = sizeof key - 1, ml = strlen(model);
+    memcpy(b, "GGUF", 4);
+    n = 4;
+    n += put_le(b + n, 3, 4);           /* version */
+    n += put_le(b + n, 0, 8);           /* tensors */
+    n += put_le(b + n, 1, 8);           /* keys */
+    n += put_le(b + n, kl, 8);
+    memcpy(b + n, key, kl);
+    n += kl;
+    n += put_le(b + n, 8, 4);           /* GGUF_VT_STRING */
+    n += put_le(b + n, ml, 8);
+    memcpy(b + n, model, ml);
+    return n + ml;
+}
+
 TEST(tokenizer_refusals)
 {
+    static const struct { const char *model, *want; } cases[] = {
+        { "rwkv", "tokenizer model 'rwkv' is not supported by bankml" },
+        { "plamo2", "tokenizer model 'plamo2' is not supported by bankml" },
+        { "none", "the model has no vocabulary (tokenizer.ggml.model 'none')" },
+        { "sentencepiece", "unknown tokenizer: 'sentencepiece'" },
+        /* the known models pass the name check and fail on the missing tokens */
+        { "bert", "cannot find tokenizer vocab in model file" },
+        { "t5", "cannot find tokenizer vocab in model file" },
+    };
     char err[256] = "";
-    const char *bert = test_shared("vocab/ggml-vocab-bert-bge.gguf");
-    const char *t5 = test_shared("vocab/ggml-vocab-nomic-bert-moe.gguf");
+    uint8_t b[128];
+    size_t i;
     CHECK(tok_load("/nonexistent/x.gguf", err, sizeof err) == NULL);
     CHECK(strstr(err, "No such file") != NULL);
-    if (!bert || !t5) SKIP("vocab/ refusal fixtures not found");
-    CHECK(tok_load(bert, err, sizeof err) == NULL);
-    CHECK_STR(err, "tokenizer model 'bert' (WordPiece) is not supported by bankml");
-    CHECK(tok_load(t5, err, sizeof err) == NULL);
-    CHECK_STR(err, "tokenizer model 't5' (Unigram) is not supported by bankml");
+    for (i = 0; i < sizeof cases / sizeof *cases; i++) {
+        gguf_header h;
+        size_t n = tiny_gguf(b, cases[i].model);
+        memset(&h, 0, sizeof h);
+        CHECK_INT(gguf_parse(b, n, &h, NULL, err, sizeof err), GGUF_OK);
+        err[0] = 0;
+        CHECK(tok_load_gguf(&h, b, n, err, sizeof err) == NULL);
+        CHECK_STR(err, cases[i].want);
+        gguf_header_free(&h);
+    }
+}
+
+TEST(tokenizer_bert_wordpiece)
+{
+    tok_vocab *v = open_vocab("vocab/ggml-vocab-bert-bge.gguf");
+    jbuf b;
+    char err[256];
+    static const int32_t ids[] = { 101, 7592, 2088, 999, 1045, 1005, 1049, 15743, 7668, 102 };
+    if (!v) SKIP("vocab/ggml-vocab-bert-bge.gguf not found");
+    CHECK_INT(tok_n_tokens(v), 30522);
+    CHECK_INT(tok_type(v), TOK_TYPE_WPM);
+    CHECK_STR(tok_model_name(v), "bert");
+    CHECK_INT(tok_bos(v), 101);
+    CHECK_INT(tok_eos(v), TOK_NULL);
+    CHECK_INT(tok_sep(v), 102);
+    CHECK_INT(tok_unk(v), 100);
+    CHECK_INT(tok_mask(v), 103);
+    CHECK_INT(tok_nl(v), 0);
+    CHECK_INT(tok_add_bos(v), 1);
+    CHECK_INT(tok_add_eos(v), 0);
+    /* libllama (kit_tokenize): lower case, accents stripped, [CLS] ... [SEP] */
+    IDS(v, "Hello World! I'm na\xc3\xafve caf\xc3\xa9", 1, 0,
+        101, 7592, 2088, 999, 1045, 1005, 1049, 15743, 7668, 102);
+    IDS(v, "Hello World! I'm na\xc3\xafve caf\xc3\xa9", 0, 0,
+        7592, 2088, 999, 1045, 1005, 1049, 15743, 7668);
+    /* CJK one per word, full-width letters unknown, punctuation split */
+    IDS(v, "\xe4\xb8\xad\xe6\x96\x87 \xef\xbc\xa1\xef\xbc\xa2\xef\xbc\xa3 (1,234) "
+           "\xe2\x91\xa0\xc2\xbd \xef\xac\x81", 0, 0,
+        1746, 1861, 100, 1006, 1015, 1010, 22018, 1007, 100, 1984);
+    /* invalid UTF-8 and NUL vanish */
+    IDS(v, "a\xc0\x80" "b \xff\xfe z\0y", 0, 0, 11113, 1062, 2100);
+    IDS(v, "[CLS] hi [MASK]<mask> x <mask>", 1, 1,
+        101, 101, 7632, 103, 1026, 7308, 1028, 1060, 1026, 7308, 1028, 102);
+    IDS(v, "\xf0\x9f\xa6\x99 llama.cpp\t\n  tokenizers   ", 0, 0,
+        100, 2222, 8067, 1012, 18133, 2361, 19204, 17629, 2015);
+    {
+        int32_t *out = (int32_t *)1;
+        size_t n = 9;
+        CHECK_INT(tok_tokenize(v, "   ", 3, 0, 0, &out, &n, err, sizeof err), 0);
+        CHECK(out == NULL);
+        CHECK_U64(n, 0);
+    }
+    jbuf_init(&b);
+    CHECK_INT(tok_piece(v, 7592, 0, &b), 6);
+    CHECK_STR(b.p, " hello");
+    jbuf_reset(&b);
+    CHECK_INT(tok_detokenize(v, ids, 10, 1, 0, &b, err, sizeof err), 0);
+    CHECK_STR(b.p, " hello world! i'm naive cafe");
+    jbuf_reset(&b);
+    CHECK_INT(tok_detokenize(v, (const int32_t[]){ 101, 7592, 2088, 999, 102 }, 5, 0, 1, &b, err,
+                             sizeof err), 0);
+    CHECK_STR(b.p, "[CLS] hello world![SEP]");
+    jbuf_free(&b);
+    tok_free(v);
+}
+
+TEST(tokenizer_nomic_unigram)
+{
+    tok_vocab *v = open_vocab("vocab/ggml-vocab-nomic-bert-moe.gguf");
+    jbuf b;
+    char err[256];
+    if (!v) SKIP("vocab/ggml-vocab-nomic-bert-moe.gguf not found");
+    CHECK_INT(tok_n_tokens(v), 250048);
+    CHECK_INT(tok_type(v), TOK_TYPE_UGM);
+    CHECK_STR(tok_model_name(v), "t5");
+    CHECK_INT(tok_bos(v), 0);
+    CHECK_INT(tok_eos(v), 2);
+    CHECK_INT(tok_unk(v), 3);
+    CHECK_INT(tok_pad(v), 1);
+    CHECK_INT(tok_mask(v), 250001);
+    CHECK_INT(tok_nl(v), 0);                  /* "\n" normalizes to nothing: the default pad */
+    CHECK_INT(tok_add_bos(v), 1);
+    CHECK_INT(tok_add_eos(v), 1);
+    CHECK_INT(tok_add_space_prefix(v), 1);
+    CHECK(tok_attr(v, 250001) & TOK_ATTR_LSTRIP);
+    /* libllama (kit_tokenize) */
+    IDS(v, "Hello World! I'm na\xc3\xafve caf\xc3\xa9", 1, 0,
+        0, 35378, 6661, 38, 87, 25, 39, 24, 9392, 272, 26216, 2);
+    /* the charsmap (NFKC): full-width letters, circled digits, ligatures */
+    IDS(v, "\xe4\xb8\xad\xe6\x96\x87 \xef\xbc\xa1\xef\xbc\xa2\xef\xbc\xa3 (1,234) "
+           "\xe2\x91\xa0\xc2\xbd \xef\xac\x81", 0, 0,
+        6, 32095, 47457, 15, 133063, 121763, 106, 92759, 809);
+    /* invalid bytes are U+FFFD, unknown (3) with the NUL, runs merged */
+    IDS(v, "a\xc0\x80" "b \xff\xfe z\0y", 0, 0, 10, 3, 275, 6, 3, 97, 3, 53);
+    /* <mask> eats the space before it (LSTRIP) */
+    IDS(v, "[CLS] hi [MASK]<mask> x <mask>", 1, 1,
+        0, 378, 441, 19759, 268, 1274, 378, 40639, 605, 268, 250001, 1022, 250001, 2);
+    /* white space runs collapse, tabs and newlines are spaces */
+    IDS(v, "\xf0\x9f\xa6\x99 llama.cpp\t\n  tokenizers   ", 0, 0,
+        6, 3, 67140, 5, 238, 6366, 47, 1098, 52825, 7);
+    jbuf_init(&b);
+    CHECK_INT(tok_detokenize(v, (const int32_t[]){ 0, 35378, 6661, 38, 87, 25, 39, 24, 9392, 272,
+                                                   26216, 2 }, 12, 1, 0, &b, err, sizeof err), 0);
+    CHECK_STR(b.p, " Hello World! I'm na\xc3\xafve caf\xc3\xa9");
+    jbuf_reset(&b);
+    CHECK_INT(tok_detokenize(v, (const int32_t[]){ 0, 35378, 6661, 38, 2 }, 5, 0, 1, &b, err,
+                             sizeof err), 0);
+    CHECK_STR(b.p, "<s> Hello World!</s>");
+    jbuf_reset(&b);
+    CHECK_INT(tok_detokenize(v, (const int32_t[]){ 6, 3, 67140 }, 3, 0, 0, &b, err, sizeof err), 0);
+    CHECK_STR(b.p, " llama");
+    jbuf_free(&b);
+    tok_free(v);
 }
 
 TEST(tokenizer_other_vocabs)
