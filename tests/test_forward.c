@@ -1,0 +1,346 @@
+/*
+ * test_forward.c -- fw_plan's verdicts on synthetic headers (built here, no
+ * tensor data needed: the plan never reads any), and the forward pass on
+ * stories260K against ids llama-server b11669 answered (SKIP without
+ * ../shared).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "gguf.h"
+#include "test.h"
+
+/* ---- a tiny GGUF writer (header only) ---------------------------------- */
+
+typedef struct {
+    uint8_t b[16384];
+    size_t n;
+    uint8_t t[8192];       /* tensor infos, appended after the KVs */
+    size_t tn;
+    uint64_t n_kv, n_t, off;
+} gb;
+
+static void put(uint8_t *dst, size_t *n, const void *p, size_t len)
+{
+    memcpy(dst + *n, p, len);
+    *n += len;
+}
+static void put_u32(uint8_t *d, size_t *n, uint32_t v) { put(d, n, &v, 4); }
+static void put_u64(uint8_t *d, size_t *n, uint64_t v) { put(d, n, &v, 8); }
+static void put_str(uint8_t *d, size_t *n, const char *s)
+{
+    put_u64(d, n, strlen(s));
+    put(d, n, s, strlen(s));
+}
+
+static void kv_str(gb *g, const char *k, const char *v)
+{
+    put_str(g->b, &g->n, k);
+    put_u32(g->b, &g->n, GGUF_VT_STRING);
+    put_str(g->b, &g->n, v);
+    g->n_kv++;
+}
+static void kv_u32(gb *g, const char *k, uint32_t v)
+{
+    put_str(g->b, &g->n, k);
+    put_u32(g->b, &g->n, GGUF_VT_U32);
+    put_u32(g->b, &g->n, v);
+    g->n_kv++;
+}
+static void kv_f32(gb *g, const char *k, float v)
+{
+    put_str(g->b, &g->n, k);
+    put_u32(g->b, &g->n, GGUF_VT_F32);
+    put(g->b, &g->n, &v, 4);
+    g->n_kv++;
+}
+static void tensor(gb *g, const char *name, uint32_t type, uint64_t d0, uint64_t d1)
+{
+    put_str(g->t, &g->tn, name);
+    put_u32(g->t, &g->tn, d1 ? 2 : 1);
+    put_u64(g->t, &g->tn, d0);
+    if (d1) put_u64(g->t, &g->tn, d1);
+    put_u32(g->t, &g->tn, type);
+    put_u64(g->t, &g->tn, g->off);
+    g->off += 4096;   /* offsets only; the plan reads no data */
+    g->n_t++;
+}
+
+/* Parses the built header into *h. */
+static int finish(gb *g, gguf_header *h)
+{
+    static uint8_t out[32768];
+    size_t n = 0;
+    put(out, &n, "GGUF", 4);
+    put_u32(out, &n, 3);
+    put_u64(out, &n, g->n_t);
+    put_u64(out, &n, g->n_kv);
+    put(out, &n, g->b, g->n);
+    put(out, &n, g->t, g->tn);
+    char err[256];
+    uint64_t need;
+    return gguf_parse(out, n, h, &need, err, sizeof err) == GGUF_OK ? 0 : -1;
+}
+
+/* Options for the model written by build(). */
+typedef struct {
+    const char *arch;
+    uint32_t q_type, norm_type, n_kv_heads, rope_dims, experts;
+    const char *scaling;
+    float factor;
+    int no_eps, extra_qkv, extra_bias, bad_k_shape, no_qnorm, untied, gate_q1;
+} spec;
+
+/* A one-layer model (E 64, 2 heads of 32, FFN 128, vocab 32, every weight
+ * type somewhere) that plays; each case below changes one thing. */
+static int build_ok(const spec *s, gguf_header *h);
+
+static const char *verdict_ok(const spec *s, fw_hparams *hp)
+{
+    static char err[256];
+    gguf_header h;
+    memset(&h, 0, sizeof h);
+    if (build_ok(s, &h)) return "(header did not parse)";
+    err[0] = 0;
+    fw_hparams tmp;
+    int rc = fw_plan(&h, hp ? hp : &tmp, err, sizeof err);
+    gguf_header_free(&h);
+    return rc == 0 ? "" : err;
+}
+
+static int build_ok(const spec *s, gguf_header *h)
+{
+    gb *g = calloc(1, sizeof *g);
+    if (!g) return -1;
+    const char *a = s->arch ? s->arch : "llama";
+    char k[96];
+    kv_str(g, "general.architecture", a);
+#define K(x) (snprintf(k, sizeof k, "%s." x, a), k)
+    kv_u32(g, K("context_length"), 2048);
+    kv_u32(g, K("embedding_length"), 64);
+    kv_u32(g, K("block_count"), 1);
+    kv_u32(g, K("feed_forward_length"), 128);
+    kv_u32(g, K("attention.head_count"), 2);
+    kv_u32(g, K("attention.head_count_kv"), s->n_kv_heads ? s->n_kv_heads : 1);
+    if (!s->no_eps) kv_f32(g, K("attention.layer_norm_rms_epsilon"), 1e-5f);
+    if (s->rope_dims) kv_u32(g, K("rope.dimension_count"), s->rope_dims);
+    if (s->experts) kv_u32(g, K("expert_count"), s->experts);
+    if (s->scaling) {
+        kv_str(g, K("rope.scaling.type"), s->scaling);
+        kv_f32(g, K("rope.scaling.factor"), s->factor);
+        kv_u32(g, K("rope.scaling.original_context_length"), 32768);
+    }
+#undef K
+    uint32_t wt = s->q_type ? s->q_type : GGUF_TYPE_F16;
+    uint32_t nt = s->norm_type ? s->norm_type : GGUF_TYPE_F32;
+    uint32_t kvd = 32 * (s->n_kv_heads ? s->n_kv_heads : 1);
+    tensor(g, "token_embd.weight", GGUF_TYPE_F16, 64, 32);
+    tensor(g, "output_norm.weight", GGUF_TYPE_F32, 64, 0);
+    if (s->untied) tensor(g, "output.weight", GGUF_TYPE_Q8_0, 64, 32);
+    tensor(g, "blk.0.attn_norm.weight", nt, 64, 0);
+    tensor(g, "blk.0.attn_q.weight", wt, 64, 64);
+    tensor(g, "blk.0.attn_k.weight", GGUF_TYPE_F16, 64, s->bad_k_shape ? 64 : kvd);
+    tensor(g, "blk.0.attn_v.weight", GGUF_TYPE_F16, 64, kvd);
+    tensor(g, "blk.0.attn_output.weight", GGUF_TYPE_F16, 64, 64);
+    tensor(g, "blk.0.ffn_norm.weight", GGUF_TYPE_F32, 64, 0);
+    tensor(g, "blk.0.ffn_gate.weight", s->gate_q1 ? GGUF_TYPE_Q1_0 : GGUF_TYPE_Q8_0, 64, 128);
+    tensor(g, "blk.0.ffn_up.weight", GGUF_TYPE_Q2_0, 64, 128);
+    tensor(g, "blk.0.ffn_down.weight", GGUF_TYPE_BF16, 128, 64);
+    if (s->extra_qkv) tensor(g, "blk.0.attn_qkv.weight", GGUF_TYPE_F16, 64, 128);
+    if (s->extra_bias) tensor(g, "blk.0.attn_q.bias", GGUF_TYPE_F32, 64, 0);
+    if (strcmp(a, "qwen3") == 0) {
+        if (!s->no_qnorm) tensor(g, "blk.0.attn_q_norm.weight", GGUF_TYPE_F32, 32, 0);
+        tensor(g, "blk.0.attn_k_norm.weight", GGUF_TYPE_F32, 32, 0);
+    }
+    int rc = finish(g, h);
+    free(g);
+    return rc;
+}
+
+TEST(plan_refuses_architecture)
+{
+    spec s = { .arch = "gemma3" };
+    CHECK_STR(verdict_ok(&s, NULL), "architecture gemma3 is not supported (llama, qwen3)");
+}
+
+TEST(plan_plays_llama_and_reads_hparams)
+{
+    spec s = { 0 };
+    fw_hparams hp;
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK_INT(hp.arch, FW_ARCH_LLAMA);
+    CHECK_INT(hp.n_layer, 1);
+    CHECK_INT(hp.head_dim, 32);
+    CHECK_INT(hp.n_head_kv, 1);
+    CHECK_INT(hp.n_vocab, 32);
+    CHECK_INT(hp.tied, 1);
+    CHECK_INT(hp.rope_neox, 0);
+    CHECK(hp.rope_base == 10000.0f);
+    CHECK(hp.freq_scale == 1.0f && hp.ext_factor == 0.0f && hp.attn_factor == 1.0f);
+    CHECK(hp.kq_scale == 1.0f / sqrtf(32.0f));
+    s.untied = 1;
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK_INT(hp.tied, 0);
+    CHECK_INT(hp.type_output, GGUF_TYPE_Q8_0);
+}
+
+TEST(plan_refuses_each_reason)
+{
+    spec s;
+    memset(&s, 0, sizeof s); s.q_type = GGUF_TYPE_Q4_K;
+    CHECK_STR(verdict_ok(&s, NULL),
+              "blk.0.attn_q.weight: type Q4_K is not supported (F32, F16, BF16, Q8_0, Q1_0, Q2_0)");
+    memset(&s, 0, sizeof s); s.norm_type = GGUF_TYPE_F16;
+    CHECK_STR(verdict_ok(&s, NULL), "blk.0.attn_norm.weight: norm type F16 is not supported (F32)");
+    memset(&s, 0, sizeof s); s.extra_qkv = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "blk.0.attn_qkv.weight: fused QKV is not supported");
+    memset(&s, 0, sizeof s); s.extra_bias = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "blk.0.attn_q.bias: biases are not supported");
+    memset(&s, 0, sizeof s); s.scaling = "longrope"; s.factor = 4.0f;
+    CHECK_STR(verdict_ok(&s, NULL), "RoPE scaling longrope is not supported (none, linear, yarn)");
+    memset(&s, 0, sizeof s); s.rope_dims = 16;
+    CHECK_STR(verdict_ok(&s, NULL), "partial RoPE is not supported (16 of 32 dimensions)");
+    memset(&s, 0, sizeof s); s.n_kv_heads = 3;
+    CHECK_STR(verdict_ok(&s, NULL), "2 heads are not a multiple of 3 KV heads");
+    memset(&s, 0, sizeof s); s.no_eps = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "llama.attention.layer_norm_rms_epsilon is missing");
+    memset(&s, 0, sizeof s); s.experts = 8;
+    CHECK_STR(verdict_ok(&s, NULL), "experts are not supported (llama.expert_count 8)");
+    memset(&s, 0, sizeof s); s.bad_k_shape = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "blk.0.attn_k.weight: shape is not {64, 32}");
+    memset(&s, 0, sizeof s); s.gate_q1 = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "blk.0.ffn_gate.weight: rows of 64 are not whole Q1_0 blocks");
+    memset(&s, 0, sizeof s); s.arch = "qwen3"; s.no_qnorm = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "blk.0.attn_q_norm.weight is missing");
+}
+
+TEST(plan_qwen3_yarn)
+{
+    spec s;
+    memset(&s, 0, sizeof s);
+    s.arch = "qwen3";
+    s.scaling = "yarn";
+    s.factor = 4.0f;
+    fw_hparams hp;
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK_INT(hp.arch, FW_ARCH_QWEN3);
+    CHECK_INT(hp.rope_neox, 1);
+    CHECK_INT(hp.rope_scaling, FW_ROPE_YARN);
+    CHECK(hp.freq_scale == 0.25f);
+    CHECK(hp.ext_factor == 1.0f);
+    CHECK_INT(hp.n_ctx_orig, 32768);
+    /* get_mscale(4) * 1/(1 + 0.1 ln 4): 1 within a rounding */
+    CHECK(fabsf(hp.attn_factor - 1.0f) <= 2e-7f);
+    /* the same file as llama: linear scaling with no factor plays unscaled */
+    memset(&s, 0, sizeof s);
+    s.scaling = "linear";
+    s.factor = 0.0f;
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK(hp.freq_scale == 1.0f);
+}
+
+/* ---- stories260K against llama-server ------------------------------------- */
+
+/* llama-server b11669 -t 2 -c 512 -np 1, /completion with "prompt":
+ * [1, 403, 407, 261, 378] ("Once upon a time" with BOS), temperature 0,
+ * top_k 1, cache_prompt false, n_predict 48: ", there was a little girl
+ * named Lily. She loved to play outside in the park. ..." */
+static const int32_t PROMPT[] = { 1, 403, 407, 261, 378 };
+static const int32_t WANT[48] = {
+    432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 267, 337,
+    410, 408, 419, 292, 411, 322, 265, 282, 295, 433, 426, 385, 328, 432, 358, 394,
+    261, 370, 432, 352, 266, 268, 388, 426, 338, 391, 266, 267, 337, 335, 312, 432,
+};
+
+typedef struct {
+    gguf_map map;
+    gguf_header h;
+    fw_model *m;
+} opened;
+
+static int open_stories(opened *o, size_t n_ctx, int threads)
+{
+    const char *p = test_shared("models/stories260K.gguf");
+    char err[256];
+    uint64_t need;
+    memset(o, 0, sizeof *o);
+    if (!p || gguf_map_open(p, &o->map, err, sizeof err)) return -1;
+    if (gguf_parse(o->map.p, o->map.len, &o->h, &need, err, sizeof err) != GGUF_OK) return -1;
+    fw_opts opts = { n_ctx, 2, 512, NULL, threads };
+    if (fw_open(&o->m, &o->map, &o->h, &opts, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static void close_stories(opened *o)
+{
+    fw_close(o->m);
+    gguf_header_free(&o->h);
+    gguf_map_close(&o->map);
+}
+
+TEST(stories260K_greedy_equals_llama_server)
+{
+    if (!test_shared("models/stories260K.gguf")) SKIP("../shared/models/stories260K.gguf is absent");
+    opened o;
+    CHECK(open_stories(&o, 512, 2) == 0);
+    if (!o.m) return;
+    char err[256];
+    float *lg = malloc(512 * sizeof(float));
+    CHECK(fw_eval(o.m, PROMPT, 5, lg, 0, err, sizeof err) == 0);
+    int32_t got[48];
+    for (int i = 0; i < 48; i++) {
+        got[i] = fw_argmax(lg, 512);
+        if (i < 47) CHECK(fw_decode(o.m, got[i], lg, err, sizeof err) == 0);
+    }
+    CHECK_MEM(got, WANT, sizeof WANT);
+    CHECK_INT(fw_n_past(o.m), 5 + 47);
+    free(lg);
+    close_stories(&o);
+}
+
+TEST(stories260K_truncate_and_threads_keep_bits)
+{
+    if (!test_shared("models/stories260K.gguf")) SKIP("../shared/models/stories260K.gguf is absent");
+    opened a, b;
+    CHECK(open_stories(&a, 600, 1) == 0);
+    CHECK(open_stories(&b, 600, 3) == 0);
+    if (!a.m || !b.m) return;
+    CHECK_INT(fw_n_ctx(a.m), 768);   /* 600 rounded up to 256s, as llama.cpp */
+    char err[256];
+    int32_t ids[300];
+    for (int i = 0; i < 300; i++) ids[i] = (int32_t)(3 + (i * 37) % 509);
+    float *la = malloc(512 * sizeof(float)), *lb = malloc(512 * sizeof(float));
+    /* pool of 1 vs 3: the same bits (only llama_threads shapes them) */
+    CHECK(fw_eval(a.m, ids, 300, la, 0, err, sizeof err) == 0);
+    CHECK(fw_eval(b.m, ids, 300, lb, 0, err, sizeof err) == 0);
+    CHECK_MEM(la, lb, 512 * sizeof(float));
+    /* a decode step past 256 cells (split-KV), then back to a prefix */
+    CHECK(fw_decode(a.m, 5, la, err, sizeof err) == 0);
+    CHECK(fw_decode(b.m, 5, lb, err, sizeof err) == 0);
+    CHECK_MEM(la, lb, 512 * sizeof(float));
+    fw_truncate(a.m, 299);
+    CHECK_INT(fw_n_past(a.m), 299);
+    CHECK(fw_eval(a.m, ids + 299, 1, la, 0, err, sizeof err) == 0);
+    fw_truncate(b.m, 0);
+    CHECK(fw_eval(b.m, ids, 299, lb, 0, err, sizeof err) == 0);
+    CHECK(fw_eval(b.m, ids + 299, 1, lb, 0, err, sizeof err) == 0);
+    CHECK_MEM(la, lb, 512 * sizeof(float));
+    /* errors: an id outside the vocabulary, a full context */
+    int32_t bad = 512;
+    CHECK(fw_eval(a.m, &bad, 1, la, 0, err, sizeof err) == -1);
+    CHECK_STR(err, "token id 512 is outside the vocabulary of 512");
+    int32_t *many = calloc(500, sizeof *many);
+    CHECK(fw_eval(a.m, many, 500, la, 0, err, sizeof err) == -1);
+    CHECK_STR(err, "the context holds 768 tokens; 300 + 500 do not fit");
+    CHECK_INT(fw_n_past(a.m), 300);
+    free(many);
+    free(la);
+    free(lb);
+    close_stories(&a);
+    close_stories(&b);
+}
