@@ -10,7 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <math.h>
+#include <time.h>
+
 #include "bankml.h"
+#include "forward.h"
 #include "gguf.h"
 #include "json.h"
 #include "pin.h"
@@ -58,7 +62,7 @@ static int parse_args(const command_spec *c, int argc, char **argv, parsed_args 
     memset(a, 0, sizeof *a);
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i];
-        if (s[0] == '-' && s[1] == '-' && s[2]) {
+        if (s[0] == '-' && s[1]) {
             int valued = in_list(c->valued, s);
             if (!valued && !in_list(c->flags, s)) {
                 fprintf(stderr, "bankml %s: unknown option %s\n", c->name, s);
@@ -480,11 +484,164 @@ done:
     return rc;
 }
 
+static const command_spec bench_spec = {
+    "bench", "bench MODEL [-p N] [-n N] [-t N] [-r N] [--fork F.json]", 1,
+    {0}, {"-p", "-n", "-t", "-r", "--fork"}};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Reads option name as an integer in [lo, hi]; def when absent. -1 after
+ * printing why when it is not one. */
+static long int_opt(const command_spec *c, const parsed_args *a, const char *name, long def,
+                    long lo, long hi)
+{
+    const char *v = opt(a, name);
+    char *end;
+    long x;
+    if (!v) return def;
+    errno = 0;
+    x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "bankml %s: %s takes a whole number from %ld to %ld, not %s\n", c->name, name, lo, hi, v);
+        usage_line(c);
+        return -1;
+    }
+    return x;
+}
+
+static void mean_sd(const double *x, int n, double *mean, double *sd)
+{
+    double s = 0, q = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    *mean = s / n;
+    for (int i = 0; i < n; i++) q += (x[i] - *mean) * (x[i] - *mean);
+    *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
+}
+
+/* Like llama-bench: prompt processing (one batch of -p random tokens into an
+ * empty cache) and text generation (-n single-token steps from an empty
+ * cache), each -r times after one warm-up, on -t threads. The model passes
+ * the guard and the pin first, as everywhere. */
+static int cmd_bench(int argc, char **argv)
+{
+    parsed_args a;
+    long p, n, t, r;
+    const char *fork;
+    bankml_verified *v = NULL;
+    gguf_map map;
+    gguf_header h;
+    fw_model *m = NULL;
+    fw_opts fo;
+    char err[1024];
+    int32_t *ids = NULL;
+    double pp[64], tg[64], ppm = 0, pps = 0, tgm = 0, tgs = 0;
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    int rc;
+
+    if (parse_args(&bench_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if ((p = int_opt(&bench_spec, &a, "-p", 512, 0, 1 << 20)) < 0 ||
+        (n = int_opt(&bench_spec, &a, "-n", 128, 0, 1 << 20)) < 0 ||
+        (t = int_opt(&bench_spec, &a, "-t", 2, 1, 256)) < 0 ||
+        (r = int_opt(&bench_spec, &a, "-r", 5, 1, 64)) < 0)
+        return BANKML_EXIT_IO;
+    fork = opt(&a, "--fork");
+    rc = bankml_verify(a.pos[0], fork ? fork : "models.FORK.json", BANKML_ENGINE_MAINLINE, &v, err, sizeof err);
+    if (rc != BANKML_OK) {
+        fprintf(stderr, "bankml bench: refuse: %s\n", err);
+        return rc;
+    }
+    bankml_verified_free(v);
+    memset(&h, 0, sizeof h);
+    if (gguf_map_open(a.pos[0], &map, err, sizeof err) != 0) {
+        fprintf(stderr, "bankml bench: %s\n", err);
+        return BANKML_EXIT_IO;
+    }
+    if (gguf_parse(map.p, map.len, &h, NULL, err, sizeof err) != GGUF_OK) {
+        fprintf(stderr, "bankml bench: %s: %s\n", a.pos[0], err);
+        rc = BANKML_REFUSE;
+        goto done;
+    }
+    memset(&fo, 0, sizeof fo);
+    fo.n_ctx = (size_t)(p > n + 1 ? p : n + 1);
+    fo.llama_threads = (int)t;
+    fo.n_threads = (int)t;
+    if (fw_open(&m, &map, &h, &fo, err, sizeof err) != 0) {
+        fprintf(stderr, "bankml bench: %s: %s\n", a.pos[0], err);
+        rc = BANKML_REFUSE;
+        goto done;
+    }
+    ids = malloc(sizeof *ids * (size_t)(p > 1 ? p : 1));
+    if (!ids) {
+        fprintf(stderr, "bankml bench: out of memory\n");
+        rc = BANKML_EXIT_IO;
+        goto done;
+    }
+    for (long i = 0; i < p; i++) {   /* splitmix64: the same random tokens every run */
+        uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        ids[i] = (int32_t)((z ^ (z >> 31)) % fw_hp(m)->n_vocab);
+    }
+    for (long rep = -1; rep < r; rep++) {   /* rep -1 is the warm-up */
+        double t0;
+        if (p > 0) {
+            fw_truncate(m, 0);
+            t0 = now_s();
+            if (fw_eval(m, ids, (size_t)p, NULL, 0, err, sizeof err) != 0) goto eval_fail;
+            if (rep >= 0) pp[rep] = p / (now_s() - t0);
+        }
+        if (n > 0) {
+            int32_t id = ids[0 % (p ? p : 1)];
+            if (!p) id = 0;
+            fw_truncate(m, 0);
+            t0 = now_s();
+            for (long i = 0; i < n; i++)
+                if (fw_decode(m, id, NULL, err, sizeof err) != 0) goto eval_fail;
+            if (rep >= 0) tg[rep] = n / (now_s() - t0);
+        }
+    }
+    if (p > 0) {
+        mean_sd(pp, (int)r, &ppm, &pps);
+        printf("%s  pp%ld  %.2f ± %.2f t/s\n", a.pos[0], p, ppm, pps);
+    }
+    if (n > 0) {
+        mean_sd(tg, (int)r, &tgm, &tgs);
+        printf("%s  tg%ld  %.2f ± %.2f t/s\n", a.pos[0], n, tgm, tgs);
+    }
+    printf("{\"model\": ");
+    {
+        jbuf b;
+        jbuf_init(&b);
+        json_put_cstr(&b, a.pos[0]);
+        print_jbuf(stdout, &b);
+        jbuf_free(&b);
+    }
+    printf(", \"n_prompt\": %ld, \"n_gen\": %ld, \"threads\": %ld, \"reps\": %ld, "
+           "\"pp_tps\": %.3f, \"pp_tps_sd\": %.3f, \"tg_tps\": %.3f, \"tg_tps_sd\": %.3f}\n",
+           p, n, t, r, ppm, pps, tgm, tgs);
+    rc = BANKML_OK;
+    goto done;
+eval_fail:
+    fprintf(stderr, "bankml bench: %s\n", err);
+    rc = BANKML_REFUSE;
+done:
+    free(ids);
+    fw_close(m);
+    gguf_header_free(&h);
+    gguf_map_close(&map);
+    return rc;
+}
+
 /* ---- dispatch ----------------------------------------------------------- */
 
 static const command_spec *const all_specs[] = {
     &guard_spec, &sha256_spec, &pin_spec, &verify_spec,
-    &tokenize_spec, &detokenize_spec, &chat_template_spec,
+    &tokenize_spec, &detokenize_spec, &chat_template_spec, &bench_spec,
 };
 
 static void usage(FILE *f)
@@ -515,6 +672,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(rest, args);
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(rest, args);
     if (!strcmp(cmd, "chat-template")) return cmd_chat_template(rest, args);
+    if (!strcmp(cmd, "bench")) return cmd_bench(rest, args);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
         printf("bankml %s\n", BANKML_VERSION);
         return BANKML_OK;

@@ -260,6 +260,16 @@ def tests(tmp):
     else:
         skip("tokenize/detokenize/chat-template on stories260K", "../shared/models is absent")
 
+    # --- bench: arguments checked, and the gates run before anything is measured ---
+    expect("bench with a bad -p", ["bench", q1, "-p", "x"], 1, out="",
+           err="bankml bench: -p takes a whole number from 0 to 1048576, not x\n"
+               "usage: bankml bench MODEL [-p N] [-n N] [-t N] [-r N] [--fork F.json]\n")
+    expect("bench with -t 0", ["bench", q1, "-t", "0"], 1, out="",
+           err="bankml bench: -t takes a whole number from 1 to 256, not 0\n"
+               "usage: bankml bench MODEL [-p N] [-n N] [-t N] [-r N] [--fork F.json]\n")
+    expect("bench refuses an unpinned model", ["bench", b8, "--fork", forkjson], 2, out="",
+           err="bankml bench: refuse: Bonsai-8B.gguf has no sha256 record in FORK.json: unpinned, refused\n")
+
     # --- the demo model and the root models.FORK.json ---
     demo = os.path.join(ROOT, "models", "demo.gguf")
     if not os.path.exists(demo):
@@ -267,6 +277,13 @@ def tests(tmp):
     if os.path.exists(demo):
         rc, out, err = run("verify", demo, "--fork", os.path.join(ROOT, "models.FORK.json"))
         check("demo model verifies against models.FORK.json", rc == 0 and out.startswith("play pinned "), (rc, out))
+        rc, out, err = run("bench", demo, "-p", "8", "-n", "4", "-r", "1", "-t", "1")
+        try:
+            j = json.loads(out.splitlines()[-1])
+            ok = rc == 0 and j["n_prompt"] == 8 and j["n_gen"] == 4 and j["pp_tps"] > 0 and j["tg_tps"] > 0
+        except (ValueError, IndexError, KeyError):
+            ok = False
+        check("bench on the demo model ends with its JSON line", ok, (rc, out, err))
     else:
         check("make demo-model writes models/demo.gguf", False, "models/demo.gguf is missing")
 
