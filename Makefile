@@ -1,7 +1,7 @@
 # bankml -- one static binary, C11 + libc + pthreads.
 #
 #   make            build ./bankml (static, -O2 -Wall -Wextra -Werror)
-#   make run        build, make the demo model if missing, serve it
+#   make run        build, make the demo model if missing, serve it (http://127.0.0.1:18093)
 #   make test       unit tests, CLI tests and (where the oracle kit is) oracle tests
 #   make asan       the unit and CLI tests under AddressSanitizer + UBSan
 #   make fuzz       libFuzzer targets (FUZZ_SECONDS each, default 60)
@@ -96,7 +96,7 @@ models/demo.gguf: testing/demo_model.c
 demo-model: models/demo.gguf
 
 run: bankml models/demo.gguf
-	./bankml verify models/demo.gguf --fork models.FORK.json
+	./bankml serve models/demo.gguf --fork models.FORK.json
 
 # ---- benchmarks (figures go to docs/PERFORMANCE.md with their conditions) ----
 bench: bankml

@@ -17,6 +17,7 @@
 #include "forward.h"
 #include "gguf.h"
 #include "json.h"
+#include "native.h"
 #include "pin.h"
 #include "sha256.h"
 #include "template.h"
@@ -650,7 +651,11 @@ static void usage(FILE *f)
                "usage:\n", BANKML_VERSION);
     for (size_t i = 0; i < sizeof all_specs / sizeof all_specs[0]; i++)
         fprintf(f, "  bankml %s\n", all_specs[i]->usage);
-    fprintf(f, "  bankml version\n"
+    fprintf(f, "  bankml generate MODEL [--max N] [--json] [--sample [--temp T] [--top-k K] [--top-p P] "
+               "[--min-p P] [--seed S]] [--fork F] < messages.json|text\n"
+               "  bankml serve [MODEL] [--fork F] [--registry DIR] [--ctx N] [--listen H:P] [--upstream H:P] "
+               "[--api-key K] [--allow-origin O] [--keep-alive D] [--threads N] [--llama-threads N]\n"
+               "  bankml version\n"
                "  bankml help\n"
                "exit codes: 0 play/ok, 2 refuse, 3 need more header bytes, 1 usage or I/O\n");
 }
@@ -673,6 +678,8 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(rest, args);
     if (!strcmp(cmd, "chat-template")) return cmd_chat_template(rest, args);
     if (!strcmp(cmd, "bench")) return cmd_bench(rest, args);
+    if (!strcmp(cmd, "generate")) return native_cmd_generate(rest, args);
+    if (!strcmp(cmd, "serve")) return native_cmd_serve(rest, args);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
         printf("bankml %s\n", BANKML_VERSION);
         return BANKML_OK;

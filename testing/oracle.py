@@ -282,10 +282,10 @@ class Server:
 
     @classmethod
     def bankml(cls, model, ctx=512, threads=2, extra=(), binary=None, name=None, **kw):
-        """./bankml serve with the same flags (the CLI is bankml's own; pass extra to adapt it)."""
+        """./bankml serve MODEL --listen 127.0.0.1:P --llama-threads T --ctx N (+ extra, e.g. --fork F)."""
         binary = binary or os.environ.get("BANKML_BIN") or os.path.join(ROOT, "bankml")
-        argv = [binary, "serve", model, "--host", "127.0.0.1", "--port", "{port}",
-                "-t", str(threads), "-c", str(ctx), *extra]
+        argv = [binary, "serve", model, "--listen", "127.0.0.1:{port}",
+                "--llama-threads", str(threads), "--ctx", str(ctx), *extra]
         return cls(argv, name=name or "bankml-" + os.path.basename(model).replace(".gguf", ""), **kw)
 
     def log_tail(self, n=15):

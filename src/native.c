@@ -1,0 +1,2260 @@
+/*
+ * native.c -- the engine: verified models, one resident at a time, one slot
+ * reproducing llama-server b11669's generation rules, and the llama-server
+ * routes on top of serve.c's transport. See native.h and
+ * docs/modules/native.md.
+ *
+ * Locking: one mutex (eng.run) is held for a whole request that touches the
+ * model (load, prompt, generation, tokenizer), so requests are served one at
+ * a time as llama-server's single slot serves them, and a model switch never
+ * has two models in memory. The reaper takes the same mutex.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bankml.h"
+#include "forward.h"
+#include "gguf.h"
+#include "json.h"
+#include "native.h"
+#include "par.h"
+#include "pin.h"
+#include "sampler.h"
+#include "serve.h"
+#include "sha256.h"
+#include "template.h"
+#include "tokenizer.h"
+#include "verify.h"
+
+#define ENGINE_STR "bankML " BANKML_VERSION " native: its own forward pass, token-identical to llama.cpp b11669 on its oracle"
+#define NAT_MAX_STOPS 64
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    if (!err || !errlen) return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ------------------------------------------------------------------ pure rules */
+
+size_t native_reuse(const int32_t *slot, size_t n_slot, const int32_t *prompt, size_t n_prompt,
+                    int cache_prompt)
+{
+    size_t n = 0;
+    if (!cache_prompt) return 0;
+    while (n < n_slot && n < n_prompt && slot[n] == prompt[n]) n++;
+    if (n == n_prompt && n > 0) n--;
+    return n;
+}
+
+size_t native_utf8_complete(const char *s, size_t n)
+{
+    /* look back at most 4 bytes for the lead byte of the last sequence */
+    for (size_t i = 1; i <= 4 && i <= n; i++) {
+        unsigned char c = (unsigned char)s[n - i];
+        if ((c & 0xC0) == 0x80) continue;          /* continuation byte */
+        size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+        return need > i ? n - i : n;
+    }
+    return n;
+}
+
+size_t native_partial_stop(const char *text, size_t n, const char *word, size_t wn)
+{
+    /* string_find_partial_stop: the longest suffix of text that is a prefix
+     * of word; llama.cpp checks from the full word length down to 1 */
+    if (!wn || !n) return (size_t)-1;
+    char last = text[n - 1];
+    for (size_t len = wn < n ? wn : n; len > 0; len--) {
+        if (word[len - 1] != last) continue;
+        if (!memcmp(text + n - len, word, len)) return n - len;
+    }
+    return (size_t)-1;
+}
+
+void native_stopper_init(native_stopper *s, const char *const *stops, const size_t *lens, size_t n)
+{
+    memset(s, 0, sizeof *s);
+    jbuf_init(&s->text);
+    s->stops = stops;
+    s->stop_lens = lens;
+    s->n_stops = n;
+}
+
+void native_stopper_free(native_stopper *s) { jbuf_free(&s->text); }
+
+/* find_stopping_strings over text[pos..len): a full match searched in the
+ * window the last token can have completed, or a partial one at the end. */
+static size_t find_stop(native_stopper *s, size_t pos, size_t last_len, int full, size_t *which)
+{
+    size_t best = (size_t)-1;
+    const char *t = s->text.p + pos;
+    size_t n = s->text.len - pos;
+    for (size_t i = 0; i < s->n_stops; i++) {
+        const char *w = s->stops[i];
+        size_t wn = s->stop_lens[i], p = (size_t)-1;
+        if (full) {
+            size_t tmp = wn + last_len, from = n > tmp ? n - tmp : 0;
+            if (wn <= n)
+                for (size_t k = from; k + wn <= n; k++)
+                    if (!memcmp(t + k, w, wn)) { p = k; break; }
+            if (wn == 0) p = from <= n ? from : (size_t)-1;
+        } else {
+            p = native_partial_stop(t, n, w, wn);
+        }
+        if (p != (size_t)-1 && (best == (size_t)-1 || p < best)) {
+            best = p;
+            if (which) *which = i;
+        }
+    }
+    return best;
+}
+
+int native_stopper_push(native_stopper *s, const char *piece, size_t n, int is_eog,
+                        const char **send, size_t *send_len)
+{
+    jbuf_put(&s->text, piece, n);
+    *send = "";
+    *send_len = 0;
+    if (native_utf8_complete(s->text.p, s->text.len) < s->text.len) return 0;
+    size_t pos = s->n_sent < s->text.len ? s->n_sent : s->text.len, which = 0;
+    int send_text = 1;
+    size_t sp = find_stop(s, pos, n, 1, &which);
+    if (sp != (size_t)-1) {
+        s->stopped = 1;
+        s->stop_word = which;
+        s->text.len = pos + sp;
+        s->text.p[s->text.len] = 0;
+        pos = s->n_sent < s->text.len ? s->n_sent : s->text.len;
+    } else if (!is_eog) {
+        send_text = find_stop(s, pos, n, 0, NULL) == (size_t)-1;
+    }
+    if (send_text) {
+        *send = s->text.p + pos;
+        *send_len = s->text.len - pos;
+        s->n_sent += *send_len;
+    }
+    return 1;
+}
+
+void native_model_name(const char *file, char *out, size_t outlen)
+{
+    const char *b = strrchr(file, '/');
+    b = b ? b + 1 : file;
+    size_t n = strlen(b);
+    if (n > 5 && !strcasecmp(b + n - 5, ".gguf")) n -= 5;
+    if (n >= outlen) n = outlen ? outlen - 1 : 0;
+    for (size_t i = 0; i < n; i++) out[i] = (char)tolower((unsigned char)b[i]);
+    if (outlen) out[n] = 0;
+}
+
+int native_name_matches(const char *file, const char *asked)
+{
+    char name[512];
+    const char *b = strrchr(file, '/');
+    b = b ? b + 1 : file;
+    native_model_name(file, name, sizeof name);
+    size_t an = strlen(asked), nn = strlen(name);
+    if (!strcasecmp(asked, b)) return 1;
+    if (!strcasecmp(asked, name)) return 1;
+    if (an == nn + 7 && !strncasecmp(asked, name, nn) && !strcasecmp(asked + nn, ":latest")) return 1;
+    return 0;
+}
+
+void native_put_double(jbuf *b, double v)
+{
+    char buf[64];
+    if (!isfinite(v)) {
+        jbuf_puts(b, "null");
+        return;
+    }
+    if (v == 0) {
+        jbuf_puts(b, signbit(v) ? "-0.0" : "0.0");
+        return;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    jbuf_puts(b, buf);
+    if (!strpbrk(buf, ".e")) jbuf_puts(b, ".0");
+}
+
+/* ------------------------------------------------------------------ models */
+
+typedef struct {
+    char name[256];            /* stem, lower-cased */
+    char file[256];            /* base name */
+    char path[4096];           /* where it is (as given for the startup model) */
+    char fork[4096];           /* the FORK.json that pins it */
+    int present;
+} reg_entry;
+
+/* One loaded model: everything the slot needs, verified and mapped. */
+typedef struct {
+    size_t idx;                /* registry entry */
+    bankml_verified *ver;
+    pin_ident ident;
+    gguf_map map;
+    fw_model *fw;
+    tok_vocab *vocab;
+    char *tmpl;
+    size_t tmpl_len;
+    char *bos_piece, *eos_piece;
+    sampler_params defaults;
+    int reasoning;             /* the template has a <think> block: llama-server parses the answer */
+    int32_t *slot;             /* tokens held in the KV cache (fw_n_past of them) */
+    size_t n_slot, cap_slot;
+    char **pieces;             /* DRY's view of the vocabulary, built on first use */
+    size_t *piece_lens;
+} nat_model;
+
+static struct {
+    reg_entry *reg;
+    size_t n_reg;
+    size_t def;                /* the startup model */
+    nat_model *cur;
+    int64_t expires_us;        /* 0: never */
+    int64_t keep_alive_ms;     /* < 0: forever */
+    pthread_mutex_t run;
+    size_t n_ctx;
+    int llama_threads, threads;
+    par_pool *pool;
+    int64_t hashed_at;
+    char last_sha[65];
+    char *last_verified_json;
+    volatile int stop_reaper;
+} eng = {.run = PTHREAD_MUTEX_INITIALIZER};
+
+static void model_free(nat_model *m)
+{
+    if (!m) return;
+    fw_close(m->fw);
+    tok_free(m->vocab);
+    m->vocab = NULL;
+    gguf_map_close(&m->map);
+    bankml_verified_free(m->ver);
+    free(m->tmpl);
+    free(m->bos_piece);
+    free(m->eos_piece);
+    sampler_params_free(&m->defaults);
+    free(m->slot);
+    free(m->pieces);            /* one block: the pointers, then the bytes */
+    free(m->piece_lens);
+    free(m);
+}
+
+static char *piece_str(const tok_vocab *v, int32_t id, int special)
+{
+    jbuf b;
+    jbuf_init(&b);
+    if (id != TOK_NULL) tok_piece(v, id, special, &b);
+    jbuf_put(&b, "", 0);
+    if (b.oom) {
+        jbuf_free(&b);
+        return NULL;
+    }
+    return b.p ? b.p : strdup("");
+}
+
+/* Guard, pin, plan, map, vocabulary, weights: the order of §2.7, every
+ * gate before the next step. status: the HTTP status a refusal carries. */
+static nat_model *model_open(const char *path, const char *fork, int *status, char *err, size_t errlen)
+{
+    nat_model *m = calloc(1, sizeof *m);
+    fw_hparams hp;
+    fw_opts o;
+    char why[1024];
+    pin_ident before;
+    *status = 400;
+    if (!m) {
+        set_err(err, errlen, "out of memory");
+        *status = 500;
+        return NULL;
+    }
+    if (pin_ident_of(path, &before) != 0) {
+        set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        *status = 404;
+        free(m);
+        return NULL;
+    }
+    int rc = bankml_verify(path, fork, BANKML_ENGINE_MAINLINE, &m->ver, why, sizeof why);
+    if (rc != BANKML_OK) {
+        set_err(err, errlen, "refuse: %s", why);
+        free(m);
+        return NULL;
+    }
+    snprintf(eng.last_sha, sizeof eng.last_sha, "%s", bankml_verified_sha256(m->ver));
+    free(eng.last_verified_json);
+    eng.last_verified_json = bankml_verified_json(m->ver);
+    eng.hashed_at = (int64_t)time(NULL);
+    const gguf_header *h = &m->ver->report.header;
+    if (fw_plan(h, &hp, why, sizeof why) != 0) {
+        set_err(err, errlen, "%s: bankML's native forward pass does not play it: %s", path, why);
+        goto fail;
+    }
+    if (gguf_map_open(path, &m->map, why, sizeof why) != 0) {
+        set_err(err, errlen, "%s", why);
+        *status = 500;
+        goto fail;
+    }
+    if (pin_ident_of(path, &m->ident) != 0 || !pin_ident_same(&before, &m->ident) ||
+        !gguf_map_unchanged(&m->map, path)) {
+        set_err(err, errlen, "%s changed since bankml verified it: refused", path);
+        *status = 503;
+        goto fail;
+    }
+    m->vocab = tok_load_gguf(h, m->map.p, m->map.len, why, sizeof why);
+    if (!m->vocab) {
+        set_err(err, errlen, "%s: %s", path, why);
+        goto fail;
+    }
+    memset(&o, 0, sizeof o);
+    o.n_ctx = eng.n_ctx;
+    o.llama_threads = eng.llama_threads;
+    o.pool = eng.pool;
+    o.n_threads = eng.threads;
+    if (fw_open(&m->fw, &m->map, h, &o, why, sizeof why) != 0) {
+        set_err(err, errlen, "%s: %s", path, why);
+        *status = 500;
+        goto fail;
+    }
+    size_t tl = 0;
+    const char *t = gguf_kv_str(gguf_kv_find(h, "tokenizer.chat_template"), &tl);
+    if (!t || !tl || (tl == 6 && !memcmp(t, "chatml", 6))) {
+        t = template_chatml_fallback;
+        tl = strlen(t);
+    }
+    m->tmpl = malloc(tl + 1);
+    m->bos_piece = piece_str(m->vocab, tok_bos(m->vocab), 1);
+    m->eos_piece = piece_str(m->vocab, tok_eos(m->vocab), 1);
+    if (!m->tmpl || !m->bos_piece || !m->eos_piece || sampler_params_init(&m->defaults) != 0) {
+        set_err(err, errlen, "out of memory");
+        *status = 500;
+        goto fail;
+    }
+    memcpy(m->tmpl, t, tl);
+    m->tmpl[tl] = 0;
+    m->tmpl_len = tl;
+    m->reasoning = strstr(m->tmpl, "<think>") != NULL;
+    if (sampler_gguf_defaults(&m->defaults, h, why, sizeof why) != 0) {
+        set_err(err, errlen, "%s: %s", path, why);
+        *status = 500;
+        goto fail;
+    }
+    return m;
+fail:
+    model_free(m);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ registry */
+
+static int reg_add(const char *file, const char *path, const char *fork, int present)
+{
+    char name[256];
+    native_model_name(file, name, sizeof name);
+    for (size_t i = 0; i < eng.n_reg; i++)
+        if (!strcmp(eng.reg[i].name, name)) return 0;      /* first entry for a name wins */
+    reg_entry *r = realloc(eng.reg, (eng.n_reg + 1) * sizeof *r);
+    if (!r) return -1;
+    eng.reg = r;
+    r = &eng.reg[eng.n_reg++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    const char *b = strrchr(file, '/');
+    snprintf(r->file, sizeof r->file, "%s", b ? b + 1 : file);
+    snprintf(r->path, sizeof r->path, "%s", path);
+    snprintf(r->fork, sizeof r->fork, "%s", fork);
+    r->present = present;
+    return 0;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    jbuf b;
+    char chunk[65536];
+    size_t got;
+    if (!f) return NULL;
+    jbuf_init(&b);
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) jbuf_put(&b, chunk, got);
+    fclose(f);
+    jbuf_put(&b, "", 0);
+    if (b.oom) {
+        jbuf_free(&b);
+        return NULL;
+    }
+    if (len) *len = b.len;
+    return b.p ? b.p : strdup("");
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Every .gguf pinned by the FORK.json at fork, looked for beside `near`
+ * (the startup model's folder) then in dir. */
+static void reg_add_fork(const char *fork, const char *near, const char *dir)
+{
+    size_t len;
+    char *text = read_file(fork, &len), err[256];
+    json_value *doc = text ? json_parse(text, len, err, sizeof err) : NULL;
+    const json_value *files = doc ? json_get(doc, "files") : NULL;
+    for (size_t i = 0; files && files->type == JSON_ARRAY && i < files->n; i++) {
+        const char *p;
+        size_t pl;
+        struct stat st;
+        char cand[4096];
+        if (!json_as_str(json_get(files->items[i], "path"), &p, &pl)) continue;
+        if (pl < 5 || strcasecmp(p + pl - 5, ".gguf")) continue;
+        const char *b = strrchr(p, '/');
+        b = b ? b + 1 : p;
+        int found = 0;
+        const char *places[2] = {near, dir};
+        for (int k = 0; k < 2 && !found; k++) {
+            if (!places[k]) continue;
+            snprintf(cand, sizeof cand, "%s/%s", places[k], b);
+            found = stat(cand, &st) == 0;
+        }
+        if (!found) snprintf(cand, sizeof cand, "%s/%s", dir ? dir : (near ? near : "."), b);
+        reg_add(b, cand, fork, found);
+    }
+    json_free(doc);
+    free(text);
+}
+
+static void reg_add_dir(const char *dir, const char *near)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char **names = NULL;
+    size_t n = 0;
+    if (!d) return;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l > 10 && !strcmp(e->d_name + l - 10, ".FORK.json")) {
+            char **nn = realloc(names, (n + 1) * sizeof *nn);
+            if (!nn) break;
+            names = nn;
+            names[n] = strdup(e->d_name);
+            if (names[n]) n++;
+        }
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        reg_add_fork(p, near, dir);
+        free(names[i]);
+    }
+    free(names);
+}
+
+/* The registry entry a request's `model` names: empty is the startup
+ * model; else a name, name:latest or file name, case-insensitively. */
+static long reg_find(const char *asked)
+{
+    if (!asked || !*asked) return (long)eng.def;
+    for (size_t i = 0; i < eng.n_reg; i++)
+        if (native_name_matches(eng.reg[i].file, asked)) return (long)i;
+    /* llama-server's clients often send the path they started it with */
+    for (size_t i = 0; i < eng.n_reg; i++)
+        if (!strcmp(eng.reg[i].path, asked)) return (long)i;
+    return -1;
+}
+
+/* The model for registry entry idx, resident afterwards (the caller holds
+ * eng.run). The resident one is reused when its file is unchanged; any
+ * other is dropped first. */
+static nat_model *acquire(size_t idx, int *status, char *err, size_t errlen)
+{
+    reg_entry *r = &eng.reg[idx];
+    if (eng.cur && eng.cur->idx == idx) {
+        pin_ident now;
+        if (pin_ident_of(r->path, &now) == 0 && pin_ident_same(&now, &eng.cur->ident)) return eng.cur;
+        model_free(eng.cur);
+        eng.cur = NULL;
+        *status = 503;
+        set_err(err, errlen, "%s changed since bankml verified it: unloaded, and refused; the next request verifies it again", r->file);
+        return NULL;
+    }
+    model_free(eng.cur);
+    eng.cur = NULL;
+    if (!r->present) {
+        *status = 404;
+        set_err(err, errlen, "%s is pinned but not on this machine", r->file);
+        return NULL;
+    }
+    fprintf(stderr, "bankml serve: %s: verifying (guard, sha256 pin); loading it\n", r->name);
+    eng.cur = model_open(r->path, r->fork, status, err, errlen);
+    if (eng.cur) eng.cur->idx = idx;
+    return eng.cur;
+}
+
+static void touch(void)
+{
+    eng.expires_us = eng.keep_alive_ms < 0 ? 0 : now_us() + eng.keep_alive_ms * 1000;
+}
+
+static void *reaper_main(void *arg)
+{
+    (void)arg;
+    while (!eng.stop_reaper) {
+        sleep(1);
+        if (pthread_mutex_trylock(&eng.run) != 0) continue;
+        if (eng.cur && eng.expires_us && now_us() > eng.expires_us) {
+            fprintf(stderr, "bankml serve: %s: keep-alive expired; unloaded\n", eng.reg[eng.cur->idx].name);
+            model_free(eng.cur);
+            eng.cur = NULL;
+        }
+        pthread_mutex_unlock(&eng.run);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ DRY's vocabulary view */
+
+static const char *vocab_piece(void *ctx, int32_t id, size_t *len)
+{
+    nat_model *m = ctx;
+    if (!m->pieces) {
+        int32_t n = tok_n_tokens(m->vocab);
+        jbuf all;
+        size_t *offs = calloc((size_t)n + 1, sizeof *offs);
+        char err[128];
+        jbuf_init(&all);
+        for (int32_t i = 0; offs && i < n; i++) {
+            offs[i] = all.len;
+            tok_detokenize(m->vocab, &i, 1, 0, 1, &all, err, sizeof err);
+        }
+        if (!offs || all.oom) {
+            free(offs);
+            jbuf_free(&all);
+            *len = 0;
+            return "";
+        }
+        offs[n] = all.len;
+        /* pointers first, bytes after, in one block */
+        char **ptrs = malloc((size_t)n * sizeof *ptrs + all.len + 1);
+        size_t *lens = malloc((size_t)n * sizeof *lens);
+        if (!ptrs || !lens) {
+            free(ptrs);
+            free(lens);
+            free(offs);
+            jbuf_free(&all);
+            *len = 0;
+            return "";
+        }
+        char *bytes = (char *)(ptrs + n);
+        if (all.len) memcpy(bytes, all.p, all.len);
+        bytes[all.len] = 0;
+        for (int32_t i = 0; i < n; i++) {
+            ptrs[i] = bytes + offs[i];
+            lens[i] = offs[i + 1] - offs[i];
+        }
+        free(offs);
+        jbuf_free(&all);
+        m->pieces = ptrs;
+        m->piece_lens = lens;
+    }
+    if (id < 0 || id >= tok_n_tokens(m->vocab)) {
+        *len = 0;
+        return "";
+    }
+    *len = m->piece_lens[id];
+    return m->pieces[id];
+}
+
+static int vocab_tokenize(void *ctx, const char *text, size_t len, int32_t **ids, size_t *n)
+{
+    nat_model *m = ctx;
+    char err[128];
+    return tok_tokenize(m->vocab, text, len, 0, 0, ids, n, err, sizeof err);
+}
+
+/* ------------------------------------------------------------------ one completion */
+
+enum { STOP_NONE = 0, STOP_EOS, STOP_WORD, STOP_LIMIT };
+
+typedef struct {
+    int32_t id;
+    float p;
+} nprob;
+
+/* One reported token (llama-server's completion_token_output). */
+typedef struct {
+    int32_t tok;
+    float p;
+    char *text;                /* text_to_send */
+    size_t text_len;
+    nprob *top;
+    size_t n_top;
+} tok_out;
+
+typedef struct gen_req gen_req;
+/* Called for each token whose text is complete (llama-server's partial
+ * result). stop_now: the stop type already known when it is sent (a stop
+ * word). Returns 0, or -1 to stop (the client is gone). */
+typedef int (*step_fn)(gen_req *g, const tok_out *t, int stop_now);
+
+struct gen_req {
+    /* in */
+    const int32_t *prompt;
+    size_t n_prompt;
+    sampler_params sp;
+    int greedy;                /* the CLI's plain argmax, no sampler */
+    int32_t n_predict;         /* -1: none */
+    const char *stops[NAT_MAX_STOPS];
+    size_t stop_lens[NAT_MAX_STOPS];
+    size_t n_stops;
+    int cache_prompt;
+    step_fn on_step;
+    void *ud;
+    serve_req *http;           /* client-gone checks, or NULL */
+    /* out */
+    size_t n_cached, n_decoded, n_processed;
+    int stop;
+    int truncated;
+    int gone;
+    native_stopper st;
+    int32_t *gen;              /* generated tokens (EOG included) */
+    size_t n_gen;
+    tok_out *probs;            /* when n_probs > 0: the reported tokens */
+    size_t n_probs_out;
+    int64_t t_start, t_prompt_last, t_gen_last, t_first_text;
+};
+
+static void gen_free(gen_req *g)
+{
+    native_stopper_free(&g->st);
+    free(g->gen);
+    for (size_t i = 0; i < g->n_probs_out; i++) {
+        free(g->probs[i].text);
+        free(g->probs[i].top);
+    }
+    free(g->probs);
+    sampler_params_free(&g->sp);
+}
+
+static int slot_push(nat_model *m, const int32_t *ids, size_t n)
+{
+    if (m->n_slot + n > m->cap_slot) {
+        size_t cap = m->cap_slot ? m->cap_slot : 256;
+        while (cap < m->n_slot + n) cap *= 2;
+        int32_t *p = realloc(m->slot, cap * sizeof *p);
+        if (!p) return -1;
+        m->slot = p;
+        m->cap_slot = cap;
+    }
+    memcpy(m->slot + m->n_slot, ids, n * sizeof *ids);
+    m->n_slot += n;
+    return 0;
+}
+
+static int client_gone(gen_req *g)
+{
+    if (g->http && serve_client_gone(g->http)) {
+        g->gone = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* The slot's rules of llama-server b11669 (server-context.cpp): reuse, the
+ * prompt in micro-batches, then one token per step with process_token's
+ * stop-word, context and budget checks. 0, or -1 with a reason (the model
+ * failed; the slot is then emptied). A client gone is not an error:
+ * g->gone is set and the slot keeps what was computed. */
+static int run_completion(nat_model *m, gen_req *g, char *err, size_t errlen)
+{
+    int32_t n_vocab = (int32_t)fw_hp(m->fw)->n_vocab;
+    size_t n_ctx = fw_n_ctx(m->fw);
+    sampler *s = NULL;
+    smp_token *work = NULL;
+    sampler_prob *top = NULL;
+    jbuf piece;
+    int rc = -1;
+
+    native_stopper_init(&g->st, g->stops, g->stop_lens, g->n_stops);
+    jbuf_init(&piece);
+    g->t_start = now_us();
+    if (g->n_prompt == 0) return 0;
+    if (!g->greedy) {
+        sampler_vocab sv = {m, vocab_piece, vocab_tokenize};
+        s = sampler_new(&g->sp, n_vocab, &sv, NULL, 0, err, errlen);
+        if (!s) return -1;
+    }
+    if (g->sp.n_probs > 0) {
+        work = malloc((size_t)n_vocab * sizeof *work);
+        top = malloc((size_t)g->sp.n_probs * sizeof *top);
+        if (!work || !top) {
+            set_err(err, errlen, "out of memory");
+            goto done;
+        }
+    }
+    size_t n_past = native_reuse(m->slot, m->n_slot, g->prompt, g->n_prompt, g->cache_prompt);
+    fw_truncate(m->fw, n_past);
+    m->n_slot = n_past;
+    g->n_cached = n_past;
+    g->n_processed = g->n_prompt - n_past;
+    for (size_t i = 0; s && i < g->n_prompt; i++)
+        if (sampler_accept(s, g->prompt[i]) != 0) {
+            set_err(err, errlen, "out of memory");
+            goto done;
+        }
+    for (size_t i = n_past; i < g->n_prompt;) {
+        size_t n = g->n_prompt - i < 512 ? g->n_prompt - i : 512;
+        if (fw_eval(m->fw, g->prompt + i, n, NULL, 0, err, errlen) != 0) goto fail_model;
+        if (slot_push(m, g->prompt + i, n) != 0) goto fail_model;
+        i += n;
+        if (i < g->n_prompt && client_gone(g)) {
+            fprintf(stderr, "bankml: the client went away; stopped after %zu of %zu prompt tokens (kept in the slot)\n",
+                    i, g->n_prompt);
+            rc = 0;
+            goto done;
+        }
+    }
+    for (;;) {
+        const float *logits = fw_logits(m->fw);
+        int32_t tok = s ? sampler_sample(s, logits) : fw_argmax(logits, (size_t)n_vocab);
+        if (tok < 0) {
+            set_err(err, errlen, "the sampler could not draw a token");
+            goto done;
+        }
+        if (s && sampler_accept(s, tok) != 0) {
+            set_err(err, errlen, "out of memory");
+            goto done;
+        }
+        int64_t t_now = now_us();
+        g->n_decoded++;
+        if (g->n_decoded == 1) g->t_prompt_last = t_now;
+        g->t_gen_last = t_now;
+        int32_t *ng = realloc(g->gen, (g->n_gen + 1) * sizeof *ng);
+        if (!ng) {
+            set_err(err, errlen, "out of memory");
+            goto done;
+        }
+        g->gen = ng;
+        g->gen[g->n_gen++] = tok;
+        tok_out t = {tok, 1.0f, NULL, 0, NULL, 0};
+        size_t n_top = 0;
+        if (g->sp.n_probs > 0) {
+            float cp = 0;
+            n_top = sampler_token_probs(logits, n_vocab, (size_t)g->sp.n_probs, tok, work, top, &cp);
+            t.p = cp;   /* found over the whole vocabulary, as llama-server does */
+        }
+        int is_eog = tok_is_eog(m->vocab, tok);
+        jbuf_reset(&piece);
+        tok_piece(m->vocab, tok, 0, &piece);
+        const char *send;
+        size_t send_len;
+        int complete = native_stopper_push(&g->st, piece.p ? piece.p : "", piece.len, is_eog, &send, &send_len);
+        if (g->st.stopped) g->stop = STOP_WORD;
+        if (complete) {
+            if (send_len && !g->t_first_text) g->t_first_text = now_us();
+            t.text = malloc(send_len + 1);
+            if (!t.text) {
+                set_err(err, errlen, "out of memory");
+                goto done;
+            }
+            memcpy(t.text, send, send_len);
+            t.text[send_len] = 0;
+            t.text_len = send_len;
+            if (n_top) {
+                t.top = malloc(n_top * sizeof *t.top);
+                if (!t.top) {
+                    free(t.text);
+                    set_err(err, errlen, "out of memory");
+                    goto done;
+                }
+                for (size_t i = 0; i < n_top; i++) t.top[i] = (nprob){top[i].id, top[i].p};
+                t.n_top = n_top;
+            }
+            int cb = g->on_step ? g->on_step(g, &t, g->stop) : 0;
+            if (g->sp.n_probs > 0) {
+                tok_out *np = realloc(g->probs, (g->n_probs_out + 1) * sizeof *np);
+                if (!np) {
+                    free(t.text);
+                    free(t.top);
+                    set_err(err, errlen, "out of memory");
+                    goto done;
+                }
+                g->probs = np;
+                g->probs[g->n_probs_out++] = t;
+            } else {
+                free(t.text);
+                free(t.top);
+            }
+            if (cb != 0) {
+                g->gone = 1;
+                fprintf(stderr, "bankml: the client went away; stopped after %zu generated tokens\n", g->n_decoded);
+                rc = 0;
+                goto done;
+            }
+        }
+        if (g->stop == STOP_NONE) {
+            if (m->n_slot + 1 >= n_ctx) {
+                g->truncated = 1;
+                g->stop = STOP_LIMIT;
+            } else if (g->n_predict != -1 && (int64_t)g->n_predict - (int64_t)g->n_decoded <= 0) {
+                g->stop = STOP_LIMIT;
+            }
+        }
+        if (is_eog) g->stop = STOP_EOS;
+        if (g->stop != STOP_NONE) break;
+        if (client_gone(g)) {
+            fprintf(stderr, "bankml: the client went away; stopped after %zu generated tokens\n", g->n_decoded);
+            break;
+        }
+        if (fw_decode(m->fw, tok, NULL, err, errlen) != 0) goto fail_model;
+        if (slot_push(m, &tok, 1) != 0) goto fail_model;
+    }
+    rc = 0;
+    goto done;
+fail_model:
+    fw_truncate(m->fw, 0);
+    m->n_slot = 0;
+done:
+    if (rc == 0 && m->n_slot != fw_n_past(m->fw)) {   /* never let the two disagree */
+        fw_truncate(m->fw, 0);
+        m->n_slot = 0;
+    }
+    sampler_free(s);
+    free(work);
+    free(top);
+    jbuf_free(&piece);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ prompts */
+
+/* The conversation through the model's template as llama-server renders it
+ * (/apply-template), appended to out. */
+static int render_messages(nat_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen)
+{
+    template_opts o;
+    template_opts_init(&o);
+    o.bos_token = m->bos_piece;
+    o.eos_token = m->eos_piece;
+    o.add_bos = tok_add_bos(m->vocab);
+    o.add_eos = tok_add_eos(m->vocab);
+    return template_render(m->tmpl, m->tmpl_len, messages, &o, out, err, errlen);
+}
+
+/* The prompt's tokens: specials parsed, BOS/EOS added as the vocabulary
+ * says (llama-server's tokenize_input_prompts). */
+static int tokenize_prompt(nat_model *m, const char *text, size_t len, int32_t **ids, size_t *n,
+                           char *err, size_t errlen)
+{
+    return tok_tokenize(m->vocab, text, len, 1, 1, ids, n, err, errlen);
+}
+
+/* ------------------------------------------------------------------ bankml generate */
+
+static int arg_val(int argc, char **argv, const char *name, const char **out)
+{
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], name)) {
+            if (i + 1 >= argc) return -1;
+            *out = argv[i + 1];
+            return 1;
+        }
+    return 0;
+}
+
+static int arg_flag(int argc, char **argv, const char *name)
+{
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], name)) return 1;
+    return 0;
+}
+
+static const char *const value_opts[] = {"--max", "--temp", "--top-k", "--top-p", "--min-p", "--seed", "--fork",
+                                         "--registry", "--ctx", "--listen", "--upstream", "--api-key",
+                                         "--allow-origin", "--keep-alive", "--threads", "--llama-threads",
+                                         "--host", "--port", "-t", "-c", NULL};
+
+/* The first argument that is neither an option nor an option's value. */
+static const char *first_positional(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++) {
+        int takes = 0;
+        for (size_t k = 0; value_opts[k]; k++)
+            if (!strcmp(argv[i], value_opts[k])) takes = 1;
+        if (takes) {
+            i++;
+            continue;
+        }
+        if (argv[i][0] == '-' && argv[i][1]) continue;
+        return argv[i];
+    }
+    return NULL;
+}
+
+static int gen_cli_step(gen_req *g, const tok_out *t, int stop_now)
+{
+    (void)stop_now;
+    if (!g->ud && t->text_len) {
+        fwrite(t->text, 1, t->text_len, stdout);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+static int default_threads(void)
+{
+    const char *e = getenv("BANKML_THREADS");
+    long n = e ? strtol(e, NULL, 10) : 0;
+    if (n > 0 && n <= PAR_MAX_THREADS) return (int)n;
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 && n <= PAR_MAX_THREADS ? (int)n : 1;
+}
+
+int native_cmd_generate(int argc, char **argv)
+{
+    const char *model = first_positional(argc, argv), *v;
+    const char *fork = "models.FORK.json";
+    long max = 256;
+    int json_out = arg_flag(argc, argv, "--json"), sample = arg_flag(argc, argv, "--sample");
+    char err[1024];
+    int status, rc = BANKML_REFUSE;
+    gen_req g;
+    jbuf in, prompt;
+    json_value *doc = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+
+    if (!model) {
+        fprintf(stderr, "usage: bankml generate MODEL [--max N] [--json] [--sample [--temp T] [--top-k K] "
+                        "[--top-p P] [--min-p P] [--seed S]] [--fork F] < messages.json|text\n");
+        return BANKML_EXIT_IO;
+    }
+    if (arg_val(argc, argv, "--fork", &v) > 0) fork = v;
+    if (arg_val(argc, argv, "--max", &v) > 0) {
+        char *end;
+        max = strtol(v, &end, 10);
+        if (*end || max < 0) {
+            fprintf(stderr, "bankml generate: --max wants a count, not %s\n", v);
+            return BANKML_EXIT_IO;
+        }
+    }
+    eng.n_ctx = json_out ? 4096 : 4096;
+    eng.llama_threads = 2;
+    eng.threads = default_threads();
+    nat_model *m = model_open(model, fork, &status, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "bankml generate: %s\n", err);
+        return status == 500 ? BANKML_EXIT_IO : BANKML_REFUSE;
+    }
+    memset(&g, 0, sizeof g);
+    jbuf_init(&in);
+    jbuf_init(&prompt);
+    {
+        char chunk[65536];
+        size_t got;
+        while ((got = fread(chunk, 1, sizeof chunk, stdin)) > 0) jbuf_put(&in, chunk, got);
+        jbuf_put(&in, "", 0);
+    }
+    /* a JSON array of messages, an object with "messages", or plain text (one user turn) */
+    {
+        size_t k = 0;
+        while (k < in.len && isspace((unsigned char)in.p[k])) k++;
+        if (k < in.len && (in.p[k] == '[' || in.p[k] == '{')) doc = json_parse(in.p, in.len, err, sizeof err);
+    }
+    const json_value *msgs = doc ? (doc->type == JSON_OBJECT ? json_get(doc, "messages") : doc) : NULL;
+    json_value *own = NULL;
+    if (!msgs) {
+        jbuf t;
+        jbuf_init(&t);
+        jbuf_puts(&t, "[{\"role\": \"user\", \"content\": ");
+        json_put_str(&t, in.p ? in.p : "", in.len);
+        jbuf_puts(&t, "}]");
+        own = json_parse(t.p, t.len, err, sizeof err);
+        jbuf_free(&t);
+        msgs = own;
+    }
+    if (!msgs || render_messages(m, msgs, &prompt, err, sizeof err) != 0 ||
+        tokenize_prompt(m, prompt.p ? prompt.p : "", prompt.len, &ids, &n_ids, err, sizeof err) != 0) {
+        fprintf(stderr, "bankml generate: %s\n", msgs ? err : "out of memory");
+        goto out;
+    }
+    if (n_ids >= fw_n_ctx(m->fw)) {
+        fprintf(stderr, "bankml generate: the prompt has %zu tokens; the context is %zu\n", n_ids, fw_n_ctx(m->fw));
+        goto out;
+    }
+    if (sampler_params_copy(&g.sp, &m->defaults) != 0) {
+        fprintf(stderr, "bankml generate: out of memory\n");
+        goto out;
+    }
+    g.greedy = !sample;
+    if (sample) {
+        const char *names[5] = {"--temp", "--top-k", "--top-p", "--min-p", "--seed"};
+        for (int k = 0; k < 5; k++) {
+            if (arg_val(argc, argv, names[k], &v) <= 0) continue;
+            char *end;
+            double x = strtod(v, &end);
+            if (*end || !isfinite(x)) {
+                fprintf(stderr, "bankml generate: %s wants a number, not %s\n", names[k], v);
+                rc = BANKML_EXIT_IO;
+                goto out;
+            }
+            if (k == 0) g.sp.temp = (float)x;
+            if (k == 1) g.sp.top_k = (int32_t)x;
+            if (k == 2) g.sp.top_p = (float)x;
+            if (k == 3) g.sp.min_p = (float)x;
+            if (k == 4) g.sp.seed = (uint32_t)strtoul(v, NULL, 10);
+        }
+        if (sampler_check(&g.sp, err, sizeof err) != 0) {
+            fprintf(stderr, "bankml generate: %s\n", err);
+            goto out;
+        }
+    }
+    g.prompt = ids;
+    g.n_prompt = n_ids;
+    g.n_predict = (int32_t)(max > INT32_MAX ? INT32_MAX : max);
+    g.cache_prompt = 1;
+    g.on_step = gen_cli_step;
+    g.ud = json_out ? (void *)1 : NULL;
+    if (max == 0) {   /* the CLI's --max 0 asks for nothing */
+        g.n_prompt = 0;
+    }
+    if (run_completion(m, &g, err, sizeof err) != 0) {
+        fprintf(stderr, "bankml generate: %s\n", err);
+        rc = BANKML_EXIT_IO;
+        goto out;
+    }
+    if (json_out) {
+        jbuf o;
+        jbuf_init(&o);
+        jbuf_puts(&o, "{\"content\": ");
+        json_put_str(&o, g.st.text.p ? g.st.text.p : "", g.st.text.len);
+        jbuf_printf(&o, ", \"prompt_tokens\": %zu, \"completion_tokens\": %zu, \"finish_reason\": \"%s\"}\n", n_ids,
+                    g.n_decoded, g.stop == STOP_EOS || g.stop == STOP_WORD ? "stop" : "length");
+        fwrite(o.p, 1, o.len, stdout);
+        jbuf_free(&o);
+    } else {
+        /* bytes still held back as incomplete UTF-8 at the end */
+        if (g.st.n_sent < g.st.text.len) fwrite(g.st.text.p + g.st.n_sent, 1, g.st.text.len - g.st.n_sent, stdout);
+        fputc('\n', stdout);
+    }
+    rc = BANKML_OK;
+out:
+    gen_free(&g);
+    free(ids);
+    json_free(doc);
+    json_free(own);
+    jbuf_free(&in);
+    jbuf_free(&prompt);
+    model_free(m);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ HTTP: helpers */
+
+#define FINGERPRINT "bankml-" BANKML_VERSION
+
+static const char *g_fork_default = "models.FORK.json";
+
+static void put_sha_hex(jbuf *b, const void *p, size_t n)
+{
+    uint8_t d[32];
+    char hex[65];
+    sha256(p, n, d);
+    sha256_hex(d, hex);
+    json_put_cstr(b, hex);
+}
+
+static void random_id(char *out, size_t n)
+{
+    static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char r[64];
+    if (n > sizeof r + 1) n = sizeof r + 1;
+    if (getrandom(r, n - 1, 0) != (ssize_t)(n - 1))
+        for (size_t i = 0; i + 1 < n; i++) r[i] = (unsigned char)rand();
+    for (size_t i = 0; i + 1 < n; i++) out[i] = al[r[i] % 62];
+    out[n - 1] = 0;
+}
+
+static int reply_err(serve_resp *resp, int code, const char *msg)
+{
+    return serve_reply_error(resp, code, NULL, msg, NULL);
+}
+
+static json_value *parse_body(serve_req *req, serve_resp *resp)
+{
+    char err[512];
+    json_value *doc = json_parse(req->body ? req->body : "", req->body_len, err, sizeof err);
+    if (!doc) reply_err(resp, 400, err);
+    return doc;
+}
+
+static const char *jtype(const json_value *v)
+{
+    switch (v->type) {
+    case JSON_NULL: return "null";
+    case JSON_FALSE: case JSON_TRUE: return "boolean";
+    case JSON_NUMBER: return "number";
+    case JSON_STRING: return "string";
+    case JSON_ARRAY: return "array";
+    default: return "object";
+    }
+}
+
+/* field_bool of llama-server's schema: null is absent. */
+static int field_bool(const json_value *o, const char *name, int *val, char *err, size_t errlen)
+{
+    const json_value *v = json_get(o, name);
+    if (!v || v->type == JSON_NULL) return 0;
+    if (v->type != JSON_TRUE && v->type != JSON_FALSE) {
+        set_err(err, errlen, "Field '%s': [json.exception.type_error.302] type must be boolean, but is %s", name,
+                jtype(v));
+        return -1;
+    }
+    *val = v->type == JSON_TRUE;
+    return 0;
+}
+
+/* n_predict with its aliases and hard limits [-1, INT32_MAX]. */
+static int field_n_predict(const json_value *o, int32_t *val, char *err, size_t errlen)
+{
+    static const char *const names[] = {"n_predict", "max_completion_tokens", "max_tokens"};
+    for (int k = 0; k < 3; k++) {
+        const json_value *v = json_get(o, names[k]);
+        if (!v || v->type == JSON_NULL) continue;
+        int64_t x;
+        if (v->type == JSON_TRUE || v->type == JSON_FALSE) {
+            x = v->type == JSON_TRUE;
+        } else if (v->type != JSON_NUMBER) {
+            set_err(err, errlen, "Field '%s': [json.exception.type_error.302] type must be number, but is %s",
+                    names[k], jtype(v));
+            return -1;
+        } else if (!json_as_i64(v, &x)) {
+            double d = strtod(v->str, NULL);
+            x = d > -2147483649.0 && d < 2147483648.0 ? (int64_t)d : INT32_MIN;
+        } else if (x < INT32_MIN || x > INT32_MAX) {
+            x = (int32_t)(uint32_t)(uint64_t)x;
+        }
+        if (x < -1 || x > INT32_MAX) {
+            set_err(err, errlen, "Field '%s': Value must be between -1 <= value <= 2147483647, but got %d", names[k],
+                    (int)x);
+            return -1;
+        }
+        *val = (int32_t)x;
+        return 0;
+    }
+    return 0;
+}
+
+/* The request's fields in llama-server's schema order: stream,
+ * stream_options, cache_prompt, n_predict, then the sampler's. */
+typedef struct {
+    int stream, include_usage, cache_prompt;
+    int32_t n_predict;
+} req_opts;
+
+static int read_opts(nat_model *m, const json_value *body, req_opts *o, gen_req *g, char *err, size_t errlen)
+{
+    o->stream = 0;
+    o->include_usage = 0;
+    o->cache_prompt = 1;
+    o->n_predict = -1;
+    if (field_bool(body, "stream", &o->stream, err, errlen)) return -1;
+    const json_value *so = json_get(body, "stream_options");
+    if (so && so->type == JSON_OBJECT && field_bool(so, "include_usage", &o->include_usage, err, errlen)) return -1;
+    if (field_bool(body, "cache_prompt", &o->cache_prompt, err, errlen)) return -1;
+    if (field_n_predict(body, &o->n_predict, err, errlen)) return -1;
+    if (sampler_resolve(&g->sp, &m->defaults, body, err, errlen) != 0) return -1;
+    /* stop: a string, or an array of strings (anything else: none, as json_value's default) */
+    const json_value *st = json_get(body, "stop");
+    if (st && st->type == JSON_STRING && st->len) {
+        g->stops[0] = st->str;
+        g->stop_lens[0] = st->len;
+        g->n_stops = 1;
+    } else if (st && st->type == JSON_ARRAY) {
+        int all = 1;
+        for (size_t i = 0; i < st->n; i++) all &= st->items[i]->type == JSON_STRING;
+        for (size_t i = 0; all && i < st->n && g->n_stops < NAT_MAX_STOPS; i++)
+            if (st->items[i]->len) {
+                g->stops[g->n_stops] = st->items[i]->str;
+                g->stop_lens[g->n_stops++] = st->items[i]->len;
+            }
+    }
+    g->n_predict = o->n_predict;
+    g->cache_prompt = o->cache_prompt;
+    return 0;
+}
+
+static void put_timings(jbuf *b, const gen_req *g)
+{
+    double pms = g->t_prompt_last ? (double)(g->t_prompt_last - g->t_start) / 1000.0 : 0.0;
+    int64_t gus = g->t_gen_last ? (g->t_gen_last - g->t_prompt_last > 1 ? g->t_gen_last - g->t_prompt_last : 1) : 0;
+    double gms = (double)gus / 1000.0;
+    size_t steps = g->n_decoded > 0 ? g->n_decoded - 1 : 0;
+    jbuf_printf(b, "{\"cache_n\":%zu,\"prompt_n\":%zu,\"prompt_ms\":", g->n_cached, g->n_processed);
+    native_put_double(b, pms);
+    jbuf_puts(b, ",\"prompt_per_token_ms\":");
+    native_put_double(b, g->n_processed ? pms / (double)g->n_processed : 0.0);
+    jbuf_puts(b, ",\"prompt_per_second\":");
+    native_put_double(b, pms > 0 ? 1e3 / pms * (double)g->n_processed : 0.0);
+    jbuf_printf(b, ",\"predicted_n\":%zu,\"predicted_ms\":", g->n_decoded);
+    native_put_double(b, gms);
+    jbuf_puts(b, ",\"predicted_per_token_ms\":");
+    native_put_double(b, steps ? gms / (double)steps : 0.0);
+    jbuf_puts(b, ",\"predicted_per_second\":");
+    native_put_double(b, gms > 0 ? 1e3 / gms * (double)steps : 0.0);
+    jbuf_putc(b, '}');
+}
+
+static void put_usage(jbuf *b, const gen_req *g)
+{
+    jbuf_printf(b, "{\"completion_tokens\":%zu,\"prompt_tokens\":%zu,\"total_tokens\":%zu,"
+                   "\"prompt_tokens_details\":{\"cached_tokens\":%zu}}",
+                g->n_decoded, g->n_prompt, g->n_decoded + g->n_prompt, g->n_cached);
+}
+
+/* A token's text as llama-server prints it: cut at an incomplete UTF-8 end
+ * (validate_utf8), other bytes as they are. */
+static void put_tok_text(jbuf *b, const char *s, size_t n)
+{
+    json_put_str(b, s, native_utf8_complete(s, n));
+}
+
+static void put_bytes(jbuf *b, const char *s, size_t n)
+{
+    jbuf_putc(b, '[');
+    for (size_t i = 0; i < n; i++) jbuf_printf(b, i ? ",%u" : "%u", (unsigned char)s[i]);
+    jbuf_putc(b, ']');
+}
+
+static void put_logprob(jbuf *b, float p)
+{
+    native_put_double(b, (double)(p == 0.0f ? -FLT_MAX : logf(p)));
+}
+
+/* probs_vector_to_json over tokens [a, z). */
+static void put_probs(jbuf *b, nat_model *m, const tok_out *t, size_t a, size_t z)
+{
+    jbuf piece;
+    jbuf_init(&piece);
+    jbuf_putc(b, '[');
+    for (size_t i = a; i < z; i++) {
+        if (i > a) jbuf_putc(b, ',');
+        jbuf_printf(b, "{\"id\":%d,\"token\":", (int)t[i].tok);
+        put_tok_text(b, t[i].text, t[i].text_len);
+        jbuf_puts(b, ",\"bytes\":");
+        put_bytes(b, t[i].text, t[i].text_len);
+        jbuf_puts(b, ",\"logprob\":");
+        put_logprob(b, t[i].p);
+        jbuf_puts(b, ",\"top_logprobs\":[");
+        for (size_t k = 0; k < t[i].n_top; k++) {
+            jbuf_reset(&piece);
+            tok_piece(m->vocab, t[i].top[k].id, 0, &piece);
+            const char *ps = piece.p ? piece.p : "";
+            jbuf_printf(b, "%s{\"id\":%d,\"token\":", k ? "," : "", (int)t[i].top[k].id);
+            put_tok_text(b, ps, piece.len);
+            jbuf_puts(b, ",\"bytes\":");
+            put_bytes(b, ps, piece.len);
+            jbuf_puts(b, ",\"logprob\":");
+            put_logprob(b, t[i].top[k].p);
+            jbuf_putc(b, '}');
+        }
+        jbuf_puts(b, "]}");
+    }
+    jbuf_putc(b, ']');
+    jbuf_free(&piece);
+}
+
+/* The answer's message content as llama-server's chat parser gives it.
+ * Templates with a <think> block get a parser that trims the content's
+ * surrounding whitespace (a whitespace-only answer parses to nothing);
+ * the others are content-only. */
+static void parsed_content(const nat_model *m, const char *s, size_t n, const char **out, size_t *len)
+{
+    if (m->reasoning) {
+        while (n && isspace((unsigned char)*s)) s++, n--;
+        while (n && isspace((unsigned char)s[n - 1])) n--;
+    }
+    *out = s;
+    *len = n;
+}
+
+static const char *finish_of(const gen_req *g)
+{
+    return g->stop == STOP_EOS || g->stop == STOP_WORD ? "stop" : "length";
+}
+
+static void put_receipt(jbuf *b, const nat_model *m, const gen_req *g, serve_req *req, const char *text, size_t tn,
+                        const char *lp, size_t lpn, int has_lp)
+{
+    jbuf_puts(b, "{\"bankml\":\"" BANKML_VERSION "\",\"engine\":\"" ENGINE_STR "\",\"model_sha256\":");
+    json_put_cstr(b, bankml_verified_sha256(m->ver));
+    jbuf_printf(b, ",\"guard\":\"play\",\"prompt_tokens\":%zu,\"completion_tokens\":%zu,\"ttft_ms\":", g->n_prompt,
+                g->n_decoded);
+    if (g->t_first_text) jbuf_printf(b, "%lld", (long long)((g->t_first_text - g->t_start) / 1000));
+    else jbuf_puts(b, "null");
+    jbuf_printf(b, ",\"wall_ms\":%lld,\"response_sha256\":", (long long)serve_req_age_ms(req));
+    put_sha_hex(b, text, tn);
+    jbuf_puts(b, ",\"request_sha256\":");
+    put_sha_hex(b, req->body ? req->body : "", req->body_len);
+    if (has_lp) {
+        jbuf_puts(b, ",\"logprobs_sha256\":");
+        put_sha_hex(b, lp, lpn);
+    }
+    jbuf_puts(b, ",\"signed\":false}");
+}
+
+static const char *sampler_name(int s)
+{
+    switch (s) {
+    case SMP_DRY: return "dry";
+    case SMP_TOP_K: return "top_k";
+    case SMP_TOP_P: return "top_p";
+    case SMP_MIN_P: return "min_p";
+    case SMP_TYPICAL_P: return "typ_p";
+    case SMP_TEMPERATURE: return "temperature";
+    case SMP_XTC: return "xtc";
+    case SMP_INFILL: return "infill";
+    case SMP_PENALTIES: return "penalties";
+    case SMP_TOP_N_SIGMA: return "top_n_sigma";
+    default: return "adaptive_p";
+    }
+}
+
+static void putf(jbuf *b, const char *key, float v)
+{
+    jbuf_printf(b, ",\"%s\":", key);
+    native_put_double(b, (double)v);
+}
+
+/* task_params::to_json as /completion prints generation_settings. */
+static void put_gen_settings(jbuf *b, const gen_req *g, int stream)
+{
+    const sampler_params *p = &g->sp;
+    jbuf_printf(b, "{\"seed\":%u", p->seed);
+    putf(b, "temperature", p->temp);
+    putf(b, "dynatemp_range", p->dynatemp_range);
+    putf(b, "dynatemp_exponent", p->dynatemp_exponent);
+    jbuf_printf(b, ",\"top_k\":%d", (int)p->top_k);
+    putf(b, "top_p", p->top_p);
+    putf(b, "min_p", p->min_p);
+    putf(b, "top_n_sigma", p->top_n_sigma);
+    putf(b, "xtc_probability", p->xtc_probability);
+    putf(b, "xtc_threshold", p->xtc_threshold);
+    putf(b, "typical_p", p->typ_p);
+    jbuf_printf(b, ",\"repeat_last_n\":%d", (int)p->penalty_last_n);
+    putf(b, "repeat_penalty", p->penalty_repeat);
+    putf(b, "presence_penalty", p->penalty_present);
+    putf(b, "frequency_penalty", p->penalty_freq);
+    putf(b, "dry_multiplier", p->dry_multiplier);
+    putf(b, "dry_base", p->dry_base);
+    jbuf_printf(b, ",\"dry_allowed_length\":%d,\"dry_penalty_last_n\":%d,\"dry_sequence_breakers\":[",
+                (int)p->dry_allowed_length, (int)p->dry_penalty_last_n);
+    for (size_t i = 0; i < p->n_dry_breakers; i++) {
+        if (i) jbuf_putc(b, ',');
+        json_put_str(b, p->dry_breakers[i], p->dry_breaker_lens[i]);
+    }
+    jbuf_printf(b, "],\"mirostat\":%d", (int)p->mirostat);
+    putf(b, "mirostat_tau", p->mirostat_tau);
+    putf(b, "mirostat_eta", p->mirostat_eta);
+    putf(b, "adaptive_target", p->adaptive_target);
+    putf(b, "adaptive_decay", p->adaptive_decay);
+    jbuf_puts(b, ",\"stop\":[");
+    for (size_t i = 0; i < g->n_stops; i++) {
+        if (i) jbuf_putc(b, ',');
+        json_put_str(b, g->stops[i], g->stop_lens[i]);
+    }
+    jbuf_printf(b, "],\"max_tokens\":%d,\"n_predict\":%d,\"n_keep\":0,\"n_discard\":0,\"ignore_eos\":false,"
+                   "\"stream\":%s,\"logit_bias\":[],\"n_probs\":%d,\"min_keep\":%d,\"grammar\":\"\","
+                   "\"grammar_lazy\":false,\"grammar_triggers\":[],\"preserved_tokens\":[],"
+                   "\"chat_format\":\"Content-only\",\"reasoning_format\":\"deepseek\",\"reasoning_in_content\":false,"
+                   "\"generation_prompt\":\"\",\"samplers\":[",
+                (int)g->n_predict, (int)g->n_predict, stream ? "true" : "false", (int)p->n_probs, (int)p->min_keep);
+    for (size_t i = 0; i < p->n_order; i++) jbuf_printf(b, "%s\"%s\"", i ? "," : "", sampler_name(p->order[i]));
+    jbuf_printf(b, "],\"speculative.types\":\"none\",\"timings_per_token\":false,\"post_sampling_probs\":%s,"
+                   "\"backend_sampling\":false,\"lora\":[]}",
+                p->post_sampling_probs ? "true" : "false");
+}
+
+/* ------------------------------------------------------------------ HTTP: completions */
+
+typedef struct {
+    serve_resp *resp;
+    serve_req *req;
+    nat_model *m;
+    int chat, stream, began, has_new_line;
+    char id[48];
+    long long created;
+    const char *model_name;
+    jbuf raw;                  /* text sent so far (partials) */
+    jbuf sent;                 /* parsed content sent so far (chat deltas) */
+    jbuf lp;                   /* streamed logprobs entries joined (receipt) */
+    size_t n_lp;
+    jbuf ev;
+} sctx;
+
+static int stream_begin(sctx *c)
+{
+    if (c->began) return 0;
+    c->began = 1;
+    return serve_sse_begin(c->resp);
+}
+
+static int send_event(sctx *c)
+{
+    if (stream_begin(c) != 0) return -1;
+    return serve_sse_event(c->resp, c->ev.p, c->ev.len);
+}
+
+static void chunk_head(sctx *c)
+{
+    jbuf_reset(&c->ev);
+    jbuf_puts(&c->ev, "{\"choices\":[{\"finish_reason\":null,\"index\":0,\"delta\":");
+}
+
+static void chunk_tail(sctx *c)
+{
+    jbuf_printf(&c->ev, ",\"created\":%lld,\"id\":\"%s\",\"model\":", c->created, c->id);
+    json_put_cstr(&c->ev, c->model_name);
+    jbuf_puts(&c->ev, ",\"system_fingerprint\":\"" FINGERPRINT "\",\"object\":\"chat.completion.chunk\"");
+}
+
+/* A partial result (one token), as llama-server streams it. */
+static int on_step_http(gen_req *g, const tok_out *t, int stop_now)
+{
+    sctx *c = g->ud;
+    if (memchr(t->text, '\n', t->text_len)) c->has_new_line = 1;
+    if (!c->stream) return serve_client_gone(c->req) ? -1 : 0;
+    jbuf_put(&c->raw, t->text, t->text_len);
+    if (!c->chat) {
+        jbuf_reset(&c->ev);
+        jbuf_puts(&c->ev, "{\"index\":0,\"content\":");
+        json_put_str(&c->ev, t->text, t->text_len);
+        jbuf_printf(&c->ev, ",\"tokens\":[%d],\"stop\":false,\"id_slot\":-1,\"tokens_predicted\":%zu,"
+                            "\"tokens_evaluated\":%zu", (int)t->tok, g->n_decoded, g->n_prompt);
+        if (stop_now) {
+            jbuf_puts(&c->ev, ",\"timings\":");
+            put_timings(&c->ev, g);
+        }
+        if (g->sp.n_probs > 0) {
+            jbuf_puts(&c->ev, ",\"completion_probabilities\":");
+            put_probs(&c->ev, c->m, t, 0, 1);
+        }
+        jbuf_putc(&c->ev, '}');
+        return send_event(c);
+    }
+    /* chat: a role delta first, then the parsed content's growth */
+    const char *p;
+    size_t n;
+    int have_delta = 0;
+    jbuf delta;
+    jbuf_init(&delta);
+    parsed_content(c->m, c->raw.p ? c->raw.p : "", c->raw.len, &p, &n);
+    if (n > c->sent.len && !memcmp(p, c->sent.p ? c->sent.p : "", c->sent.len)) {
+        jbuf_puts(&delta, "{\"content\":");
+        json_put_str(&delta, p + c->sent.len, n - c->sent.len);
+        jbuf_putc(&delta, '}');
+        jbuf_put(&c->sent, p + c->sent.len, n - c->sent.len);
+        have_delta = 1;
+    }
+    int rc = 0;
+    if (g->n_decoded == 1) {
+        chunk_head(c);
+        jbuf_puts(&c->ev, "{\"role\":\"assistant\",\"content\":null}");
+        if (!have_delta) goto extras;
+        jbuf_puts(&c->ev, "}]");
+        chunk_tail(c);
+        jbuf_putc(&c->ev, '}');
+        if (send_event(c) != 0) rc = -1;
+    }
+    if (!have_delta) goto done;
+    chunk_head(c);
+    jbuf_put(&c->ev, delta.p, delta.len);
+extras:
+    if (g->sp.n_probs > 0) {
+        jbuf_puts(&c->ev, ",\"logprobs\":{\"content\":");
+        size_t s0 = c->ev.len;
+        put_probs(&c->ev, c->m, t, 0, 1);
+        /* the receipt joins each chunk's entries without brackets */
+        if (c->n_lp++) jbuf_puts(&c->lp, ", ");
+        jbuf_put(&c->lp, c->ev.p + s0 + 1, c->ev.len - s0 - 2);
+        jbuf_putc(&c->ev, '}');
+    }
+    jbuf_puts(&c->ev, "}]");
+    chunk_tail(c);
+    if (stop_now) {
+        jbuf_puts(&c->ev, ",\"timings\":");
+        put_timings(&c->ev, g);
+    }
+    jbuf_putc(&c->ev, '}');
+    if (send_event(c) != 0) rc = -1;
+done:
+    jbuf_free(&delta);
+    return rc;
+}
+
+/* The model a request names, resident and locked (eng.run held on
+ * success). NULL after answering the error. */
+static nat_model *lock_model(const json_value *body, serve_resp *resp)
+{
+    const char *asked = NULL;
+    size_t al;
+    char err[1024];
+    int status = 500;
+    if (body) json_as_str(json_get(body, "model"), &asked, &al);
+    pthread_mutex_lock(&eng.run);
+    long idx = reg_find(asked);
+    if (idx < 0) {
+        jbuf names;
+        jbuf_init(&names);
+        for (size_t i = 0; i < eng.n_reg; i++) jbuf_printf(&names, "%s%s", i ? ", " : "", eng.reg[i].name);
+        snprintf(err, sizeof err, "model '%s' not found: bankml serves pinned models only (%s)", asked,
+                 names.p ? names.p : "");
+        jbuf_free(&names);
+        pthread_mutex_unlock(&eng.run);
+        reply_err(resp, 404, err);
+        return NULL;
+    }
+    nat_model *m = acquire((size_t)idx, &status, err, sizeof err);
+    if (!m) {
+        pthread_mutex_unlock(&eng.run);
+        reply_err(resp, status, err);
+        return NULL;
+    }
+    return m;
+}
+
+static void unlock_model(void)
+{
+    touch();
+    pthread_mutex_unlock(&eng.run);
+}
+
+static void exceed_ctx(serve_resp *resp, size_t n, size_t n_ctx)
+{
+    char msg[256], extra[128];
+    snprintf(msg, sizeof msg, "request (%zu tokens) exceeds the available context size (%zu tokens), try increasing it",
+             n, n_ctx);
+    snprintf(extra, sizeof extra, "\"n_prompt_tokens\":%zu,\"n_ctx\":%zu", n, n_ctx);
+    serve_reply_error(resp, 400, "exceed_context_size_error", msg, extra);
+}
+
+/* /v1/chat/completions (chat = 1) and /completion (chat = 0). */
+static void handle_completion(serve_req *req, serve_resp *resp, int chat)
+{
+    json_value *body = parse_body(req, resp);
+    char err[1024];
+    gen_req g;
+    sctx c;
+    req_opts o;
+    jbuf prompt, out;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    nat_model *m;
+    int32_t lp_n = 0;
+    int lp_set = 0;
+
+    if (!body) return;
+    memset(&g, 0, sizeof g);
+    memset(&c, 0, sizeof c);
+    jbuf_init(&prompt);
+    jbuf_init(&out);
+    jbuf_init(&c.raw);
+    jbuf_init(&c.sent);
+    jbuf_init(&c.lp);
+    jbuf_init(&c.ev);
+    if (body->type != JSON_OBJECT) {
+        reply_err(resp, 400, chat ? "'messages' is required" : "[json.exception.out_of_range.403] key 'prompt' not found");
+        json_free(body);
+        return;
+    }
+    const json_value *msgs = json_get(body, "messages"), *pr = json_get(body, "prompt");
+    if (chat && !msgs) {
+        reply_err(resp, 400, "'messages' is required");
+        goto end_nolock;
+    }
+    if (chat && msgs->type != JSON_ARRAY) {
+        reply_err(resp, 400, "Expected 'messages' to be an array");
+        goto end_nolock;
+    }
+    if (!chat && !pr) {
+        reply_err(resp, 400, "[json.exception.out_of_range.403] key 'prompt' not found");
+        goto end_nolock;
+    }
+    if (chat && sampler_oai_logprobs(body, &lp_n, &lp_set, err, sizeof err) != 0) {
+        reply_err(resp, 400, err);
+        goto end_nolock;
+    }
+    if (!(m = lock_model(body, resp))) goto end_nolock;
+    if (read_opts(m, body, &o, &g, err, sizeof err) != 0) {
+        reply_err(resp, 400, err);
+        goto end;
+    }
+    if (lp_set) g.sp.n_probs = lp_n;
+    if (chat) {
+        if (render_messages(m, msgs, &prompt, err, sizeof err) != 0) {
+            reply_err(resp, 400, err);
+            goto end;
+        }
+        if (tokenize_prompt(m, prompt.p ? prompt.p : "", prompt.len, &ids, &n_ids, err, sizeof err) != 0) {
+            reply_err(resp, 400, err);
+            goto end;
+        }
+    } else if (pr->type == JSON_STRING) {
+        if (tokenize_prompt(m, pr->str, pr->len, &ids, &n_ids, err, sizeof err) != 0) {
+            reply_err(resp, 400, err);
+            goto end;
+        }
+    } else {
+        /* a list of ids, or of strings and ids mixed */
+        int ok = pr->type == JSON_ARRAY;
+        for (size_t i = 0; ok && i < pr->n; i++) {
+            const json_value *it = pr->items[i];
+            int64_t id;
+            if (it->type == JSON_STRING) {
+                int32_t *part = NULL;
+                size_t np = 0;
+                if (tok_tokenize(m->vocab, it->str, it->len, i == 0, 1, &part, &np, err, sizeof err) != 0) {
+                    ok = 0;
+                    break;
+                }
+                int32_t *nn = realloc(ids, (n_ids + np + 1) * sizeof *nn);
+                if (nn) {
+                    ids = nn;
+                    if (np) memcpy(ids + n_ids, part, np * sizeof *ids);
+                    n_ids += np;
+                }
+                free(part);
+                ok = nn != NULL;
+            } else if (json_as_i64(it, &id)) {
+                if (id < 0 || id >= tok_n_tokens(m->vocab)) {
+                    reply_err(resp, 400, "Prompt contains invalid tokens");
+                    goto end;
+                }
+                int32_t *nn = realloc(ids, (n_ids + 1) * sizeof *nn);
+                if (!nn) {
+                    ok = 0;
+                    break;
+                }
+                ids = nn;
+                ids[n_ids++] = (int32_t)id;
+            } else {
+                ok = 0;
+            }
+        }
+        if (!ok) {
+            reply_err(resp, 400, "\"prompt\" elements must be a string, a list of tokens, a JSON object containing a "
+                                 "prompt string, or a list of mixed strings & tokens.");
+            goto end;
+        }
+    }
+    if (n_ids >= fw_n_ctx(m->fw)) {
+        exceed_ctx(resp, n_ids, fw_n_ctx(m->fw));
+        goto end;
+    }
+    c.resp = resp;
+    c.req = req;
+    c.m = m;
+    c.chat = chat;
+    c.stream = o.stream;
+    c.created = (long long)time(NULL);
+    memcpy(c.id, "chatcmpl-", 9);
+    random_id(c.id + 9, 33);
+    c.model_name = eng.reg[m->idx].path;
+    g.prompt = ids;
+    g.n_prompt = n_ids;
+    g.on_step = on_step_http;
+    g.ud = &c;
+    g.http = req;
+    if (run_completion(m, &g, err, sizeof err) != 0) {
+        if (c.began) {
+            jbuf_reset(&c.ev);
+            jbuf_puts(&c.ev, "{\"error\":");
+            json_put_cstr(&c.ev, err);
+            jbuf_putc(&c.ev, '}');
+            send_event(&c);
+        } else {
+            reply_err(resp, 500, err);
+        }
+        goto end;
+    }
+    if (g.gone) goto end;
+    if (!chat) {
+        /* /completion's final result */
+        jbuf_reset(&out);
+        jbuf_puts(&out, "{\"index\":0,\"content\":");
+        if (o.stream) jbuf_puts(&out, "\"\"");
+        else json_put_str(&out, g.st.text.p ? g.st.text.p : "", g.st.text.len);
+        jbuf_puts(&out, ",\"tokens\":[],\"id_slot\":0,\"stop\":true,\"model\":");
+        json_put_cstr(&out, c.model_name);
+        jbuf_printf(&out, ",\"tokens_predicted\":%zu,\"tokens_evaluated\":%zu,\"generation_settings\":", g.n_decoded,
+                    g.n_prompt);
+        put_gen_settings(&out, &g, o.stream);
+        jbuf_puts(&out, ",\"prompt\":");
+        {
+            jbuf d;
+            jbuf_init(&d);
+            tok_detokenize(m->vocab, ids, n_ids, 0, 1, &d, err, sizeof err);
+            json_put_str(&out, d.p ? d.p : "", d.len);
+            jbuf_free(&d);
+        }
+        static const char *const st_names[] = {"none", "eos", "word", "limit"};
+        jbuf_printf(&out, ",\"has_new_line\":%s,\"truncated\":%s,\"stop_type\":\"%s\",\"stopping_word\":",
+                    c.has_new_line ? "true" : "false", g.truncated ? "true" : "false", st_names[g.stop]);
+        if (g.stop == STOP_WORD) json_put_str(&out, g.stops[g.st.stop_word], g.stop_lens[g.st.stop_word]);
+        else jbuf_puts(&out, "\"\"");
+        jbuf_printf(&out, ",\"tokens_cached\":%zu,\"timings\":", m->n_slot);
+        put_timings(&out, &g);
+        if (!o.stream && g.sp.n_probs > 0 && g.n_probs_out) {
+            size_t keep = g.n_probs_out;
+            if (g.stop == STOP_WORD) {
+                int32_t *sw = NULL;
+                size_t nsw = 0;
+                tok_tokenize(m->vocab, g.stops[g.st.stop_word], g.stop_lens[g.st.stop_word], 0, 0, &sw, &nsw, err,
+                             sizeof err);
+                keep -= nsw < keep ? nsw : keep;
+                free(sw);
+            }
+            jbuf_puts(&out, ",\"completion_probabilities\":");
+            put_probs(&out, m, g.probs, 0, keep);
+        }
+        jbuf_putc(&out, '}');
+        if (o.stream) {
+            jbuf_reset(&c.ev);
+            jbuf_put(&c.ev, out.p, out.len);
+            send_event(&c);
+        } else {
+            serve_reply_json(resp, 200, &out);
+        }
+        goto end;
+    }
+    if (!o.stream) {
+        const char *content;
+        size_t cl;
+        parsed_content(m, g.st.text.p ? g.st.text.p : "", g.st.text.len, &content, &cl);
+        if (!cl) {   /* an empty parse: llama-server answers the raw text */
+            content = g.st.text.p ? g.st.text.p : "";
+            cl = g.st.text.len;
+        }
+        jbuf_printf(&out, "{\"choices\":[{\"finish_reason\":\"%s\",\"index\":0,\"message\":{\"role\":\"assistant\","
+                          "\"content\":", finish_of(&g));
+        json_put_str(&out, content, cl);
+        jbuf_putc(&out, '}');
+        size_t lp0 = 0, lp1 = 0;
+        if (g.sp.n_probs > 0 && g.n_probs_out) {
+            size_t keep = g.n_probs_out;
+            if (g.stop == STOP_WORD) {
+                int32_t *sw = NULL;
+                size_t nsw = 0;
+                tok_tokenize(m->vocab, g.stops[g.st.stop_word], g.stop_lens[g.st.stop_word], 0, 0, &sw, &nsw, err,
+                             sizeof err);
+                keep -= nsw < keep ? nsw : keep;
+                free(sw);
+            }
+            jbuf_puts(&out, ",\"logprobs\":{\"content\":");
+            lp0 = out.len;
+            put_probs(&out, m, g.probs, 0, keep);
+            lp1 = out.len;
+            jbuf_putc(&out, '}');
+        }
+        jbuf_printf(&out, "}],\"created\":%lld,\"model\":", c.created);
+        json_put_cstr(&out, c.model_name);
+        jbuf_puts(&out, ",\"system_fingerprint\":\"" FINGERPRINT "\",\"object\":\"chat.completion\",\"usage\":");
+        put_usage(&out, &g);
+        jbuf_printf(&out, ",\"id\":\"%s\",\"timings\":", c.id);
+        put_timings(&out, &g);
+        jbuf_puts(&out, ",\"bankml_receipt\":");
+        {
+            jbuf lpc;
+            jbuf_init(&lpc);
+            if (lp1 > lp0) jbuf_put(&lpc, out.p + lp0, lp1 - lp0);
+            put_receipt(&out, m, &g, req, content, cl, lpc.p ? lpc.p : "", lpc.len, lp1 > lp0);
+            jbuf_free(&lpc);
+        }
+        jbuf_putc(&out, '}');
+        serve_reply_json(resp, 200, &out);
+        goto end;
+    }
+    /* the stream's end: the final chunk, usage when asked, the receipt, [DONE] */
+    if (g.n_decoded == 0) {   /* nothing was generated: the role delta was never sent */
+        chunk_head(&c);
+        jbuf_puts(&c.ev, "{\"role\":\"assistant\",\"content\":null}}]");
+        chunk_tail(&c);
+        jbuf_putc(&c.ev, '}');
+        send_event(&c);
+    }
+    jbuf_reset(&c.ev);
+    jbuf_printf(&c.ev, "{\"choices\":[{\"finish_reason\":\"%s\",\"index\":0,\"delta\":{}}]", finish_of(&g));
+    chunk_tail(&c);
+    if (o.include_usage) {
+        jbuf_putc(&c.ev, '}');
+        if (send_event(&c) != 0) goto end;
+        jbuf_reset(&c.ev);
+        jbuf_puts(&c.ev, "{\"choices\":[]");
+        chunk_tail(&c);
+        jbuf_puts(&c.ev, ",\"usage\":");
+        put_usage(&c.ev, &g);
+    }
+    jbuf_puts(&c.ev, ",\"timings\":");
+    put_timings(&c.ev, &g);
+    jbuf_putc(&c.ev, '}');
+    if (send_event(&c) != 0) goto end;
+    jbuf_reset(&c.ev);
+    jbuf_puts(&c.ev, "{\"bankml_receipt\":");
+    {
+        jbuf lpa;
+        jbuf_init(&lpa);
+        jbuf_putc(&lpa, '[');
+        jbuf_put(&lpa, c.lp.p ? c.lp.p : "", c.lp.len);
+        jbuf_putc(&lpa, ']');
+        put_receipt(&c.ev, m, &g, req, c.sent.p ? c.sent.p : "", c.sent.len, lpa.p, lpa.len, g.sp.n_probs > 0);
+        jbuf_free(&lpa);
+    }
+    jbuf_putc(&c.ev, '}');
+    if (send_event(&c) != 0) goto end;
+    jbuf_reset(&c.ev);
+    jbuf_puts(&c.ev, "[DONE]");
+    send_event(&c);
+end:
+    unlock_model();
+end_nolock:
+    gen_free(&g);
+    free(ids);
+    jbuf_free(&prompt);
+    jbuf_free(&out);
+    jbuf_free(&c.raw);
+    jbuf_free(&c.sent);
+    jbuf_free(&c.lp);
+    jbuf_free(&c.ev);
+    json_free(body);
+}
+
+static void h_chat(serve_req *req, serve_resp *resp, void *ud) { (void)ud; handle_completion(req, resp, 1); }
+static void h_completion(serve_req *req, serve_resp *resp, void *ud) { (void)ud; handle_completion(req, resp, 0); }
+
+/* ------------------------------------------------------------------ HTTP: the other routes */
+
+static void h_tokenize(serve_req *req, serve_resp *resp, void *ud)
+{
+    (void)ud;
+    json_value *body = parse_body(req, resp);
+    char err[512];
+    int add_special = 0, parse_special = 1, pieces = 0;
+    if (!body) return;
+    const char *text = "";
+    size_t tl = 0;
+    const json_value *ct = json_get(body, "content");
+    if (ct && ct->type == JSON_STRING) {
+        text = ct->str;
+        tl = ct->len;
+    }
+    field_bool(body, "add_special", &add_special, err, sizeof err);
+    field_bool(body, "parse_special", &parse_special, err, sizeof err);
+    field_bool(body, "with_pieces", &pieces, err, sizeof err);
+    nat_model *m = lock_model(NULL, resp);
+    if (!m) {
+        json_free(body);
+        return;
+    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    jbuf out, pc;
+    jbuf_init(&out);
+    jbuf_init(&pc);
+    if (tok_tokenize(m->vocab, text, tl, add_special, parse_special, &ids, &n, err, sizeof err) != 0) {
+        reply_err(resp, 400, err);
+    } else {
+        jbuf_puts(&out, "{\"tokens\":[");
+        for (size_t i = 0; i < n; i++) {
+            if (i) jbuf_putc(&out, ',');
+            if (!pieces) {
+                jbuf_printf(&out, "%d", (int)ids[i]);
+                continue;
+            }
+            jbuf_reset(&pc);
+            tok_piece(m->vocab, ids[i], 1, &pc);
+            jbuf_printf(&out, "{\"id\":%d,\"piece\":", (int)ids[i]);
+            if (native_utf8_complete(pc.p ? pc.p : "", pc.len) == pc.len) json_put_str(&out, pc.p ? pc.p : "", pc.len);
+            else put_bytes(&out, pc.p, pc.len);
+            jbuf_putc(&out, '}');
+        }
+        jbuf_puts(&out, "]}");
+        serve_reply_json(resp, 200, &out);
+    }
+    unlock_model();
+    free(ids);
+    jbuf_free(&out);
+    jbuf_free(&pc);
+    json_free(body);
+}
+
+static void h_detokenize(serve_req *req, serve_resp *resp, void *ud)
+{
+    (void)ud;
+    json_value *body = parse_body(req, resp);
+    if (!body) return;
+    nat_model *m = lock_model(NULL, resp);
+    if (!m) {
+        json_free(body);
+        return;
+    }
+    jbuf text, out;
+    jbuf_init(&text);
+    jbuf_init(&out);
+    const json_value *t = json_get(body, "tokens");
+    for (size_t i = 0; t && t->type == JSON_ARRAY && i < t->n; i++) {
+        int64_t id;
+        if (json_as_i64(t->items[i], &id) && id >= 0 && id < tok_n_tokens(m->vocab))
+            tok_piece(m->vocab, (int32_t)id, 1, &text);
+    }
+    jbuf_puts(&out, "{\"content\":");
+    json_put_str(&out, text.p ? text.p : "", text.len);
+    jbuf_putc(&out, '}');
+    serve_reply_json(resp, 200, &out);
+    unlock_model();
+    jbuf_free(&text);
+    jbuf_free(&out);
+    json_free(body);
+}
+
+static void h_apply_template(serve_req *req, serve_resp *resp, void *ud)
+{
+    (void)ud;
+    json_value *body = parse_body(req, resp);
+    char err[1024];
+    if (!body) return;
+    const json_value *msgs = json_get(body, "messages");
+    if (!msgs) {
+        reply_err(resp, 400, "'messages' is required");
+        json_free(body);
+        return;
+    }
+    if (msgs->type != JSON_ARRAY) {
+        reply_err(resp, 400, "Expected 'messages' to be an array");
+        json_free(body);
+        return;
+    }
+    nat_model *m = lock_model(body, resp);
+    if (!m) {
+        json_free(body);
+        return;
+    }
+    jbuf p, out;
+    jbuf_init(&p);
+    jbuf_init(&out);
+    if (render_messages(m, msgs, &p, err, sizeof err) != 0) {
+        reply_err(resp, 400, err);
+    } else {
+        jbuf_puts(&out, "{\"prompt\":");
+        json_put_str(&out, p.p ? p.p : "", p.len);
+        jbuf_putc(&out, '}');
+        serve_reply_json(resp, 200, &out);
+    }
+    unlock_model();
+    jbuf_free(&p);
+    jbuf_free(&out);
+    json_free(body);
+}
+
+static void h_health(serve_req *req, serve_resp *resp, void *ud)
+{
+    (void)req;
+    (void)ud;
+    serve_reply(resp, 200, SERVE_JSON, "{\"status\":\"ok\"}", 15);
+}
+
+static void h_props(serve_req *req, serve_resp *resp, void *ud)
+{
+    (void)req;
+    (void)ud;
+    nat_model *m = lock_model(NULL, resp);
+    if (!m) return;
+    gen_req g;
+    jbuf out;
+    memset(&g, 0, sizeof g);
+    jbuf_init(&out);
+    if (sampler_params_copy(&g.sp, &m->defaults) != 0) {
+        reply_err(resp, 500, "out of memory");
+    } else {
+        g.n_predict = -1;
+        const char *path = eng.reg[m->idx].path;
+        jbuf_puts(&out, "{\"default_generation_settings\":{\"params\":");
+        put_gen_settings(&out, &g, 0);
+        jbuf_printf(&out, ",\"n_ctx\":%zu},\"total_slots\":1,\"model_alias\":", fw_n_ctx(m->fw));
+        json_put_cstr(&out, path);
+        jbuf_puts(&out, ",\"model_path\":");
+        json_put_cstr(&out, path);
+        jbuf_puts(&out, ",\"modalities\":{\"vision\":false,\"video\":false,\"audio\":false},\"endpoint_slots\":false,"
+                        "\"endpoint_props\":false,\"endpoint_metrics\":false,\"chat_template\":");
+        json_put_str(&out, m->tmpl, m->tmpl_len);
+        jbuf_puts(&out, ",\"bos_token\":");
+        json_put_cstr(&out, m->bos_piece);
+        jbuf_puts(&out, ",\"eos_token\":");
+        json_put_cstr(&out, m->eos_piece);
+        jbuf_printf(&out, ",\"n_ctx\":%zu,\"build_info\":\"bankML " BANKML_VERSION " native\"}", fw_n_ctx(m->fw));
+        serve_reply_json(resp, 200, &out);
+    }
+    unlock_model();
+    sampler_params_free(&g.sp);
+    jbuf_free(&out);
+}
+
+static void h_models(serve_req *req, serve_resp *resp, void *ud)
+{
+    (void)req;
+    (void)ud;
+    jbuf out;
+    jbuf_init(&out);
+    jbuf_puts(&out, "{\"object\":\"list\",\"data\":[");
+    for (size_t i = 0; i < eng.n_reg; i++) {
+        jbuf_puts(&out, i ? ",{\"id\":" : "{\"id\":");
+        json_put_cstr(&out, eng.reg[i].file);
+        jbuf_puts(&out, ",\"object\":\"model\",\"owned_by\":\"bankML\"}");
+    }
+    jbuf_puts(&out, "]}");
+    serve_reply_json(resp, 200, &out);
+    jbuf_free(&out);
+}
+
+static const char *g_upstream = "";
+
+static void h_bankml(serve_req *req, serve_resp *resp, void *ud)
+{
+    (void)req;
+    (void)ud;
+    jbuf out;
+    jbuf_init(&out);
+    pthread_mutex_lock(&eng.run);
+    jbuf_puts(&out, "{\"verified\":");
+    jbuf_puts(&out, eng.last_verified_json ? eng.last_verified_json : "null");
+    jbuf_puts(&out, ",\"model\":");
+    if (eng.cur) json_put_cstr(&out, eng.reg[eng.cur->idx].path);
+    else if (eng.last_verified_json) json_put_cstr(&out, eng.reg[eng.def].path);
+    else jbuf_puts(&out, "null");
+    jbuf_puts(&out, ",\"upstream\":");
+    json_put_cstr(&out, g_upstream);
+    jbuf_puts(&out, ",\"engine\":\"" ENGINE_STR "\",\"hashed_at\":");
+    if (eng.hashed_at) jbuf_printf(&out, "%lld", (long long)eng.hashed_at);
+    else jbuf_puts(&out, "null");
+    jbuf_puts(&out, ",\"resident\":");
+    if (eng.cur) json_put_cstr(&out, eng.reg[eng.cur->idx].name);
+    else jbuf_puts(&out, "null");
+    jbuf_puts(&out, ",\"models\":[");
+    for (size_t i = 0; i < eng.n_reg; i++) {
+        if (i) jbuf_putc(&out, ',');
+        json_put_cstr(&out, eng.reg[i].name);
+    }
+    jbuf_puts(&out, "]}");
+    pthread_mutex_unlock(&eng.run);
+    serve_reply_json(resp, 200, &out);
+    jbuf_free(&out);
+}
+
+/* ------------------------------------------------------------------ bankml serve */
+
+/* "30s", "5m", "1h", "250ms", a bare number of seconds; "-1"/"forever" = never. */
+static int parse_duration_ms(const char *s, int64_t *ms)
+{
+    char *end;
+    if (!strcmp(s, "forever") || !strcmp(s, "-1")) {
+        *ms = -1;
+        return 0;
+    }
+    double v = strtod(s, &end);
+    if (end == s || v < 0 || !isfinite(v)) return -1;
+    if (!*end || !strcmp(end, "s")) *ms = (int64_t)(v * 1000);
+    else if (!strcmp(end, "ms")) *ms = (int64_t)v;
+    else if (!strcmp(end, "m")) *ms = (int64_t)(v * 60000);
+    else if (!strcmp(end, "h")) *ms = (int64_t)(v * 3600000);
+    else return -1;
+    return 0;
+}
+
+static int parse_count(const char *opt, const char *v, long lo, long hi, long *out)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || end == v || x < lo || x > hi) {
+        fprintf(stderr, "bankml serve: %s wants a number from %ld to %ld, not %s\n", opt, lo, hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int native_cmd_serve(int argc, char **argv)
+{
+    const char *model = first_positional(argc, argv), *v, *fork = g_fork_default, *dir = NULL;
+    const char *listen = "127.0.0.1:18093", *upstream = NULL;
+    char err[1024], listen_buf[300];
+    long x;
+    int status;
+    serve_opts so;
+
+    eng.n_ctx = 4096;
+    eng.llama_threads = 2;
+    eng.threads = default_threads();
+    eng.keep_alive_ms = 5 * 60 * 1000;
+    if (arg_val(argc, argv, "--fork", &v) > 0) fork = v;
+    if (arg_val(argc, argv, "--registry", &v) > 0) dir = v;
+    if (arg_val(argc, argv, "--ctx", &v) > 0 || arg_val(argc, argv, "-c", &v) > 0) {
+        if (parse_count("--ctx", v, 1, 1 << 24, &x)) return BANKML_EXIT_IO;
+        eng.n_ctx = (size_t)x;
+    }
+    if (arg_val(argc, argv, "--threads", &v) > 0) {
+        if (parse_count("--threads", v, 1, PAR_MAX_THREADS, &x)) return BANKML_EXIT_IO;
+        eng.threads = (int)x;
+    }
+    if (arg_val(argc, argv, "--llama-threads", &v) > 0 || arg_val(argc, argv, "-t", &v) > 0) {
+        if (parse_count("--llama-threads", v, 1, 1024, &x)) return BANKML_EXIT_IO;
+        eng.llama_threads = (int)x;
+    }
+    if (arg_val(argc, argv, "--keep-alive", &v) > 0 && parse_duration_ms(v, &eng.keep_alive_ms) != 0) {
+        fprintf(stderr, "bankml serve: --keep-alive wants a duration (30s, 5m, 1h, -1), not %s\n", v);
+        return BANKML_EXIT_IO;
+    }
+    if (arg_val(argc, argv, "--listen", &v) > 0) listen = v;
+    {
+        const char *h = NULL, *p = NULL;
+        if (arg_val(argc, argv, "--port", &p) > 0) {
+            if (arg_val(argc, argv, "--host", &h) <= 0) h = "127.0.0.1";
+            snprintf(listen_buf, sizeof listen_buf, "%s:%s", h, p);
+            listen = listen_buf;
+        }
+    }
+    if (arg_val(argc, argv, "--upstream", &v) > 0) upstream = v;
+    g_upstream = upstream ? upstream : "";
+
+    /* the registry: the startup model first, then the fork's or the directory's pins */
+    char fdir[4096];
+    snprintf(fdir, sizeof fdir, "%s", fork);
+    char *slash = strrchr(fdir, '/');
+    if (slash) *slash = 0;
+    else snprintf(fdir, sizeof fdir, ".");
+    char mdir[4096 + 8];
+    snprintf(mdir, sizeof mdir, "%s/models", fdir);
+    if (model) {
+        struct stat st;
+        if (stat(model, &st) != 0) {
+            fprintf(stderr, "bankml serve: cannot read %s: %s\n", model, strerror(errno));
+            return BANKML_EXIT_IO;
+        }
+        reg_add(model, model, fork, 1);
+    }
+    if (dir) {
+        char near[4096];
+        snprintf(near, sizeof near, "%s", model ? model : dir);
+        char *s2 = strrchr(near, '/');
+        if (model && s2) *s2 = 0;
+        else if (model) snprintf(near, sizeof near, ".");
+        reg_add_dir(dir, near);
+    } else if (!model) {
+        reg_add_fork(fork, fdir, mdir);
+    }
+    if (eng.n_reg == 0) {
+        fprintf(stderr, "bankml serve: no model: name one, or a --registry whose FORK.json files pin some\n");
+        return BANKML_EXIT_IO;
+    }
+    eng.def = 0;
+    if (!model) {   /* the first pinned file that is here */
+        for (size_t i = 0; i < eng.n_reg; i++)
+            if (eng.reg[i].present) {
+                eng.def = i;
+                break;
+            }
+    }
+    eng.pool = par_create(eng.threads, err, sizeof err);
+    if (!eng.pool) {
+        fprintf(stderr, "bankml serve: %s\n", err);
+        return BANKML_EXIT_IO;
+    }
+    eng.cur = acquire(eng.def, &status, err, sizeof err);
+    if (!eng.cur) {
+        fprintf(stderr, "bankml serve: %s\n", err);
+        par_destroy(eng.pool);
+        return status == 404 || status == 500 ? BANKML_EXIT_IO : BANKML_REFUSE;
+    }
+    touch();
+    serve_opts_default(&so);
+    /* llama-server reads any POST body as JSON whatever its Content-Type, and
+     * `curl -d` sends form encoding: refusing it would break its clients. */
+    so.json_posts_only = 0;
+    if (arg_val(argc, argv, "--api-key", &v) > 0) so.api_keys = v;
+    if (arg_val(argc, argv, "--allow-origin", &v) > 0) so.allow_origins = v;
+    serve_server *srv = serve_new(&so, err, sizeof err);
+    if (!srv) {
+        fprintf(stderr, "bankml serve: %s\n", err);
+        return BANKML_EXIT_IO;
+    }
+    serve_route(srv, "GET", "/health", h_health, NULL, SERVE_PUBLIC);
+    serve_route(srv, "GET", "/v1/health", h_health, NULL, SERVE_PUBLIC);
+    serve_route(srv, "GET", "/bankml", h_bankml, NULL, 0);
+    serve_route(srv, "GET", "/props", h_props, NULL, 0);
+    serve_route(srv, "GET", "/v1/models", h_models, NULL, 0);
+    serve_route(srv, "GET", "/models", h_models, NULL, 0);
+    serve_route(srv, "POST", "/v1/chat/completions", h_chat, NULL, 0);
+    serve_route(srv, "POST", "/chat/completions", h_chat, NULL, 0);
+    serve_route(srv, "POST", "/completion", h_completion, NULL, 0);
+    serve_route(srv, "POST", "/completions", h_completion, NULL, 0);
+    serve_route(srv, "POST", "/tokenize", h_tokenize, NULL, 0);
+    serve_route(srv, "POST", "/detokenize", h_detokenize, NULL, 0);
+    serve_route(srv, "POST", "/apply-template", h_apply_template, NULL, 0);
+    if (serve_listen(srv, listen, err, sizeof err) < 0) {
+        fprintf(stderr, "bankml serve: %s\n", err);
+        serve_free(srv);
+        return BANKML_EXIT_IO;
+    }
+    if (upstream && serve_listen(srv, upstream, err, sizeof err) < 0) {
+        fprintf(stderr, "bankml serve: cannot listen on the engine address %s: %s (is llama-server running there?)\n",
+                upstream, err);
+        serve_free(srv);
+        return BANKML_EXIT_IO;
+    }
+    serve_install_signals(srv);
+    pthread_t reaper;
+    int have_reaper = pthread_create(&reaper, NULL, reaper_main, NULL) == 0;
+    {
+        jbuf names;
+        jbuf_init(&names);
+        for (size_t i = 0; i < eng.n_reg; i++) jbuf_printf(&names, "%s%s", i ? ", " : "", eng.reg[i].name);
+        fprintf(stderr, "bankml serve %s --native: %s verified (sha256 %s); models %s; listening on http://%s%s%s\n",
+                BANKML_VERSION, eng.reg[eng.def].path, eng.last_sha, names.p ? names.p : "", listen,
+                upstream ? " and, for llama-server's clients, http://" : "", upstream ? upstream : "");
+        jbuf_free(&names);
+    }
+    int rc = serve_run(srv);
+    eng.stop_reaper = 1;
+    if (have_reaper) pthread_join(reaper, NULL);
+    serve_free(srv);
+    pthread_mutex_lock(&eng.run);
+    model_free(eng.cur);
+    eng.cur = NULL;
+    pthread_mutex_unlock(&eng.run);
+    par_destroy(eng.pool);
+    free(eng.reg);
+    free(eng.last_verified_json);
+    return rc == 0 ? BANKML_OK : BANKML_EXIT_IO;
+}
