@@ -1,6 +1,9 @@
 /*
  * q1_0.c -- Q1_0 weights against q8_0 activations, bit-exact with
  * llama.cpp b11669's ggml_vec_dot_q1_0_q8_0 (haswell). See q1_0.h.
+ *
+ * Only the block arithmetic lives here: the walk over rows and columns, the
+ * checks and the portable fallback are q8_0.c's shared driver (q8_kind).
  */
 #include "q1_0.h"
 
@@ -8,23 +11,6 @@
 
 #include <math.h>
 #include <stdio.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define Q1_X86 1
-#else
-#define Q1_X86 0
-#endif
-
-static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-
-/* ggml's hsum_float_8 (see q8_0.c). */
-static inline float hsum8(const float l[8])
-{
-    float h0 = l[4] + l[0], h1 = l[5] + l[1], h2 = l[6] + l[2], h3 = l[7] + l[3];
-    float a0 = h0 + h2, a1 = h1 + h3;
-    return a0 + a1;
-}
 
 int q1_0_dequantize(const uint8_t *w, size_t w_len, size_t n, float *y,
                     char *err, size_t errlen)
@@ -41,7 +27,7 @@ int q1_0_dequantize(const uint8_t *w, size_t w_len, size_t n, float *y,
         return -1;
     }
     for (size_t b = 0; b < n / Q1_0_BLOCK; b++, w += Q1_0_BYTES, y += Q1_0_BLOCK) {
-        float d = f16_to_f32(rd16(w)), nd = -d;
+        float d = f16_to_f32(q8_rd16(w)), nd = -d;
         for (int j = 0; j < Q1_0_BLOCK; j++)
             y[j] = (w[2 + j / 8] >> (j % 8)) & 1 ? d : nd;
     }
@@ -54,10 +40,10 @@ static float vec_dot_portable(const uint8_t *w, const uint8_t *a, size_t nb)
 {
     float acc[8] = {0};
     for (size_t b = 0; b < nb; b++, w += Q1_0_BYTES) {
-        float d = f16_to_f32(rd16(w));
+        float d = f16_to_f32(q8_rd16(w));
         float blk[8];
         for (int K = 0; K < 4; K++, a += Q8_0_BYTES) {
-            float da = f16_to_f32(rd16(a));
+            float da = f16_to_f32(q8_rd16(a));
             const int8_t *q = (const int8_t *)(a + 2);
             for (int j = 0; j < 8; j++) {
                 int s = 0;
@@ -73,19 +59,10 @@ static float vec_dot_portable(const uint8_t *w, const uint8_t *a, size_t nb)
         for (int j = 0; j < 8; j++)
             acc[j] = fmaf(d, blk[j], acc[j]);
     }
-    return hsum8(acc);
+    return q8_hsum8(acc);
 }
 
-#if Q1_X86
-__attribute__((target("avx2,f16c,fma")))
-static inline float hsum8_avx(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
+#if Q8_X86
 /* The four +-1 byte masks of one block: byte i of mask K is +1 where weight
  * 32K+i has bit 1, -1 where it has bit 0 (for vpsignb, which negates as an
  * int8 exactly as ggml's xor/sub does). */
@@ -108,8 +85,8 @@ static inline void sign_masks(const uint8_t *qs, __m256i m[4])
 
 /* One weight row against NC (1..4) columns; each column's chain is vec_dot's. */
 __attribute__((target("avx2,f16c,fma"), always_inline))
-static inline void row_cols_avx2(const uint8_t *w, const uint8_t *a, size_t a_row, size_t nb,
-                                 float *out, size_t out_stride, int NC)
+static inline void row_cols_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t a_row,
+                                 size_t nb, float *out, size_t out_stride, int NC)
 {
     const __m256i ones8 = _mm256_set1_epi8(1);
     const __m256i ones16 = _mm256_set1_epi16(1);
@@ -118,7 +95,7 @@ static inline void row_cols_avx2(const uint8_t *w, const uint8_t *a, size_t a_ro
         const uint8_t *wb = w + b * Q1_0_BYTES;
         __m256i m[4];
         sign_masks(wb + 2, m);
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(rd16(wb)));
+        __m256 d = _mm256_set1_ps(h[q8_rd16(wb)]);
         _Pragma("GCC unroll 4")
         for (int c = 0; c < NC; c++) {
             const uint8_t *ab = a + c * a_row + b * 4 * Q8_0_BYTES;
@@ -129,7 +106,7 @@ static inline void row_cols_avx2(const uint8_t *w, const uint8_t *a, size_t a_ro
                 __m256i q = _mm256_loadu_si256((const __m256i *)(qb + 2));
                 __m256i s16 = _mm256_maddubs_epi16(ones8, _mm256_sign_epi8(q, m[K]));
                 __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones16));
-                __m256 da = _mm256_set1_ps(_cvtsh_ss(rd16(qb)));
+                __m256 da = _mm256_set1_ps(h[q8_rd16(qb)]);
                 blk = K == 0 ? _mm256_mul_ps(da, s) : _mm256_fmadd_ps(da, s, blk);
             }
             acc[c] = _mm256_fmadd_ps(d, blk, acc[c]);
@@ -137,43 +114,20 @@ static inline void row_cols_avx2(const uint8_t *w, const uint8_t *a, size_t a_ro
     }
     _Pragma("GCC unroll 4")
     for (int c = 0; c < NC; c++)
-        out[c * out_stride] = hsum8_avx(acc[c]);
+        out[c * out_stride] = q8_hsum8_avx(acc[c]);
 }
 
-__attribute__((target("avx2,f16c,fma")))
-static float vec_dot_avx2(const uint8_t *w, const uint8_t *a, size_t nb)
-{
-    float r;
-    row_cols_avx2(w, a, 0, nb, &r, 0, 1);
-    return r;
-}
-
-__attribute__((target("avx2,f16c,fma")))
-static void mm_rows_avx2(const q8_mm *m, size_t r0, size_t r1)
-{
-    size_t nb = m->k / Q1_0_BLOCK;
-    for (size_t r = r0; r < r1; r++) {
-        const uint8_t *w = m->w + r * m->w_row;
-        size_t c = 0;
-        for (; c + 4 <= m->ncols; c += 4)
-            row_cols_avx2(w, m->act + c * m->a_row, m->a_row, nb, m->y + c * m->rows + r, m->rows, 4);
-        switch (m->ncols - c) {
-        case 3: row_cols_avx2(w, m->act + c * m->a_row, m->a_row, nb, m->y + c * m->rows + r, m->rows, 3); break;
-        case 2: row_cols_avx2(w, m->act + c * m->a_row, m->a_row, nb, m->y + c * m->rows + r, m->rows, 2); break;
-        case 1: row_cols_avx2(w, m->act + c * m->a_row, m->a_row, nb, m->y + c * m->rows + r, m->rows, 1); break;
-        default: break;
-        }
-    }
-}
+Q8_COLS_FNS(cols_avx2_, row_cols_avx2)
 #endif
+
+/* The Q1_0 entry in the shared driver's table (q8_0.c). */
+static const q8_kind Q1_KIND = {
+    "Q1_0", Q1_0_BLOCK, Q1_0_BYTES, vec_dot_portable, Q8_COLS_TABLE(cols_avx2_), NULL,
+};
 
 float q1_0_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks)
 {
-#if Q1_X86
-    if (q8_simd())
-        return vec_dot_avx2(w, act, nblocks);
-#endif
-    return vec_dot_portable(w, act, nblocks);
+    return q8_kind_dot(&Q1_KIND, w, act, nblocks);
 }
 
 int q1_0_mm_init(q8_mm *m, const uint8_t *w, size_t w_len, size_t rows,
@@ -186,28 +140,14 @@ int q1_0_mm_init(q8_mm *m, const uint8_t *w, size_t w_len, size_t rows,
 
 void q1_0_mm_rows(void *ctx, size_t r0, size_t r1, int worker)
 {
-    const q8_mm *m = ctx;
     (void)worker;
-#if Q1_X86
-    if (q8_simd()) {
-        mm_rows_avx2(m, r0, r1);
-        return;
-    }
-#endif
-    size_t nb = m->k / Q1_0_BLOCK;
-    for (size_t c = 0; c < m->ncols; c++)
-        for (size_t r = r0; r < r1; r++)
-            m->y[c * m->rows + r] = vec_dot_portable(m->w + r * m->w_row, m->act + c * m->a_row, nb);
+    q8_kind_rows(&Q1_KIND, ctx, r0, r1);
 }
 
 int q1_0_matmul(par_pool *p, const uint8_t *w, size_t w_len, size_t rows,
                 size_t k, const uint8_t *act, size_t act_len, size_t ncols,
                 float *y, size_t y_len, char *err, size_t errlen)
 {
-    q8_mm m;
-    if (q1_0_mm_init(&m, w, w_len, rows, k, act, act_len, ncols, y, y_len, err, errlen) != 0)
-        return -1;
-    if (rows && ncols)
-        par_rows(p, q1_0_mm_rows, &m, rows, 0);
-    return 0;
+    return q8_kind_matmul(&Q1_KIND, q1_0_mm_rows, p, w, w_len, rows, k, act, act_len, ncols, y, y_len,
+                          err, errlen);
 }

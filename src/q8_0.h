@@ -34,6 +34,13 @@
 
 #include "par.h"
 
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(BANKML_NO_SIMD)
+#include <immintrin.h>
+#define Q8_X86 1 /* AVX2+F16C+FMA kernels compiled (chosen at run time) */
+#else
+#define Q8_X86 0
+#endif
+
 #define Q8_0_TYPE 8
 #define Q8_0_BLOCK 32  /* values per block */
 #define Q8_0_BYTES 34  /* bytes per block */
@@ -102,5 +109,87 @@ int q8_mm_check(q8_mm *m, const char *what, size_t blk, size_t bytes,
                 const uint8_t *w, size_t w_len, size_t rows, size_t k,
                 const uint8_t *act, size_t act_len, size_t ncols, float *y,
                 size_t y_len, char *err, size_t errlen);
+
+/* ---- the product driver shared by Q8_0, Q1_0 and Q2_0 (additive) ----
+ * A weight type hands the driver its block geometry and its hot loops; the
+ * driver checks shapes (q8_mm_check), splits rows among the pool's workers
+ * and walks the columns in groups of four, so each type only writes what is
+ * really its own: the per-block arithmetic. */
+
+/* One weight row against NC = index+1 columns (column c at act + c*a_row),
+ * nb weight blocks; writes y[c*y_stride]. h is the driver's fp16 -> f32
+ * table of all 65,536 halves (F16C's bits), where the kernels read their
+ * block scales, as ggml does: one load where vpinsrw + vcvtph2ps are vector
+ * uops on the ports the integer products need. */
+typedef void (*q8_cols_fn)(const float *h, const uint8_t *w, const uint8_t *act,
+                           size_t a_row, size_t nb, float *y, size_t y_stride);
+/* Rows [0, nrows) of W (row r at w + r*w_row) against ONE column: y[r]. */
+typedef void (*q8_gemv_fn)(const float *h, const uint8_t *w, size_t w_row,
+                           size_t nrows, const uint8_t *act, size_t nb,
+                           float *y);
+/* Portable vec_dot of one row (nb weight blocks), same bits as the SIMD. */
+typedef float (*q8_dot_fn)(const uint8_t *w, const uint8_t *act, size_t nb);
+
+typedef struct {
+    const char *name;     /* "Q1_0", in refusals */
+    size_t blk, bytes;    /* values and bytes per weight block */
+    q8_dot_fn dot;        /* portable kernel (always set) */
+    q8_cols_fn cols[4];   /* SIMD kernels for 1..4 columns (NULL: none) */
+    q8_gemv_fn gemv;      /* SIMD one-column kernel over many rows, or NULL
+                             (then cols[0] row by row) */
+} q8_kind;
+
+/* Rows [r0, r1) of every column of a checked product, with t's kernels. */
+void q8_kind_rows(const q8_kind *t, const q8_mm *m, size_t r0, size_t r1);
+
+/* Checks (as q8_mm_check with t's geometry) and runs the product on the pool
+ * through rows_fn, the type's par_rows_fn. Returns 0, or -1 with a reason. */
+int q8_kind_matmul(const q8_kind *t, par_rows_fn rows_fn, par_pool *p,
+                   const uint8_t *w, size_t w_len, size_t rows, size_t k,
+                   const uint8_t *act, size_t act_len, size_t ncols, float *y,
+                   size_t y_len, char *err, size_t errlen);
+
+/* Little-endian fp16 scale at p (blocks are byte-packed, so no aligned
+ * 16-bit load). */
+static inline uint16_t q8_rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+/* ggml's hsum_float_8 on eight lanes: (hi + lo) pairwise, then the two
+ * halves of that, then the last pair. */
+static inline float q8_hsum8(const float l[8])
+{
+    float h0 = l[4] + l[0], h1 = l[5] + l[1], h2 = l[6] + l[2], h3 = l[7] + l[3];
+    float a0 = h0 + h2, a1 = h1 + h3;
+    return a0 + a1;
+}
+
+/* Dot product of one row with t's kernels (SIMD when on, else portable). */
+float q8_kind_dot(const q8_kind *t, const uint8_t *w, const uint8_t *act, size_t nb);
+
+#if Q8_X86
+/* q8_hsum8 on a register, in the same order. */
+__attribute__((target("avx2,f16c,fma")))
+static inline float q8_hsum8_avx(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Defines name##1 .. name##4, the q8_cols_fn table of an always_inline AVX2
+ * kernel `body(h, w, act, a_row, nb, y, y_stride, NC)`: one function per column
+ * count, so each is compiled with NC a constant (unrolled, accumulators in
+ * registers). */
+#define Q8_COLS_FN(name, body, NC)                                                              \
+    __attribute__((target("avx2,f16c,fma"))) static void name##NC(                              \
+        const float *h, const uint8_t *w, const uint8_t *a, size_t ar, size_t nb, float *y,     \
+        size_t ys) { body(h, w, a, ar, nb, y, ys, NC); }
+#define Q8_COLS_FNS(name, body) \
+    Q8_COLS_FN(name, body, 1) Q8_COLS_FN(name, body, 2) Q8_COLS_FN(name, body, 3) Q8_COLS_FN(name, body, 4)
+/* The q8_kind.cols initialiser for name##1 .. name##4. */
+#define Q8_COLS_TABLE(name) {name##1, name##2, name##3, name##4}
+#else
+#define Q8_COLS_TABLE(name) {NULL, NULL, NULL, NULL}
+#endif
 
 #endif

@@ -508,21 +508,26 @@ static void bench_one(int t, size_t rows, size_t k, size_t n, int nth, int reps)
         if (r >= 0) { tg[r] = t1 - t0; to[r] = t2 - t1; }
     }
     int same = first_diff(g.y->data, y, rows * n) < 0;
+    /* median of the per-run ratios (both sides timed back to back in each
+     * run, so bursts of other load cancel more than in separate medians) */
+    double *pr = malloc(reps * sizeof *pr);
+    for (int r = 0; r < reps; r++) pr[r] = tg[r] / to[r];
+    qsort(pr, (size_t)reps, sizeof *pr, cmp_d);
     qsort(tg, (size_t)reps, sizeof *tg, cmp_d);
     qsort(to, (size_t)reps, sizeof *to, cmp_d);
     double el = (double)(rows * n);
     printf("%-5s %6zu x %5zu n=%-3zu %-7s t=%d  ns/elem ggml %8.2f/%8.2f  ours %8.2f/%8.2f"
-           "  speedup %.3f/%.3f  bits %s\n",
+           "  speedup %.3f/%.3f paired %.3f  bits %s\n",
            tname(t), rows, k, n, f16_llamafile() && f16_takes_sgemm(rows, k, n) ? "sgemm" : "vec_dot",
            nth, tg[0] / el, tg[reps / 2] / el, to[0] / el, to[reps / 2] / el,
-           tg[0] / to[0], tg[reps / 2] / to[reps / 2], same ? "same" : "DIFFER");
+           tg[0] / to[0], tg[reps / 2] / to[reps / 2], pr[reps / 2], same ? "same" : "DIFFER");
     fflush(stdout);
-    free(tg); free(to); free(xr); free(y); free(work);
+    free(pr); free(tg); free(to); free(xr); free(y); free(work);
     cpu.tp_free(tp);
     ggml_free(g.ctx);
 }
 
-static void bench(int reps)
+static void bench(int reps, int only, int prefill)
 {
     printf("min/median of %d alternating runs; ns per output element "
            "(= per row for n=1)\n", reps);
@@ -534,17 +539,20 @@ static void bench(int reps)
     for (int nth = 1; nth <= 2; nth++)
         for (int ti = 0; ti < 3; ti++)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-                bench_one(types[ti], shapes[s][0], shapes[s][1], shapes[s][2], nth, reps);
+                if ((only < 0 || types[ti] == only) && (!prefill || shapes[s][2] > 1))
+                    bench_one(types[ti], shapes[s][0], shapes[s][1], shapes[s][2], nth, reps);
 }
 
 int main(int argc, char **argv)
 {
-    int quick = 0, do_bench = 0, reps = 15;
+    int quick = 0, do_bench = 0, reps = 15, only = -1, prefill = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--bench")) do_bench = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else { fprintf(stderr, "usage: %s [--quick] [--bench [--reps N]]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = atoi(argv[++i]); /* GGUF type number */
+        else if (!strcmp(argv[i], "--prefill")) prefill = 1;          /* shapes of n > 1 only */
+        else { fprintf(stderr, "usage: %s [--quick] [--bench [--reps N] [--only TYPE] [--prefill]]\n", argv[0]); return 2; }
     }
     ggml_log_set(quiet_log, NULL);
     if (load_cpu() != 0) return 2;
@@ -555,7 +563,7 @@ int main(int argc, char **argv)
     if (!f16_simd_active()) printf("note: SIMD kernels not active on this CPU\n");
     printf("library llamafile: %d (products follow it)\n", f16_llamafile());
     if (do_bench) {
-        bench(reps < 3 ? 3 : reps);
+        bench(reps < 3 ? 3 : reps, only, prefill);
     } else {
         test_conversions(quick);
         test_vec_dot();
