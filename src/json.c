@@ -7,6 +7,7 @@
  */
 #include "json.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +169,272 @@ void json_put_value(jbuf *b, const json_value *v)
         jbuf_putc(b, '}');
         break;
     }
+}
+
+// --------------------------------------------------------------------------
+// doubles, as nlohmann::json::dump() prints them
+//
+// llama-server writes every float it reports (probabilities, logprobs,
+// timings) through nlohmann::json 3.12.0, whose to_chars() is Grisu2 followed
+// by a %g-like layout. Grisu2 is not always the shortest round-trip form
+// (it may keep one digit too many, or pick a last digit one off from the
+// closest), so printf("%.17g") or a shortest-form printer would not give the
+// same bytes. What follows computes the same digits by the same algorithm
+// (Loitsch 2010, "Printing floating-point numbers quickly and accurately with
+// integers"), written for this file.
+
+/* f * 2^e with a 64-bit significand ("do-it-yourself floating point"). */
+typedef struct { uint64_t f; int e; } dfp;
+
+/* 10^k ~= f * 2^e for k = -300, -292, ..., 324, with f the top 64 bits of
+ * 10^k rounded to nearest (so its top bit is set). Produced from exact
+ * big-integer arithmetic (Python fractions); the rows equal nlohmann's
+ * kCachedPowers, which testing/oracle_json_double.py exercises end to end.
+ * One power per 8 decades is enough because the product only needs to land
+ * in a 28-wide window of binary exponents. */
+static const struct { uint64_t f; int16_t e, k; } pow10_cache[79] = {
+{0xAB70FE17C79AC6CAULL, -1060, -300},
+    {0xFF77B1FCBEBCDC4FULL, -1034, -292},
+    {0xBE5691EF416BD60CULL, -1007, -284},
+    {0x8DD01FAD907FFC3CULL,  -980, -276},
+    {0xD3515C2831559A83ULL,  -954, -268},
+    {0x9D71AC8FADA6C9B5ULL,  -927, -260},
+    {0xEA9C227723EE8BCBULL,  -901, -252},
+    {0xAECC49914078536DULL,  -874, -244},
+    {0x823C12795DB6CE57ULL,  -847, -236},
+    {0xC21094364DFB5637ULL,  -821, -228},
+    {0x9096EA6F3848984FULL,  -794, -220},
+    {0xD77485CB25823AC7ULL,  -768, -212},
+    {0xA086CFCD97BF97F4ULL,  -741, -204},
+    {0xEF340A98172AACE5ULL,  -715, -196},
+    {0xB23867FB2A35B28EULL,  -688, -188},
+    {0x84C8D4DFD2C63F3BULL,  -661, -180},
+    {0xC5DD44271AD3CDBAULL,  -635, -172},
+    {0x936B9FCEBB25C996ULL,  -608, -164},
+    {0xDBAC6C247D62A584ULL,  -582, -156},
+    {0xA3AB66580D5FDAF6ULL,  -555, -148},
+    {0xF3E2F893DEC3F126ULL,  -529, -140},
+    {0xB5B5ADA8AAFF80B8ULL,  -502, -132},
+    {0x87625F056C7C4A8BULL,  -475, -124},
+    {0xC9BCFF6034C13053ULL,  -449, -116},
+    {0x964E858C91BA2655ULL,  -422, -108},
+    {0xDFF9772470297EBDULL,  -396, -100},
+    {0xA6DFBD9FB8E5B88FULL,  -369,  -92},
+    {0xF8A95FCF88747D94ULL,  -343,  -84},
+    {0xB94470938FA89BCFULL,  -316,  -76},
+    {0x8A08F0F8BF0F156BULL,  -289,  -68},
+    {0xCDB02555653131B6ULL,  -263,  -60},
+    {0x993FE2C6D07B7FACULL,  -236,  -52},
+    {0xE45C10C42A2B3B06ULL,  -210,  -44},
+    {0xAA242499697392D3ULL,  -183,  -36},
+    {0xFD87B5F28300CA0EULL,  -157,  -28},
+    {0xBCE5086492111AEBULL,  -130,  -20},
+    {0x8CBCCC096F5088CCULL,  -103,  -12},
+    {0xD1B71758E219652CULL,   -77,   -4},
+    {0x9C40000000000000ULL,   -50,    4},
+    {0xE8D4A51000000000ULL,   -24,   12},
+    {0xAD78EBC5AC620000ULL,     3,   20},
+    {0x813F3978F8940984ULL,    30,   28},
+    {0xC097CE7BC90715B3ULL,    56,   36},
+    {0x8F7E32CE7BEA5C70ULL,    83,   44},
+    {0xD5D238A4ABE98068ULL,   109,   52},
+    {0x9F4F2726179A2245ULL,   136,   60},
+    {0xED63A231D4C4FB27ULL,   162,   68},
+    {0xB0DE65388CC8ADA8ULL,   189,   76},
+    {0x83C7088E1AAB65DBULL,   216,   84},
+    {0xC45D1DF942711D9AULL,   242,   92},
+    {0x924D692CA61BE758ULL,   269,  100},
+    {0xDA01EE641A708DEAULL,   295,  108},
+    {0xA26DA3999AEF774AULL,   322,  116},
+    {0xF209787BB47D6B85ULL,   348,  124},
+    {0xB454E4A179DD1877ULL,   375,  132},
+    {0x865B86925B9BC5C2ULL,   402,  140},
+    {0xC83553C5C8965D3DULL,   428,  148},
+    {0x952AB45CFA97A0B3ULL,   455,  156},
+    {0xDE469FBD99A05FE3ULL,   481,  164},
+    {0xA59BC234DB398C25ULL,   508,  172},
+    {0xF6C69A72A3989F5CULL,   534,  180},
+    {0xB7DCBF5354E9BECEULL,   561,  188},
+    {0x88FCF317F22241E2ULL,   588,  196},
+    {0xCC20CE9BD35C78A5ULL,   614,  204},
+    {0x98165AF37B2153DFULL,   641,  212},
+    {0xE2A0B5DC971F303AULL,   667,  220},
+    {0xA8D9D1535CE3B396ULL,   694,  228},
+    {0xFB9B7CD9A4A7443CULL,   720,  236},
+    {0xBB764C4CA7A44410ULL,   747,  244},
+    {0x8BAB8EEFB6409C1AULL,   774,  252},
+    {0xD01FEF10A657842CULL,   800,  260},
+    {0x9B10A4E5E9913129ULL,   827,  268},
+    {0xE7109BFBA19C0C9DULL,   853,  276},
+    {0xAC2820D9623BF429ULL,   880,  284},
+    {0x80444B5E7AA7CF85ULL,   907,  292},
+    {0xBF21E44003ACDD2DULL,   933,  300},
+    {0x8E679C2F5E44FF8FULL,   960,  308},
+    {0xD433179D9C8CB841ULL,   986,  316},
+    {0x9E19DB92B4E31BA9ULL,  1013,  324},
+};
+
+/* The upper 64 bits of the 128-bit product x.f * y.f, rounded half up: the
+ * same rounding Grisu2's error bound (and nlohmann's output) relies on. Kept
+ * to 32-bit halves so it builds without __int128. */
+static dfp dfp_mul(dfp x, dfp y)
+{
+    uint64_t a = x.f >> 32, b = x.f & 0xffffffffu;
+    uint64_t c = y.f >> 32, d = y.f & 0xffffffffu;
+    uint64_t ac = a * c, ad = a * d, bc = b * c, bd = b * d;
+    /* bits 32..95 of the product, plus half of bit 64 for the rounding */
+    uint64_t mid = (bd >> 32) + (ad & 0xffffffffu) + (bc & 0xffffffffu) + ((uint64_t)1 << 31);
+    dfp r;
+    r.f = ac + (ad >> 32) + (bc >> 32) + (mid >> 32);
+    r.e = x.e + y.e + 64;
+    return r;
+}
+
+/* Shifts f left until its top bit is set (f != 0). */
+static dfp dfp_norm(dfp x)
+{
+    while (!(x.f >> 63)) { x.f <<= 1; x.e--; }
+    return x;
+}
+
+/* Emits the decimal digits of a positive finite v into digits[] (at most 17)
+ * and sets *dexp so that v ~= digits * 10^dexp. The digits name a number
+ * strictly inside v's rounding interval (narrowed by one unit of the scaled
+ * boundaries for safety), cut as soon as the interval allows, then nudged
+ * towards v by the last-digit loop at the end. */
+static int grisu2_digits(double value, char *digits, int *dexp)
+{
+    uint64_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    uint64_t bexp = (bits >> 52) & 0x7ff, frac = bits & ((((uint64_t)1) << 52) - 1);
+    dfp v, hi, lo;
+    if (bexp == 0) { v.f = frac; v.e = -1074; }
+    else { v.f = frac | ((uint64_t)1 << 52); v.e = (int)bexp - 1075; }
+
+    /* The rounding interval's ends, halfway to the neighbours. At a power of
+     * two (frac == 0) the lower neighbour is twice as close. */
+    hi.f = 2 * v.f + 1; hi.e = v.e - 1;
+    if (frac == 0 && bexp > 1) { lo.f = 4 * v.f - 1; lo.e = v.e - 2; }
+    else { lo.f = 2 * v.f - 1; lo.e = v.e - 1; }
+    hi = dfp_norm(hi);
+    lo.f <<= lo.e - hi.e; lo.e = hi.e;
+    v = dfp_norm(v);  /* lands on hi.e as well: hi has one bit more than v */
+
+    /* Pick the cached 10^-k that brings hi.e + e_c + 64 into [-60, -32]:
+     * k = ceil((-61 - e) * log10 2), with 78913 / 2^18 ~= log10 2. */
+    int t = -61 - hi.e;
+    int k = t * 78913 / (1 << 18) + (t > 0);
+    int idx = (300 + k + 7) / 8;
+    dfp c = { pow10_cache[idx].f, pow10_cache[idx].e };
+    *dexp = -pow10_cache[idx].k;
+
+    dfp w = dfp_mul(v, c), up = dfp_mul(hi, c), dn = dfp_mul(lo, c);
+    up.f -= 1;  /* each product may be off by one unit: stay inside */
+    dn.f += 1;
+
+    /* up = up.f * 2^up.e with -60 <= up.e <= -32: split it into an integer
+     * part (fits 32 bits) and a binary fraction of -up.e bits. */
+    int sh = -up.e;
+    uint64_t one = (uint64_t)1 << sh;
+    uint64_t window = up.f - dn.f;   /* how far below up we may stop */
+    uint64_t gap = up.f - w.f;       /* where v itself sits below up */
+    uint32_t ip = (uint32_t)(up.f >> sh);
+    uint64_t fp = up.f & (one - 1);
+    int len = 0;
+
+    uint32_t p10 = 1;
+    int nd = 1;
+    while (nd < 10 && ip / p10 >= 10) { p10 *= 10; nd++; }
+
+    uint64_t rest, unit;
+    for (;;) {
+        if (nd == 0) break;
+        digits[len++] = (char)('0' + ip / p10);
+        ip %= p10;
+        nd--;
+        rest = ((uint64_t)ip << sh) + fp;
+        if (rest <= window) {
+            *dexp += nd;
+            unit = (uint64_t)p10 << sh;
+            goto nudge;
+        }
+        p10 /= 10;
+    }
+    /* The integer part ran out: continue into the fraction, scaling the
+     * window and v's position by 10 with each digit. */
+    for (;;) {
+        fp *= 10;
+        digits[len++] = (char)('0' + (fp >> sh));
+        fp &= one - 1;
+        window *= 10;
+        gap *= 10;
+        (*dexp)--;
+        if (fp <= window) break;
+    }
+    rest = fp;
+    unit = one;
+nudge:
+    /* The digits so far sit at up - rest; while taking one unit off the last
+     * digit stays in the window and moves closer to v (at up - gap), take it. */
+    while (rest < gap && window - rest >= unit &&
+           (rest + unit < gap || gap - rest > rest + unit - gap)) {
+        digits[len - 1]--;
+        rest += unit;
+    }
+    return len;
+}
+
+/* Lays out digits * 10^dexp the way nlohmann's format_buffer does with
+ * min_exp = -4 and max_exp = 15 (double's digits10): plain notation with a
+ * forced ".0" for whole numbers below 1e15, "0.000ddd" down to 1e-4, and
+ * otherwise d.ddde+XX with a signed exponent of at least two digits. */
+static size_t layout_digits(char *out, const char *d, int len, int dexp)
+{
+    size_t o = 0;
+    int n = len + dexp;  /* position of the decimal point after digit 0 */
+    if (len <= n && n <= 15) {
+        memcpy(out, d, (size_t)len); o = (size_t)len;
+        for (int i = len; i < n; i++) out[o++] = '0';
+        out[o++] = '.'; out[o++] = '0';
+    } else if (0 < n && n <= 15) {
+        memcpy(out, d, (size_t)n); o = (size_t)n;
+        out[o++] = '.';
+        memcpy(out + o, d + n, (size_t)(len - n)); o += (size_t)(len - n);
+    } else if (-4 < n && n <= 0) {
+        out[o++] = '0'; out[o++] = '.';
+        for (int i = n; i < 0; i++) out[o++] = '0';
+        memcpy(out + o, d, (size_t)len); o += (size_t)len;
+    } else {
+        int x = n - 1;
+        out[o++] = d[0];
+        if (len > 1) {
+            out[o++] = '.';
+            memcpy(out + o, d + 1, (size_t)(len - 1)); o += (size_t)(len - 1);
+        }
+        out[o++] = 'e';
+        out[o++] = x < 0 ? '-' : '+';
+        if (x < 0) x = -x;
+        if (x >= 100) out[o++] = (char)('0' + x / 100);
+        out[o++] = (char)('0' + x / 10 % 10);
+        out[o++] = (char)('0' + x % 10);
+    }
+    return o;
+}
+
+void json_put_double(jbuf *b, double v)
+{
+    char out[40], digits[20];
+    size_t o = 0;
+    if (isnan(v) || isinf(v)) { jbuf_put(b, "null", 4); return; }
+    if (signbit(v)) { out[o++] = '-'; v = -v; }
+    if (v == 0) {
+        memcpy(out + o, "0.0", 3);
+        jbuf_put(b, out, o + 3);
+        return;
+    }
+    int dexp, len = grisu2_digits(v, digits, &dexp);
+    o += layout_digits(out + o, digits, len, dexp);
+    jbuf_put(b, out, o);
 }
 
 // --------------------------------------------------------------------------

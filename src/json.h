@@ -71,5 +71,13 @@ void json_put_str(jbuf *b, const char *s, size_t n);
 void json_put_cstr(jbuf *b, const char *s);
 /* Writes a parsed value back (compact: separators ", " and ": "). */
 void json_put_value(jbuf *b, const json_value *v);
+/* Appends v exactly as nlohmann::json 3.12.0's dump() prints a double, which
+ * is what llama-server b11669 sends for probabilities, logprobs and timings:
+ * Grisu2 digits (not always the shortest round-trip form: 0.1f widened to
+ * double gives 0.10000000149011612), then plain notation for 1e-5 < |v| <
+ * 1e15 with whole numbers as "1.0" / "-0.0", else "1e+20", "1.5e-07",
+ * "1e+300" (exponent signed, at least two digits). NaN and +-inf give null.
+ * At most 24 bytes. */
+void json_put_double(jbuf *b, double v);
 
 #endif

@@ -3,11 +3,26 @@
  *
  * Why this shape: a matmul at decode time lasts tens of microseconds, so
  * spawning threads per call (bankML measured 88.8 us) or even waking them
- * more than once per matrix group is too dear. Workers are spawned once and
- * sleep on a condition variable; the caller publishes a job, bumps a
- * generation number, broadcasts, works as worker 0, then waits for the
- * others. A bounded spin before sleeping was measured by bankML on a 2-core
- * SMT machine (15.6 -> 162.6 us per run) and rejected, so there is none.
+ * more than once per matrix group is too dear. Workers are spawned once.
+ * The caller publishes a job (fn, ctx), bumps an atomic job sequence, works
+ * as worker 0, then waits for the others.
+ *
+ * Hand-off: a condvar wake alone cost more than a whole 576x576 product
+ * (17.6 us on one thread, 42.9 us on two), so both sides first spin for a
+ * bounded time (PAR_SPIN_US by default, with a pause instruction per turn):
+ * an idle worker watches the sequence, the caller watches the pending count.
+ * Only when the spin runs out does either side sleep on a condition
+ * variable, so an idle pool costs no CPU once the spin has run out. The
+ * sleep paths use the Dekker pattern on seq_cst atomics (announce you sleep,
+ * then re-check; publish, then look for sleepers) with the check and the
+ * wait under the mutex, so a wake-up cannot be lost.
+ *
+ * Spinning alone was not enough on a loaded 2-core machine: a spinning
+ * worker that the kernel preempts gets no wake-up, and the caller waited a
+ * time slice for it (a 576x576 product took 80-140 us on two threads). So a
+ * row job closes out every worker that has not yet taken it once the caller
+ * has run out of chunks (one compare-and-swap per worker slot): two threads
+ * then cost about what one does when the second core is busy.
  *
  * Rows are claimed in chunks from one atomic counter (dynamic balancing:
  * bankML measured a static split 1.1x slower). Which worker computes a row
@@ -20,7 +35,9 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 /* The job list of one par_jobs call, shared by all workers for that wake. */
 typedef struct {
@@ -30,17 +47,30 @@ typedef struct {
     atomic_size_t next;     /* next chunk index to claim */
 } rows_job;
 
+/* One spawned worker's claim on the current job, on its own cache line.
+ * The caller stores the job's sequence number; whoever first swaps it to 0
+ * -- the worker (to run the job) or the caller (to close a row job the
+ * worker has not started) -- owns that worker's share. */
+typedef struct {
+    atomic_ulong job;
+    char pad[64 - sizeof(atomic_ulong)];
+} par_slot;
+
 struct par_pool {
     int n;                  /* workers including the caller */
     pthread_t *th;          /* n - 1 spawned threads */
     int spawned;            /* how many of th[] were started */
-    pthread_mutex_t mu;
-    pthread_cond_t wake;    /* caller -> workers: a new generation */
-    pthread_cond_t done;    /* last worker -> caller: all finished */
-    unsigned long gen;      /* bumped once per wake */
-    int pending;            /* spawned workers still on this generation */
-    int quit;
-    par_run_fn fn;          /* the current job */
+    pthread_mutex_t mu;     /* guards only the sleep paths below */
+    pthread_cond_t wake;    /* caller -> sleeping workers: a new job */
+    pthread_cond_t done;    /* last worker -> sleeping caller: all finished */
+    atomic_ulong seq;       /* job sequence; bumped once per wake and at quit */
+    atomic_int pending;     /* spawned workers still on the current job */
+    atomic_int sleepers;    /* workers inside (or entering) the wake wait */
+    atomic_int waiting;     /* 1 while the caller sleeps on `done` */
+    atomic_int quit;
+    atomic_uint spin_us;    /* bounded spin before sleeping, microseconds */
+    par_slot *slot;         /* slot[i - 1]: worker i's claim on the job */
+    par_run_fn fn;          /* the current job: written before seq is bumped */
     void *ctx;
     unsigned long wakes;
 };
@@ -85,6 +115,52 @@ static void rows_worker(void *ctx, int worker, int nworkers)
     }
 }
 
+/* One turn of a spin loop: tells the core (and an SMT sibling) we wait. */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Spins until *a differs from `old` (want_change) or equals `old`
+ * (!want_change), for at most spin_us microseconds. The clock is read only
+ * every 64 turns: a turn with pause is tens of ns, and reading the clock
+ * every turn would slow the loop down for nothing. Returns 1 when the
+ * condition was met. */
+static int spin_ulong(atomic_ulong *a, unsigned long old, unsigned spin_us)
+{
+    if (spin_us == 0) return atomic_load(a) != old;
+    uint64_t end = now_ns() + (uint64_t)spin_us * 1000u;
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(a, memory_order_acquire) != old) return 1;
+        cpu_relax();
+        if ((i & 63) == 0 && now_ns() >= end) return 0;
+    }
+}
+
+static int spin_zero(atomic_int *a, unsigned spin_us)
+{
+    if (spin_us == 0) return atomic_load(a) == 0;
+    uint64_t end = now_ns() + (uint64_t)spin_us * 1000u;
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(a, memory_order_acquire) == 0) return 1;
+        cpu_relax();
+        if ((i & 63) == 0 && now_ns() >= end) return 0;
+    }
+}
+
+/* A worker: spin briefly for the next job, else sleep on `wake`; run it;
+ * the last one to finish wakes the caller only if the caller sleeps. */
 static void *worker_main(void *arg)
 {
     worker_arg *wa = arg;
@@ -93,23 +169,31 @@ static void *worker_main(void *arg)
     unsigned long seen = 0;
     free(wa);
     for (;;) {
-        pthread_mutex_lock(&p->mu);
-        while (p->gen == seen && !p->quit)
-            pthread_cond_wait(&p->wake, &p->mu);
-        if (p->quit) {
+        if (!spin_ulong(&p->seq, seen, atomic_load_explicit(
+                            &p->spin_us, memory_order_relaxed))) {
+            pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->sleepers, 1);      /* seq_cst: then re-check */
+            while (atomic_load(&p->seq) == seen)
+                pthread_cond_wait(&p->wake, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
-            return NULL;
         }
-        seen = p->gen;
+        seen = atomic_load_explicit(&p->seq, memory_order_acquire);
+        if (atomic_load(&p->quit)) return NULL;
+        unsigned long want = seen;
+        if (!atomic_compare_exchange_strong(&p->slot[id - 1].job, &want, 0))
+            continue;           /* the caller closed this job: all rows done */
         par_run_fn fn = p->fn;
         void *ctx = p->ctx;
-        pthread_mutex_unlock(&p->mu);
 
         fn(ctx, id, p->n);
 
-        pthread_mutex_lock(&p->mu);
-        if (--p->pending == 0) pthread_cond_signal(&p->done);
-        pthread_mutex_unlock(&p->mu);
+        /* After this decrement the job (ctx) may be gone: touch only p. */
+        if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->waiting)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
 }
 
@@ -133,12 +217,19 @@ par_pool *par_create(int nthreads, char *err, size_t errlen)
         return NULL;
     }
     p->n = nthreads;
+    atomic_init(&p->seq, 0);
+    atomic_init(&p->pending, 0);
+    atomic_init(&p->sleepers, 0);
+    atomic_init(&p->waiting, 0);
+    atomic_init(&p->quit, 0);
+    atomic_init(&p->spin_us, PAR_SPIN_US);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
     if (nthreads > 1) {
         p->th = calloc((size_t)nthreads - 1, sizeof *p->th);
-        if (!p->th) {
+        p->slot = calloc((size_t)nthreads - 1, sizeof *p->slot);
+        if (!p->th || !p->slot) {
             set_err(err, errlen, "out of memory for the thread pool");
             par_destroy(p);
             return NULL;
@@ -166,19 +257,46 @@ par_pool *par_create(int nthreads, char *err, size_t errlen)
     return p;
 }
 
+/* Publishes a new sequence number and wakes whoever sleeps on it. The
+ * seq_cst increment followed by the seq_cst load of `sleepers` pairs with
+ * the worker's increment of `sleepers` then load of `seq`: at least one side
+ * sees the other, and the broadcast is under the mutex, so it cannot fall
+ * between a worker's check and its wait. */
+static void publish(par_pool *p)
+{
+    atomic_fetch_add(&p->seq, 1);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
 void par_destroy(par_pool *p)
 {
     if (!p) return;
-    pthread_mutex_lock(&p->mu);
-    p->quit = 1;
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
+    atomic_store(&p->quit, 1);
+    publish(p);
     for (int i = 0; i < p->spawned; i++) pthread_join(p->th[i], NULL);
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done);
     pthread_mutex_destroy(&p->mu);
     free(p->th);
+    free(p->slot);
     free(p);
+}
+
+void par_set_spin(par_pool *p, unsigned spin_us)
+{
+    if (!p) return;
+    if (spin_us > PAR_SPIN_US_MAX) spin_us = PAR_SPIN_US_MAX;
+    atomic_store_explicit(&p->spin_us, spin_us, memory_order_relaxed);
+}
+
+unsigned par_spin(const par_pool *p)
+{
+    return p ? atomic_load_explicit(&((par_pool *)p)->spin_us,
+                                    memory_order_relaxed) : 0;
 }
 
 int par_threads(const par_pool *p)
@@ -191,26 +309,52 @@ unsigned long par_wakes(const par_pool *p)
     return p ? p->wakes : 0;
 }
 
+/* Hands fn to every worker and runs it as worker 0. When `closable` (row
+ * jobs: the caller's own run only returns once no chunk is left), workers
+ * that have not yet taken the job are closed out rather than waited for: a
+ * worker descheduled by other load then costs nothing, where otherwise the
+ * caller would wait a whole time slice for it to find an empty job. */
+static void run_job(par_pool *p, par_run_fn fn, void *ctx, int closable)
+{
+    /* Every worker finished or was closed out of the last job before the
+     * last call returned, so nobody reads fn/ctx now; the release in
+     * publish() hands them over. */
+    p->fn = fn;
+    p->ctx = ctx;
+    unsigned long s = atomic_load_explicit(&p->seq, memory_order_relaxed) + 1;
+    for (int i = 0; i < p->spawned; i++)
+        atomic_store_explicit(&p->slot[i].job, s, memory_order_relaxed);
+    atomic_store_explicit(&p->pending, p->spawned, memory_order_relaxed);
+    p->wakes++;
+    publish(p);
+
+    fn(ctx, 0, p->n);
+
+    if (closable) {
+        for (int i = 0; i < p->spawned; i++) {
+            unsigned long want = s;
+            if (atomic_compare_exchange_strong(&p->slot[i].job, &want, 0))
+                atomic_fetch_sub(&p->pending, 1);
+        }
+    }
+    unsigned spin = atomic_load_explicit(&p->spin_us, memory_order_relaxed);
+    if (!spin_zero(&p->pending, spin)) {
+        pthread_mutex_lock(&p->mu);
+        atomic_store(&p->waiting, 1);               /* seq_cst: then re-check */
+        while (atomic_load(&p->pending) > 0)
+            pthread_cond_wait(&p->done, &p->mu);
+        atomic_store(&p->waiting, 0);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
 void par_run(par_pool *p, par_run_fn fn, void *ctx)
 {
     if (!p || p->n == 1) {
         fn(ctx, 0, 1);
         return;
     }
-    pthread_mutex_lock(&p->mu);
-    p->fn = fn;
-    p->ctx = ctx;
-    p->pending = p->spawned;
-    p->gen++;
-    p->wakes++;
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
-
-    fn(ctx, 0, p->n);
-
-    pthread_mutex_lock(&p->mu);
-    while (p->pending > 0) pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    run_job(p, fn, ctx, 0);
 }
 
 void par_jobs(par_pool *p, const par_job *jobs, size_t njobs)
@@ -227,7 +371,7 @@ void par_jobs(par_pool *p, const par_job *jobs, size_t njobs)
         rows_worker(&rj, 0, 1);
         return;
     }
-    par_run(p, rows_worker, &rj);
+    run_job(p, rows_worker, &rj, 1);
 }
 
 void par_rows(par_pool *p, par_rows_fn fn, void *ctx, size_t rows,

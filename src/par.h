@@ -1,7 +1,9 @@
 /*
  * par.h -- a persistent thread pool for the kernels: the caller is worker 0,
- * the other workers are spawned once and sleep between jobs; one wake per
- * job; rows handed out in chunks from an atomic counter.
+ * the other workers are spawned once; between jobs they spin for a bounded
+ * time (PAR_SPIN_US) on a job sequence number, then sleep on a condition
+ * variable; one hand-off per job; rows handed out in chunks from an atomic
+ * counter.
  *
  * Bits never depend on the thread count: the pool only decides *who* runs a
  * range of rows, never how a row is computed. A row function must compute
@@ -26,6 +28,16 @@
  * slower). A job with no more rows than its chunk, or a 1-thread pool, runs
  * inline on the caller without waking anyone. */
 #define PAR_CHUNK_ROWS 16
+
+/* How long (microseconds) an idle worker spins on the job sequence, and the
+ * caller on the workers' completion, before sleeping on a condition
+ * variable. Covers the gap between two products of one forward pass, so
+ * back-to-back jobs cost no wake-up; an idle pool sleeps after this long.
+ * PAR_SPIN_US_MAX bounds par_set_spin. */
+#ifndef PAR_SPIN_US
+#define PAR_SPIN_US 50
+#endif
+#define PAR_SPIN_US_MAX 100000
 
 /* Upper bound on threads in one pool. */
 #define PAR_MAX_THREADS 256
@@ -72,8 +84,17 @@ void par_rows(par_pool *p, par_rows_fn fn, void *ctx, size_t rows,
  * Returns when every chunk of every job is done. */
 void par_jobs(par_pool *p, const par_job *jobs, size_t njobs);
 
-/* Number of times the workers have been woken since par_create (for tests
- * and benchmarks: par_jobs over several matrices counts one). */
+/* Sets the spin budget of p (see PAR_SPIN_US; above PAR_SPIN_US_MAX is
+ * clamped; 0 = sleep at once, the old condvar-only behaviour). Call it
+ * between jobs, from the driving thread. NULL is ignored. */
+void par_set_spin(par_pool *p, unsigned spin_us);
+
+/* The spin budget of p in microseconds (NULL -> 0). */
+unsigned par_spin(const par_pool *p);
+
+/* Number of jobs handed to the workers since par_create, whether they were
+ * spinning or asleep (for tests and benchmarks: par_jobs over several
+ * matrices counts one; inline jobs count none). */
 unsigned long par_wakes(const par_pool *p);
 
 #endif

@@ -567,3 +567,71 @@ TEST(json_round_trip)
     CHECK_STR(out, "null");
     free(out);
 }
+
+/* json_put_double against nlohmann::json 3.11.2/3.12.0 dump(): every expected
+ * text below was printed by testing/kit_nlohmann_double.cpp for the double
+ * with the given bit pattern. Several are not the shortest round-trip form
+ * (0.1f, -0.4941..., -28.78..., 1e23), which is the point: bankml must print
+ * llama-server's bytes, not the shortest ones. */
+static const struct { uint64_t bits; const char *want; } dump_cases[] = {
+    {0x3ff0000000000000ULL, "1.0"},
+    {0x0000000000000000ULL, "0.0"},
+    {0x8000000000000000ULL, "-0.0"},
+    {0xbfdf9f7e40000000ULL, "-0.49410969018936157"},   /* shortest: -0.4941096901893616 */
+    {0xc03cc86d00000000ULL, "-28.782913208007813"},    /* exactly -28.7829132080078125 */
+    {0x3fb99999a0000000ULL, "0.10000000149011612"},    /* 0.1f widened */
+    {0x3fb999999999999aULL, "0.1"},
+    {0x4415af1d78b58c40ULL, "1e+20"},
+    {0x3e7ad7f29abcaf48ULL, "1e-07"},
+    {0x3e8421f5f40d8376ULL, "1.5e-07"},
+    {0x3ee4f8b588e368f1ULL, "1e-05"},
+    {0x3f1a36e2eb1c432dULL, "0.0001"},
+    {0x3f50624dd2f1a9fcULL, "0.001"},
+    {0x42dc12218377de40ULL, "123456789012345.0"},
+    {0x430c6bf526340000ULL, "1e+15"},
+    {0x430c6bf52633fff8ULL, "999999999999999.0"},
+    {0x4341c37937e08000ULL, "1e+16"},
+    {0x4340000000000000ULL, "9.007199254740992e+15"},  /* 2^53 */
+    {0xc44b1ae4d6e2ef50ULL, "-1e+21"},
+    {0x44b52d02c7e14af6ULL, "9.999999999999999e+22"},  /* 1e23 */
+    {0x54b249ad2594c37dULL, "1e+100"},
+    {0x01a56e1fc2f8f359ULL, "1e-300"},
+    {0x0000000000000001ULL, "5e-324"},
+    {0x0000000000000003ULL, "1.5e-323"},
+    {0x0010000000000000ULL, "2.2250738585072014e-308"},
+    {0x7fefffffffffffffULL, "1.7976931348623157e+308"},
+    {0xbfe62e4300000000ULL, "-0.6931471824645996"},    /* (float)-ln 2 widened */
+    {0x3a25973920000000ULL, "1.362565704110453e-28"},  /* needs the rounded 64x64 product */
+    {0xbfd0e081c0000000ULL, "-0.26370280981063843"},   /* needs the lower bound's +1 */
+    {0xbfd1567e40000000ULL, "-0.27090412378311157"},   /* needs the upper bound's -1 */
+    {0xc045000000000000ULL, "-42.0"},
+    {0x40934a456d5cfaadULL, "1234.5678"},
+    {0x7ff0000000000000ULL, "null"},                   /* +inf */
+    {0xfff0000000000000ULL, "null"},                   /* -inf */
+    {0x7ff8000000000000ULL, "null"},                   /* NaN */
+    {0xfff0000000000001ULL, "null"},                   /* NaN, sign and payload set */
+};
+
+TEST(json_put_double_matches_nlohmann)
+{
+    jbuf b;
+    jbuf_init(&b);
+    for (size_t i = 0; i < sizeof dump_cases / sizeof dump_cases[0]; i++) {
+        double v;
+        memcpy(&v, &dump_cases[i].bits, sizeof v);
+        jbuf_reset(&b);
+        json_put_double(&b, v);
+        CHECK(!b.oom);
+        CHECK_STR(b.p, dump_cases[i].want);
+        CHECK_INT(b.len, strlen(dump_cases[i].want));
+    }
+    /* appends: it does not reset or terminate anything else in the buffer */
+    jbuf_reset(&b);
+    jbuf_puts(&b, "{\"logprob\": ");
+    json_put_double(&b, -28.7829132080078125);
+    jbuf_put(&b, ", \"p\": ", 7);
+    json_put_double(&b, (double)0.5f);
+    jbuf_putc(&b, '}');
+    CHECK_STR(b.p, "{\"logprob\": -28.782913208007813, \"p\": 0.5}");
+    jbuf_free(&b);
+}
