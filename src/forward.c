@@ -5,9 +5,11 @@
  * Float order is everything here. Where the shipped libggml-cpu-haswell.so
  * fuses a multiply and an add (GCC contracted them, or an intrinsic does),
  * this file writes fmaf() explicitly; everywhere else it must NOT fuse, so
- * contraction is switched off for the whole file and the hot kernels are
- * compiled twice (portable, and with AVX2+FMA where fmaf is one instruction)
- * from the same always-inline bodies.
+ * contraction is switched off for the whole file. The portable bodies are the
+ * reference; the AVX2 versions (attention, SwiGLU, RMSNorm; chosen at run
+ * time) only run independent per-element chains side by side in lanes, so
+ * they give the same bits. RMSNorm, Q/K norm + RoPE, SwiGLU, the activation
+ * quantization and attention run on the pool over whole rows or heads.
  */
 #pragma GCC optimize("fp-contract=off")
 
@@ -30,7 +32,6 @@
 #define FW_MAX_LLAMA_THREADS 256
 
 #define INLINE static inline __attribute__((always_inline))
-#define FMA_TARGET __attribute__((target("avx2,fma")))
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -86,6 +87,7 @@ struct fw_model {
     fw_tap_fn tap;
     void *tap_user;
     int simd;
+    const fw_layer *cur;        /* the layer being evaluated (row jobs) */
 };
 
 /* ---- fw_plan ------------------------------------------------------------ */
@@ -475,10 +477,6 @@ INLINE void swiglu_body(float *y, const float *g, const float *u, size_t n)
 }
 
 static void swiglu_c(float *y, const float *g, const float *u, size_t n) { swiglu_body(y, g, u, n); }
-FMA_TARGET static void swiglu_fma(float *y, const float *g, const float *u, size_t n)
-{
-    swiglu_body(y, g, u, n);
-}
 
 /* ---- RMSNorm, RoPE ------------------------------------------------------ */
 
@@ -546,7 +544,7 @@ static void rope_cache(const fw_hparams *hp, int64_t pos, float *cache)
 
 /* rotate_pairs: x0*cos - x1*sin and x0*sin + x1*cos, each with one fused
  * step as GCC compiled them (fma(x0, cos, -(x1*sin)), fma(x0, sin, x1*cos)). */
-static void rope_rows(float *x, size_t n_tok, size_t n_heads, size_t hd, int neox,
+INLINE void rope_body(float *x, size_t n_tok, size_t n_heads, size_t hd, int neox,
                       const float *table)
 {
     const size_t half = hd / 2;
@@ -564,6 +562,12 @@ static void rope_rows(float *x, size_t n_tok, size_t n_heads, size_t hd, int neo
             }
         }
     }
+}
+
+static void rope_rows(float *x, size_t n_tok, size_t n_heads, size_t hd, int neox,
+                      const float *table)
+{
+    rope_body(x, n_tok, n_heads, hd, neox, table);
 }
 
 /* ---- matrix products ------------------------------------------------------ */
@@ -598,6 +602,28 @@ static f16_matrix as_f16(const fw_weight *w)
     return fm;
 }
 
+/* The activation of a product, quantized to q8_0 or rounded to the weights'
+ * float type, token row by token row (each row alone, on the pool). */
+typedef struct {
+    const float *x;
+    uint8_t *q8;
+    float *xr;
+    size_t k, arow;
+    int type;                    /* the float type (rounding), or -1 (q8_0) */
+} quant_ctx;
+
+static void quant_job(void *ctx, size_t r0, size_t r1, int worker)
+{
+    const quant_ctx *c = ctx;
+    (void)worker;
+    if (c->type >= 0) {
+        f16_round_act(c->type, c->x + r0 * c->k, c->xr + r0 * c->k, (r1 - r0) * c->k);
+        return;
+    }
+    for (size_t t = r0; t < r1; t++)
+        q8_0_quantize_blocks(c->x + t * c->k, c->q8 + t * c->arow, c->k / Q8_0_BLOCK);
+}
+
 /* ys[i] = ws[i] x for n token rows of x (k = ws[0]->k each): one wake of the
  * pool when the matrices share a kind (all quantized, or one float type),
  * with the activation rounded or quantized once, as ggml does per product. */
@@ -616,8 +642,8 @@ static int mm_group(fw_model *m, const fw_weight *const *ws, float *const *ys, s
             set_err(err, errlen, "q8_0 scratch too small");
             return -1;
         }
-        for (size_t t = 0; t < n; t++)
-            q8_0_quantize_blocks(x + t * k, m->q8 + t * arow, k / Q8_0_BLOCK);
+        quant_ctx qc = { x, m->q8, NULL, k, arow, -1 };
+        par_rows(m->pool, quant_job, &qc, n, 4);
         q8_mm mms[4];
         par_job jobs[4];
         for (size_t i = 0; i < nw; i++) {
@@ -636,7 +662,8 @@ static int mm_group(fw_model *m, const fw_weight *const *ws, float *const *ys, s
             set_err(err, errlen, "rounding scratch too small");
             return -1;
         }
-        f16_round_act((int)ws[0]->type, x, m->xr, k * n);
+        quant_ctx qc = { x, NULL, m->xr, k, 0, (int)ws[0]->type };
+        par_rows(m->pool, quant_job, &qc, n, 4);
         f16_matrix fm[4];
         for (size_t i = 0; i < nw; i++) fm[i] = as_f16(ws[i]);
         return f16_mul_mat_multi(m->pool, fm, nw, m->xr, n, ys, err, errlen);
@@ -846,10 +873,476 @@ static void attn_job_c(void *ctx, size_t r0, size_t r1, int worker)
 {
     attn_job_body(ctx, r0, r1, worker);
 }
-FMA_TARGET static void attn_job_fma(void *ctx, size_t r0, size_t r1, int worker)
+
+/* ---- the same kernels in AVX2 lanes --------------------------------------------
+ *
+ * Everything below computes each element with exactly the operations of the
+ * portable bodies above, in the same order: vector lanes only ever run
+ * independent chains side by side (eight cells' score chains, eight columns'
+ * V chains, eight elements of an f16 accumulator), never a sum split across
+ * lanes. f16 <-> f32 goes through F16C, which rounds to nearest even as
+ * f32_to_f16() does. Chosen at run time with q8_simd() (AVX2 + FMA + F16C). */
+
+#if defined(__x86_64__) || defined(__i386__)
+#define FW_X86 1
+#include <immintrin.h>
+#define AVX_TARGET __attribute__((target("avx2,fma,f16c")))
+#define AVX_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+/* ggml_v_expf in eight lanes: v_expf1() lane for lane (fnmadd(n, c, x) is
+ * fma(-n, c, x) exactly: negation commutes with rounding). */
+AVX_INLINE __m256 v_expf8(__m256 x)
 {
-    attn_job_body(ctx, r0, r1, worker);
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_set1_epi32(0x3f800000)));
+    const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 c = _mm256_cmp_ps(an, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
+    const __m256 uu = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b,
+                                        _mm256_set1_ps(0x1.573e2ep-5f)),
+                        uu,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b,
+                                        _mm256_set1_ps(0x1.fffdb6p-2f))),
+        uu, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+    const __m256 near = _mm256_fmadd_ps(k, j, k);
+    if (!_mm256_movemask_ps(c)) return near;
+    const __m256i g = _mm256_and_si256(
+        _mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+        _mm256_set1_epi32((int)0x82000000u));
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+    const __m256 big = _mm256_cmp_ps(an, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    const __m256 far = _mm256_blendv_ps(_mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1),
+                                        _mm256_mul_ps(s1, s1), big);
+    return _mm256_blendv_ps(near, far, c);
 }
+
+AVX_INLINE float h16(uint16_t h) { return _cvtsh_ss(h); }
+AVX_INLINE uint16_t r16(float f) { return (uint16_t)_cvtss_sh(f, 0); }
+AVX_INLINE __m256 ld16(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+AVX_INLINE void st16(uint16_t *p, __m256 v)
+{
+    _mm_storeu_si128((__m128i *)(void *)p, _mm256_cvtps_ph(v, 0));
+}
+
+/* swiglu_body() in lanes: silu through v_expf8, the tail through expf. */
+AVX_TARGET static void swiglu_avx(float *y, const float *g, const float *u, size_t n)
+{
+    size_t i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(g + i);
+        const __m256 ex = v_expf8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, ex)),
+                                              _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) y[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
+}
+
+/* ref_row_body() with the f16 accumulator eight elements at a time. */
+AVX_TARGET static void ref_row_avx(const attn_ctx *a, fw_scratch *s, const float *q, size_t hkv,
+                                   size_t pos, size_t c0, size_t c1, float *out, float *partial)
+{
+    const fw_model *m = a->m;
+    const size_t hd = m->hp.head_dim, kvd = m->kv_dim, h8 = hd / 8 * 8;
+    const float scale = m->hp.kq_scale;
+    float *qf = s->qt;
+    uint16_t *acc = s->vkq16;
+    size_t d;
+    for (d = 0; d < h8; d += 8) {
+        _mm256_storeu_ps(qf + d, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(q + d), 0)));
+    }
+    for (; d < hd; d++) qf[d] = h16(r16(q[d]));
+    memset(acc, 0, hd * sizeof *acc);
+    float S = 0.0f, M = -INFINITY;
+    const size_t end = c1 < pos + 1 ? c1 : pos + 1;   /* cells past pos are masked */
+    for (size_t ic = c0; ic < end; ic++) {
+        const uint16_t *kr = a->kc + ic * kvd + hkv * hd;
+        const uint16_t *vr = a->vc + ic * kvd + hkv * hd;
+        float sc = f16_vec_dot(F16_T_F16, kr, qf, hd);
+        sc = sc * scale;
+        sc = sc + 0.0f;
+        const float Mold = M;
+        float ms = 1.0f, vs = 1.0f;
+        if (sc > M) {
+            M = sc;
+            ms = expf(Mold - M);
+            const __m256 vms = _mm256_set1_ps(ms);
+            for (d = 0; d < h8; d += 8) {
+                const __m256 t = _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(ld16(acc + d), vms), 0));
+                st16(acc + d, _mm256_fmadd_ps(ld16(vr + d), _mm256_set1_ps(vs), t));
+            }
+            for (; d < hd; d++) {
+                acc[d] = r16(h16(acc[d]) * ms);
+                acc[d] = r16(fmaf(h16(vr[d]), vs, h16(acc[d])));
+            }
+        } else {
+            vs = expf(sc - M);
+            const __m256 vvs = _mm256_set1_ps(vs);
+            for (d = 0; d < h8; d += 8)
+                st16(acc + d, _mm256_fmadd_ps(ld16(vr + d), vvs, ld16(acc + d)));
+            for (; d < hd; d++) acc[d] = r16(fmaf(h16(vr[d]), vs, h16(acc[d])));
+        }
+        S = fmaf(S, ms, vs);
+    }
+    if (partial) {
+        partial[0] = M;
+        partial[1] = S;
+        for (d = 0; d < h8; d += 8) _mm256_storeu_ps(partial + 2 + d, ld16(acc + d));
+        for (; d < hd; d++) partial[2 + d] = h16(acc[d]);
+    } else {
+        const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+        const __m256 vinv = _mm256_set1_ps(inv);
+        for (d = 0; d < h8; d += 8) _mm256_storeu_ps(out + d, _mm256_mul_ps(ld16(acc + d), vinv));
+        for (; d < hd; d++) out[d] = h16(acc[d]) * inv;
+    }
+}
+
+/* tiled_body() in lanes. The K tile is stored transposed (kt[d * 64 + cell])
+ * so that eight cells' score chains run in one register, each still summed
+ * over d in order; V chains run over eight columns at a time, each still
+ * summed over the cells in order. hd is a multiple of 8 on this path. */
+AVX_TARGET static void tiled_avx(const attn_ctx *a, fw_scratch *s, size_t head, size_t t0,
+                                 size_t nr)
+{
+    const fw_model *m = a->m;
+    const size_t hd = m->hp.head_dim, kvd = m->kv_dim, qd = m->q_dim;
+    const size_t hkv = head / (m->hp.n_head / m->hp.n_head_kv);
+    const __m256 vscale = _mm256_set1_ps(m->hp.kq_scale);
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    float *kt = s->kt, *vt = s->vt, *kq = s->kq, *vkq = s->vkq, *Ms = s->ms, *Ss = s->ms + FW_TILE;
+    for (size_t r = 0; r < nr; r++) {
+        Ms[r] = -INFINITY;
+        Ss[r] = 0.0f;
+    }
+    memset(vkq, 0, nr * hd * sizeof(float));
+    const size_t last_pos = a->first + t0 + nr - 1;
+    for (size_t ic = 0; ic < a->n_kv && ic <= last_pos; ic += FW_TILE) {
+        for (size_t tk = 0; tk < FW_TILE; tk++) {
+            const uint16_t *kr = a->kc + (ic + tk) * kvd + hkv * hd;
+            for (size_t d = 0; d < hd; d += 8) {
+                float l[8];
+                _mm256_storeu_ps(l, ld16(kr + d));
+                for (int i = 0; i < 8; i++) kt[(d + (size_t)i) * FW_TILE + tk] = l[i];
+            }
+        }
+        for (size_t r = 0; r < nr; r++) {
+            const size_t pos = a->first + t0 + r;
+            if (pos < ic) { kq[r * FW_TILE] = NAN; continue; }   /* whole tile masked */
+            const float *q = m->q + (t0 + r) * qd + head * hd;
+            float *row = kq + r * FW_TILE;
+            __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0,
+                   c6 = c0, c7 = c0;
+            for (size_t d = 0; d < hd; d++) {
+                const __m256 qb = _mm256_set1_ps(q[d]);
+                const float *k = kt + d * FW_TILE;
+                c0 = _mm256_fmadd_ps(_mm256_loadu_ps(k + 0), qb, c0);
+                c1 = _mm256_fmadd_ps(_mm256_loadu_ps(k + 8), qb, c1);
+                c2 = _mm256_fmadd_ps(_mm256_loadu_ps(k + 16), qb, c2);
+                c3 = _mm256_fmadd_ps(_mm256_loadu_ps(k + 24), qb, c3);
+                c4 = _mm256_fmadd_ps(_mm256_loadu_ps(k + 32), qb, c4);
+                c5 = _mm256_fmadd_ps(_mm256_loadu_ps(k + 40), qb, c5);
+                c6 = _mm256_fmadd_ps(_mm256_loadu_ps(k + 48), qb, c6);
+                c7 = _mm256_fmadd_ps(_mm256_loadu_ps(k + 56), qb, c7);
+            }
+            const __m256 cs[8] = { c0, c1, c2, c3, c4, c5, c6, c7 };
+            /* cells ic + tk with tk > pos - ic are masked (-inf added) */
+            const long lim = pos - ic >= FW_TILE ? FW_TILE : (long)(pos - ic);
+            __m256 mx = ninf;
+            for (int g = 0; g < 8; g++) {
+                const __m256i idx = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * g));
+                const __m256 masked = _mm256_castsi256_ps(
+                    _mm256_cmpgt_epi32(idx, _mm256_set1_epi32((int)lim)));
+                const __m256 add = _mm256_blendv_ps(_mm256_setzero_ps(), ninf, masked);
+                const __m256 v = _mm256_add_ps(_mm256_mul_ps(cs[g], vscale), add);
+                _mm256_storeu_ps(row + 8 * g, v);
+                mx = _mm256_max_ps(v, mx);
+            }
+            float ml[8];
+            _mm256_storeu_ps(ml, mx);
+            float mxs = -INFINITY;
+            for (int i = 0; i < 8; i++) mxs = ml[i] > mxs ? ml[i] : mxs;
+            const float Mold = Ms[r];
+            const float Mnew = fmaxf(Mold, mxs);
+            if (Mnew > Mold) {
+                const float ms = expf(Mold - Mnew);
+                const __m256 vms = _mm256_set1_ps(ms);
+                float *acc = vkq + r * hd;
+                for (size_t d = 0; d < hd; d += 8)
+                    _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), vms));
+                Ss[r] *= ms;
+            }
+            Ms[r] = Mnew;
+            const __m256 vm = _mm256_set1_ps(Mnew);
+            double sum = 0.0;
+            for (size_t tk = 0; tk < FW_TILE; tk += 8) {
+                const __m256 l = v_expf8(_mm256_sub_ps(_mm256_loadu_ps(row + tk), vm));
+                _mm256_storeu_ps(row + tk, l);
+                /* ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) */
+                const __m128 h = _mm_add_ps(_mm256_castps256_ps128(l), _mm256_extractf128_ps(l, 1));
+                const __m128 h2 = _mm_add_ps(h, _mm_movehl_ps(h, h));
+                const float s8 = _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+                sum += (double)s8;
+            }
+            Ss[r] = (float)((double)Ss[r] + sum);
+        }
+        for (size_t tk = 0; tk < FW_TILE; tk++) {
+            const uint16_t *vr = a->vc + (ic + tk) * kvd + hkv * hd;
+            for (size_t d = 0; d < hd; d += 8) _mm256_storeu_ps(vt + tk * hd + d, ld16(vr + d));
+        }
+        for (size_t r = 0; r < nr; r++) {
+            if (a->first + t0 + r < ic) continue;
+            const float *p = kq + r * FW_TILE;
+            float *acc = vkq + r * hd;
+            size_t d = 0;
+            for (; d + 32 <= hd; d += 32) {
+                __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8),
+                       a2 = _mm256_loadu_ps(acc + d + 16), a3 = _mm256_loadu_ps(acc + d + 24);
+                for (size_t tk = 0; tk < FW_TILE; tk++) {
+                    const __m256 w = _mm256_set1_ps(p[tk]);
+                    const float *v = vt + tk * hd + d;
+                    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(v), w, a0);
+                    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(v + 8), w, a1);
+                    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(v + 16), w, a2);
+                    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(v + 24), w, a3);
+                }
+                _mm256_storeu_ps(acc + d, a0);
+                _mm256_storeu_ps(acc + d + 8, a1);
+                _mm256_storeu_ps(acc + d + 16, a2);
+                _mm256_storeu_ps(acc + d + 24, a3);
+            }
+            for (; d < hd; d += 8) {
+                __m256 a0 = _mm256_loadu_ps(acc + d);
+                for (size_t tk = 0; tk < FW_TILE; tk++)
+                    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(vt + tk * hd + d),
+                                         _mm256_set1_ps(p[tk]), a0);
+                _mm256_storeu_ps(acc + d, a0);
+            }
+        }
+    }
+    for (size_t r = 0; r < nr; r++) {
+        const float inv = Ss[r] == 0.0f ? 0.0f : 1.0f / Ss[r];
+        const __m256 vinv = _mm256_set1_ps(inv);
+        float *out = m->att + (t0 + r) * qd + head * hd;
+        const float *acc = vkq + r * hd;
+        for (size_t d = 0; d < hd; d += 8)
+            _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), vinv));
+    }
+}
+
+/* split_body() over ref_row_avx(), the merge eight columns at a time. */
+AVX_TARGET static void split_avx(const attn_ctx *a, fw_scratch *s, size_t head)
+{
+    const fw_model *m = a->m;
+    const size_t hd = m->hp.head_dim, h8 = hd / 8 * 8;
+    const size_t hkv = head / (m->hp.n_head / m->hp.n_head_kv);
+    const size_t nth = (size_t)m->llama_threads;
+    const size_t cs = (a->n_kv + nth - 1) / nth;
+    const size_t pos = a->first;
+    const float *q = m->q + head * hd;
+    float *fin = s->vkq;
+    float Mf = -INFINITY, Sf = 0.0f;
+    size_t d;
+    memset(fin, 0, hd * sizeof(float));
+    for (size_t c = 0; c < nth; c++) {
+        const size_t c0 = c * cs;
+        if (c0 >= a->n_kv) continue;
+        const size_t c1 = c0 + cs < a->n_kv ? c0 + cs : a->n_kv;
+        float *part = s->part;
+        ref_row_avx(a, s, q, hkv, pos, c0, c1, NULL, part);
+        const float Mc = part[0], Sc = part[1];
+        if (Sc == 0.0f) continue;
+        const float Mn = fmaxf(Mf, Mc);
+        const float so = expf(Mf - Mn);
+        const float sn = expf(Mc - Mn);
+        const __m256 vso = _mm256_set1_ps(so), vsn = _mm256_set1_ps(sn);
+        for (d = 0; d < h8; d += 8)
+            _mm256_storeu_ps(fin + d, _mm256_fmadd_ps(_mm256_loadu_ps(fin + d), vso,
+                                                      _mm256_mul_ps(_mm256_loadu_ps(part + 2 + d), vsn)));
+        for (; d < hd; d++) fin[d] = fmaf(fin[d], so, part[2 + d] * sn);
+        Sf = fmaf(Sf, so, Sc * sn);
+        Mf = Mn;
+    }
+    if (Sf != 0.0f) {
+        const float inv = 1.0f / Sf;
+        for (d = 0; d < hd; d++) fin[d] = fin[d] * inv;
+    }
+    memcpy(m->att + head * hd, fin, hd * sizeof(float));
+}
+
+AVX_TARGET static void attn_job_avx(void *ctx, size_t r0, size_t r1, int worker)
+{
+    const attn_ctx *a = ctx;
+    fw_model *m = a->m;
+    fw_scratch *s = &m->scr[worker];
+    const size_t hd = m->hp.head_dim, qd = m->q_dim;
+    const size_t grp = m->hp.n_head / m->hp.n_head_kv;
+    for (size_t j = r0; j < r1; j++) {
+        if (a->path == 2) {
+            split_avx(a, s, j);
+        } else if (a->path == 1) {
+            const size_t head = j / a->nblocks, b = j % a->nblocks;
+            const size_t t0 = b * FW_TILE;
+            const size_t nr = a->n_tok - t0 < FW_TILE ? a->n_tok - t0 : FW_TILE;
+            tiled_avx(a, s, head, t0, nr);
+        } else {
+            const size_t head = j / a->n_tok, t = j % a->n_tok;
+            ref_row_avx(a, s, m->q + t * qd + head * hd, head / grp, a->first + t, 0, a->n_kv,
+                        m->att + t * qd + head * hd, NULL);
+        }
+    }
+}
+#else
+#define FW_X86 0
+#endif
+
+/* ---- row jobs on the pool --------------------------------------------------------
+ *
+ * RMSNorm, the per-head Q/K norm with RoPE, SwiGLU and the activation
+ * quantization run over the pool, rows (or 8-aligned column segments of a
+ * row) handed out whole: a row is computed exactly as alone. */
+
+#if FW_X86
+/* rms_norm_rows() for one row: the float squares eight at a time, widened
+ * (exactly) and then summed one by one in double as before. */
+AVX_TARGET static void rms_norm_avx(float *y, const float *x, const float *w, size_t rows,
+                                    size_t n, float eps)
+{
+    const size_t n8 = n / 8 * 8;
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        double sum = 0.0;
+        size_t i = 0;
+        for (; i < n8; i += 8) {
+            const __m256 v = _mm256_loadu_ps(xr + i);
+            const __m256 sq = _mm256_mul_ps(v, v);
+            double dl[8];
+            _mm256_storeu_pd(dl, _mm256_cvtps_pd(_mm256_castps256_ps128(sq)));
+            _mm256_storeu_pd(dl + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(sq, 1)));
+            for (int l = 0; l < 8; l++) sum += dl[l];
+        }
+        for (; i < n; i++) sum += (double)(xr[i] * xr[i]);
+        const float mean = (float)(sum / (double)(int64_t)n);
+        const float scale = 1.0f / sqrtf(mean + eps);
+        const __m256 vs = _mm256_set1_ps(scale);
+        for (i = 0; i < n8; i += 8)
+            _mm256_storeu_ps(yr + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(xr + i), vs),
+                                                   _mm256_loadu_ps(w + i)));
+        for (; i < n; i++) yr[i] = (xr[i] * scale) * w[i];
+    }
+}
+
+AVX_TARGET static void rope_rows_avx(float *x, size_t n_tok, size_t n_heads, size_t hd,
+                                     int neox, const float *table)
+{
+    rope_body(x, n_tok, n_heads, hd, neox, table);   /* fmaf becomes one instruction */
+}
+#endif
+
+/* RMSNorm of rows [r0, r1) of width n. */
+typedef struct {
+    float *y;
+    const float *x, *w;
+    size_t n;
+    float eps;
+    int simd;
+} rms_ctx;
+
+static void rms_job(void *ctx, size_t r0, size_t r1, int worker)
+{
+    const rms_ctx *c = ctx;
+    (void)worker;
+#if FW_X86
+    if (c->simd) {
+        rms_norm_avx(c->y + r0 * c->n, c->x + r0 * c->n, c->w, r1 - r0, c->n, c->eps);
+        return;
+    }
+#endif
+    rms_norm_rows(c->y + r0 * c->n, c->x + r0 * c->n, c->w, r1 - r0, c->n, c->eps);
+}
+
+/* Rows of rows x n; small batches stay on the caller (par_rows runs inline
+ * when rows <= chunk). */
+static void rms_pool(fw_model *m, float *y, const float *x, const float *w, size_t rows,
+                     size_t n)
+{
+    rms_ctx c = { y, x, w, n, m->hp.rms_eps, m->simd };
+    par_rows(m->pool, rms_job, &c, rows, 8);
+}
+
+/* The per-head rows of Q (first n_tok * n_head rows) then of K: qwen3's
+ * head norm, then RoPE with the row's token's table. */
+typedef struct {
+    fw_model *m;
+    size_t n_tok;
+} qk_ctx;
+
+static void qk_job(void *ctx, size_t r0, size_t r1, int worker)
+{
+    const qk_ctx *c = ctx;
+    fw_model *m = c->m;
+    const fw_hparams *hp = &m->hp;
+    const size_t hd = hp->head_dim, nq = c->n_tok * hp->n_head;
+    (void)worker;
+    for (size_t j = r0; j < r1; j++) {
+        const int is_q = j < nq;
+        const size_t jj = is_q ? j : j - nq;
+        const size_t nh = is_q ? hp->n_head : hp->n_head_kv;
+        float *row = (is_q ? m->q : m->k) + jj * hd;
+        const float *table = m->rope + (jj / nh) * hd;
+        if (hp->arch == FW_ARCH_QWEN3) {
+            const float *w = is_q ? m->cur->q_norm : m->cur->k_norm;
+#if FW_X86
+            if (m->simd) rms_norm_avx(row, row, w, 1, hd, hp->rms_eps);
+            else
+#endif
+                rms_norm_rows(row, row, w, 1, hd, hp->rms_eps);
+        }
+#if FW_X86
+        if (m->simd) rope_rows_avx(row, 1, 1, hd, hp->rope_neox, table);
+        else
+#endif
+            rope_rows(row, 1, 1, hd, hp->rope_neox, table);
+    }
+}
+
+/* SwiGLU over segments of FW_SEG columns (a multiple of 8, so the lanes of
+ * 8 fall where they fall in a whole row; the last segment of a row takes the
+ * scalar tail). */
+#define FW_SEG 512
+typedef struct {
+    fw_model *m;
+    size_t F, nseg;
+} swiglu_ctx;
+
+static void swiglu_job(void *ctx, size_t r0, size_t r1, int worker)
+{
+    const swiglu_ctx *c = ctx;
+    float *g = c->m->g, *u = c->m->u;
+    (void)worker;
+    for (size_t j = r0; j < r1; j++) {
+        const size_t t = j / c->nseg, c0 = (j % c->nseg) * FW_SEG;
+        const size_t len = c->F - c0 < FW_SEG ? c->F - c0 : FW_SEG;
+        float *gr = g + t * c->F + c0;
+        const float *ur = u + t * c->F + c0;
+#if FW_X86
+        if (c->m->simd) { swiglu_avx(gr, gr, ur, len); continue; }
+#endif
+        swiglu_c(gr, gr, ur, len);
+    }
+}
+
 
 /* ---- the model ---------------------------------------------------------------- */
 
@@ -1139,17 +1632,14 @@ static int ubatch(fw_model *m, const int32_t *ids, size_t n, size_t first, int a
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const fw_layer *L = &m->layers[il];
         const size_t cache_off = (size_t)il * m->n_ctx * kvd;
-        rms_norm_rows(m->xn, m->x, L->attn_norm, n, E, hp->rms_eps);
+        m->cur = L;
+        rms_pool(m, m->xn, m->x, L->attn_norm, n, E);
         tap(m, "attn_norm", (int)il, m->xn, n, E, first);
         const fw_weight *qkv[3] = { &L->wq, &L->wk, &L->wv };
         float *const ys[3] = { m->q, m->k, m->v };
         if (mm_group(m, qkv, ys, 3, m->xn, n, err, errlen)) return -1;
-        if (hp->arch == FW_ARCH_QWEN3) {
-            rms_norm_rows(m->q, m->q, L->q_norm, n * hp->n_head, hd, hp->rms_eps);
-            rms_norm_rows(m->k, m->k, L->k_norm, n * hp->n_head_kv, hd, hp->rms_eps);
-        }
-        rope_rows(m->q, n, hp->n_head, hd, hp->rope_neox, m->rope);
-        rope_rows(m->k, n, hp->n_head_kv, hd, hp->rope_neox, m->rope);
+        qk_ctx qk = { m, n };
+        par_rows(m->pool, qk_job, &qk, n * (hp->n_head + hp->n_head_kv), 16);
         tap(m, "Qcur", (int)il, m->q, n, qd, first);
         tap(m, "Kcur", (int)il, m->k, n, kvd, first);
         tap(m, "Vcur", (int)il, m->v, n, kvd, first);
@@ -1168,7 +1658,11 @@ static int ubatch(fw_model *m, const int32_t *ids, size_t n, size_t first, int a
             a.path = 0;
             jobs = hp->n_head * n;
         }
-        par_rows(m->pool, simd ? attn_job_fma : attn_job_c, &a, jobs, 1);
+#if FW_X86
+        par_rows(m->pool, simd ? attn_job_avx : attn_job_c, &a, jobs, 1);
+#else
+        par_rows(m->pool, attn_job_c, &a, jobs, 1);
+#endif
         tap(m, "kqv_out", (int)il, m->att, n, qd, first);
         const fw_weight *wo[1] = { &L->wo };
         float *const yo[1] = { m->ao };
@@ -1183,13 +1677,13 @@ static int ubatch(fw_model *m, const int32_t *ids, size_t n, size_t first, int a
         }
         for (size_t i = 0; i < rows * E; i++) m->x[i] = m->ao[i] + m->x[i];
         tap(m, "ffn_inp", (int)il, m->x, rows, E, first);
-        rms_norm_rows(m->xn, m->x, L->ffn_norm, rows, E, hp->rms_eps);
+        rms_pool(m, m->xn, m->x, L->ffn_norm, rows, E);
         tap(m, "ffn_norm", (int)il, m->xn, rows, E, first);
         const fw_weight *gu[2] = { &L->gate, &L->up };
         float *const yg[2] = { m->g, m->u };
         if (mm_group(m, gu, yg, 2, m->xn, rows, err, errlen)) return -1;
-        for (size_t t = 0; t < rows; t++)
-            (simd ? swiglu_fma : swiglu_c)(m->g + t * F, m->g + t * F, m->u + t * F, F);
+        swiglu_ctx sw = { m, F, (F + FW_SEG - 1) / FW_SEG };
+        par_rows(m->pool, swiglu_job, &sw, rows * sw.nseg, 8);
         tap(m, "ffn_swiglu", (int)il, m->g, rows, F, first);
         const fw_weight *dn[1] = { &L->down };
         float *const yd[1] = { m->fo };
@@ -1199,7 +1693,7 @@ static int ubatch(fw_model *m, const int32_t *ids, size_t n, size_t first, int a
         tap(m, "l_out", (int)il, m->x, rows, E, first);
     }
     const size_t rows = all ? n : 1;
-    rms_norm_rows(m->xn, m->x, m->output_norm, rows, E, hp->rms_eps);
+    rms_pool(m, m->xn, m->x, m->output_norm, rows, E);
     tap(m, "result_norm", -1, m->xn, rows, E, first);
     /* Logits, a bounded number of rows at a time (the q8 / rounding scratch
      * holds n_ubatch rows). */
@@ -1256,4 +1750,47 @@ int fw_eval(fw_model *m, const int32_t *ids, size_t n, float *logits, int all, c
 int fw_decode(fw_model *m, int32_t id, float *logits, char *err, size_t errlen)
 {
     return fw_eval(m, &id, 1, logits, 0, err, errlen);
+}
+
+/* ---- KV save/restore for the host prompt cache ---- */
+
+/* Layout of a saved prefix: for each layer, its n K rows, then its n V rows
+ * (f16, kv_dim values each). Only the cells [0, n) are copied, so a short
+ * conversation costs what it holds, not the whole cache. */
+size_t fw_kv_bytes(const fw_model *m, size_t n)
+{
+    if (n > m->n_ctx) return 0;
+    /* n <= n_ctx <= 2^24 and kv_dim, n_layer fit the cache that was allocated */
+    return (size_t)m->hp.n_layer * 2 * n * m->kv_dim * sizeof(uint16_t);
+}
+
+int fw_kv_save(const fw_model *m, size_t n, void *buf, size_t len)
+{
+    if (n > m->n_past || len != fw_kv_bytes(m, n)) return -1;
+    const size_t row = n * m->kv_dim;
+    uint16_t *out = buf;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        const size_t off = (size_t)il * m->n_ctx * m->kv_dim;
+        memcpy(out, m->kcache + off, row * sizeof(uint16_t));
+        out += row;
+        memcpy(out, m->vcache + off, row * sizeof(uint16_t));
+        out += row;
+    }
+    return 0;
+}
+
+int fw_kv_restore(fw_model *m, size_t n, const void *buf, size_t len)
+{
+    if (n > m->n_ctx || len != fw_kv_bytes(m, n)) return -1;
+    const size_t row = n * m->kv_dim;
+    const uint16_t *in = buf;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        const size_t off = (size_t)il * m->n_ctx * m->kv_dim;
+        memcpy(m->kcache + off, in, row * sizeof(uint16_t));
+        in += row;
+        memcpy(m->vcache + off, in, row * sizeof(uint16_t));
+        in += row;
+    }
+    m->n_past = n;
+    return 0;
 }

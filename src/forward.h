@@ -124,4 +124,16 @@ int32_t fw_argmax(const float *logits, size_t n);
 /* Installs (or removes, with NULL) the test hook. */
 void fw_set_tap(fw_model *m, fw_tap_fn fn, void *user);
 
+/* ---- KV save/restore for the host prompt cache ---- */
+
+/* Bytes that hold the K and V cells of positions [0, n) (0 when n > n_ctx). */
+size_t fw_kv_bytes(const fw_model *m, size_t n);
+/* Copies the cells [0, n) (n <= n_past) into buf, which holds exactly
+ * fw_kv_bytes(m, n) bytes. 0, or -1 when n or len do not fit. */
+int fw_kv_save(const fw_model *m, size_t n, void *buf, size_t len);
+/* Puts back what fw_kv_save wrote and sets n_past = n. The last logits are
+ * not restored: the caller evaluates at least one token before sampling.
+ * 0, or -1 when n or len do not fit (the cache is then unchanged). */
+int fw_kv_restore(fw_model *m, size_t n, const void *buf, size_t len);
+
 #endif

@@ -18,6 +18,7 @@
 #include "gguf.h"
 #include "json.h"
 #include "native.h"
+#include "ollama.h"
 #include "pin.h"
 #include "sha256.h"
 #include "template.h"
@@ -655,6 +656,7 @@ static void usage(FILE *f)
                "[--min-p P] [--seed S]] [--fork F] < messages.json|text\n"
                "  bankml serve [MODEL] [--fork F] [--registry DIR] [--ctx N] [--listen H:P] [--upstream H:P] "
                "[--api-key K] [--allow-origin O] [--keep-alive D] [--threads N] [--llama-threads N]\n"
+               "  bankml create NAME -f Modelfile [--registry DIR]\n"
                "  bankml version\n"
                "  bankml help\n"
                "exit codes: 0 play/ok, 2 refuse, 3 need more header bytes, 1 usage or I/O\n");
@@ -680,6 +682,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "bench")) return cmd_bench(rest, args);
     if (!strcmp(cmd, "generate")) return native_cmd_generate(rest, args);
     if (!strcmp(cmd, "serve")) return native_cmd_serve(rest, args);
+    if (!strcmp(cmd, "create")) return ollama_cmd_create(rest, args);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
         printf("bankml %s\n", BANKML_VERSION);
         return BANKML_OK;

@@ -73,12 +73,15 @@ size_t native_reuse(const int32_t *slot, size_t n_slot, const int32_t *prompt, s
 
 size_t native_utf8_complete(const char *s, size_t n)
 {
-    /* look back at most 4 bytes for the lead byte of the last sequence */
+    /* llama-server's validate_utf8: every one of the last 4 bytes is looked
+     * at, and a lead byte whose sequence would run past the end makes the
+     * text incomplete from there, even with ASCII after it ("\xE2)" holds
+     * back both bytes). The probability entries and the streamed text wait
+     * on the same answer. */
     for (size_t i = 1; i <= 4 && i <= n; i++) {
         unsigned char c = (unsigned char)s[n - i];
-        if ((c & 0xC0) == 0x80) continue;          /* continuation byte */
-        size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
-        return need > i ? n - i : n;
+        size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        if (need > i) return n - i;
     }
     return n;
 }
@@ -187,21 +190,7 @@ int native_name_matches(const char *file, const char *asked)
 
 void native_put_double(jbuf *b, double v)
 {
-    char buf[64];
-    if (!isfinite(v)) {
-        jbuf_puts(b, "null");
-        return;
-    }
-    if (v == 0) {
-        jbuf_puts(b, signbit(v) ? "-0.0" : "0.0");
-        return;
-    }
-    for (int p = 1; p <= 17; p++) {
-        snprintf(buf, sizeof buf, "%.*g", p, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-    jbuf_puts(b, buf);
-    if (!strpbrk(buf, ".e")) jbuf_puts(b, ".0");
+    json_put_double(b, v);   /* nlohmann's dump(): Grisu2, not always the shortest form */
 }
 
 /* ------------------------------------------------------------------ models */
@@ -231,6 +220,8 @@ typedef struct {
     size_t n_slot, cap_slot;
     char **pieces;             /* DRY's view of the vocabulary, built on first use */
     size_t *piece_lens;
+    struct pc_entry *pc;       /* the host prompt cache, oldest first */
+    size_t n_pc, cap_pc;
 } nat_model;
 
 static struct {
@@ -248,7 +239,11 @@ static struct {
     char last_sha[65];
     char *last_verified_json;
     volatile int stop_reaper;
+    int cache_on;              /* --cache-ram != 0 */
+    size_t cache_limit;        /* bytes; 0 = no limit */
 } eng = {.run = PTHREAD_MUTEX_INITIALIZER};
+
+static void pc_clear(nat_model *m);
 
 static void model_free(nat_model *m)
 {
@@ -265,6 +260,7 @@ static void model_free(nat_model *m)
     free(m->slot);
     free(m->pieces);            /* one block: the pointers, then the bytes */
     free(m->piece_lens);
+    pc_clear(m);
     free(m);
 }
 
@@ -613,6 +609,7 @@ typedef struct {
     size_t text_len;
     nprob *top;
     size_t n_top;
+    int post;                  /* post_sampling_probs: "prob"/"top_probs" after the chain */
 } tok_out;
 
 typedef struct gen_req gen_req;
@@ -632,6 +629,7 @@ struct gen_req {
     size_t stop_lens[NAT_MAX_STOPS];
     size_t n_stops;
     int cache_prompt;
+    int pc_done;               /* the host prompt cache was consulted already */
     step_fn on_step;
     void *ud;
     serve_req *http;           /* client-gone checks, or NULL */
@@ -658,6 +656,95 @@ static void gen_free(gen_req *g)
     }
     free(g->probs);
     sampler_params_free(&g->sp);
+}
+
+/* ------------------------------------------------------------------ metrics */
+
+/* What /metrics (llama-server's --metrics names) and /bankml/metrics report:
+ * counters since start, the two rate buckets llama-server empties at each
+ * scrape, and a ring of the last NAT_KEEP completions. Own lock, so a scrape
+ * never waits for a generation. */
+#define NAT_KEEP 256
+
+typedef struct {
+    int64_t at;                /* unix s */
+    char model[256];
+    size_t prompt, cached, completion;
+    double prompt_ms, ttft_ms, eval_ms;   /* < 0: not measured */
+    const char *finish;
+} nat_record;
+
+typedef struct {
+    uint64_t count, steps, us;
+} nat_bucket;
+
+static struct {
+    pthread_mutex_t mu;
+    int64_t t_start;           /* unix s */
+    nat_bucket prompt, predict, prompt_win, predict_win;
+    uint64_t cached, n_decode, n_busy, n_tokens_max;
+    int processing, deferred;
+    nat_record ring[NAT_KEEP];
+    size_t n_rec, head;        /* records kept; the next slot to write */
+    uint64_t tot_prompt, tot_completion;
+} met = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void bucket_add(nat_bucket *b, uint64_t n, uint64_t steps, uint64_t us)
+{
+    b->count += n;
+    b->steps += steps;
+    b->us += us;
+}
+
+static double bucket_rate(const nat_bucket *b) { return b->us ? (double)b->steps / (double)b->us * 1e6 : 0.0; }
+
+static void met_busy(int delta_processing, int delta_deferred)
+{
+    pthread_mutex_lock(&met.mu);
+    met.processing += delta_processing;
+    met.deferred += delta_deferred;
+    pthread_mutex_unlock(&met.mu);
+}
+
+/* One finished completion (run_completion's end), as llama-server counts it:
+ * prompt tokens evaluated (cached ones apart), its decode calls, and the
+ * generation rate over decode steps (the first token comes free with the
+ * prompt). */
+static void met_record(const nat_model *m, const gen_req *g, uint64_t n_calls, const char *finish)
+{
+    if (g->n_prompt == 0) return;
+    int64_t tp = g->t_prompt_last ? g->t_prompt_last - g->t_start : -1;
+    int64_t te = g->t_prompt_last && g->t_gen_last ? g->t_gen_last - g->t_prompt_last : -1;
+    pthread_mutex_lock(&met.mu);
+    if (tp >= 0) {
+        bucket_add(&met.prompt, g->n_processed, g->n_processed, (uint64_t)tp);
+        bucket_add(&met.prompt_win, g->n_processed, g->n_processed, (uint64_t)tp);
+    }
+    if (te >= 0 && g->n_decoded) {
+        bucket_add(&met.predict, g->n_decoded, g->n_decoded - 1, (uint64_t)te);
+        bucket_add(&met.predict_win, g->n_decoded, g->n_decoded - 1, (uint64_t)te);
+    }
+    met.cached += g->n_cached;
+    met.n_decode += n_calls;
+    met.n_busy += n_calls;
+    if (m->n_slot > met.n_tokens_max) met.n_tokens_max = m->n_slot;
+    met.tot_prompt += g->n_prompt;
+    met.tot_completion += g->n_decoded;
+    nat_record *r = &met.ring[met.head];
+    memset(r, 0, sizeof *r);
+    r->at = (int64_t)time(NULL);
+    /* `bankml generate` opens its model without a registry */
+    if (m->idx < eng.n_reg) native_model_name(eng.reg[m->idx].file, r->model, sizeof r->model);
+    r->prompt = g->n_prompt;
+    r->cached = g->n_cached;
+    r->completion = g->n_decoded;
+    r->prompt_ms = tp >= 0 ? (double)tp / 1e3 : -1;
+    r->eval_ms = te >= 0 ? (double)te / 1e3 : -1;
+    r->ttft_ms = g->t_first_text ? (double)(g->t_first_text - g->t_start) / 1e3 : -1;
+    r->finish = finish;
+    met.head = (met.head + 1) % NAT_KEEP;
+    if (met.n_rec < NAT_KEEP) met.n_rec++;
+    pthread_mutex_unlock(&met.mu);
 }
 
 static int slot_push(nat_model *m, const int32_t *ids, size_t n)
@@ -689,6 +776,8 @@ static int client_gone(gen_req *g)
  * stop-word, context and budget checks. 0, or -1 with a reason (the model
  * failed; the slot is then emptied). A client gone is not an error:
  * g->gone is set and the slot keeps what was computed. */
+static void pc_select(nat_model *m, const int32_t *prompt, size_t n);
+
 static int run_completion(nat_model *m, gen_req *g, char *err, size_t errlen)
 {
     int32_t n_vocab = (int32_t)fw_hp(m->fw)->n_vocab;
@@ -700,13 +789,18 @@ static int run_completion(nat_model *m, gen_req *g, char *err, size_t errlen)
     int rc = -1;
 
     native_stopper_init(&g->st, g->stops, g->stop_lens, g->n_stops);
+    uint64_t n_calls = 0;
     jbuf_init(&piece);
     g->t_start = now_us();
     if (g->n_prompt == 0) return 0;
+    met_busy(1, 0);
     if (!g->greedy) {
         sampler_vocab sv = {m, vocab_piece, vocab_tokenize};
         s = sampler_new(&g->sp, n_vocab, &sv, NULL, 0, err, errlen);
-        if (!s) return -1;
+        if (!s) {
+            met_busy(-1, 0);
+            return -1;
+        }
     }
     if (g->sp.n_probs > 0) {
         work = malloc((size_t)n_vocab * sizeof *work);
@@ -716,6 +810,7 @@ static int run_completion(nat_model *m, gen_req *g, char *err, size_t errlen)
             goto done;
         }
     }
+    if (!g->pc_done) pc_select(m, g->prompt, g->n_prompt);
     size_t n_past = native_reuse(m->slot, m->n_slot, g->prompt, g->n_prompt, g->cache_prompt);
     fw_truncate(m->fw, n_past);
     m->n_slot = n_past;
@@ -728,6 +823,7 @@ static int run_completion(nat_model *m, gen_req *g, char *err, size_t errlen)
         }
     for (size_t i = n_past; i < g->n_prompt;) {
         size_t n = g->n_prompt - i < 512 ? g->n_prompt - i : 512;
+        n_calls++;
         if (fw_eval(m->fw, g->prompt + i, n, NULL, 0, err, errlen) != 0) goto fail_model;
         if (slot_push(m, g->prompt + i, n) != 0) goto fail_model;
         i += n;
@@ -760,9 +856,14 @@ static int run_completion(nat_model *m, gen_req *g, char *err, size_t errlen)
         }
         g->gen = ng;
         g->gen[g->n_gen++] = tok;
-        tok_out t = {tok, 1.0f, NULL, 0, NULL, 0};
+        tok_out t = {tok, 1.0f, NULL, 0, NULL, 0, 0};
         size_t n_top = 0;
-        if (g->sp.n_probs > 0) {
+        if (g->sp.n_probs > 0 && g->sp.post_sampling_probs && s) {
+            float cp = 0;   /* the chain's candidates, as llama-server's post_sampling_probs */
+            n_top = sampler_post_probs(s, (size_t)g->sp.n_probs, tok, top, &cp);
+            t.p = cp;
+            t.post = 1;
+        } else if (g->sp.n_probs > 0) {
             float cp = 0;
             n_top = sampler_token_probs(logits, n_vocab, (size_t)g->sp.n_probs, tok, work, top, &cp);
             t.p = cp;   /* found over the whole vocabulary, as llama-server does */
@@ -830,6 +931,7 @@ static int run_completion(nat_model *m, gen_req *g, char *err, size_t errlen)
             fprintf(stderr, "bankml: the client went away; stopped after %zu generated tokens\n", g->n_decoded);
             break;
         }
+        n_calls++;
         if (fw_decode(m->fw, tok, NULL, err, errlen) != 0) goto fail_model;
         if (slot_push(m, &tok, 1) != 0) goto fail_model;
     }
@@ -843,11 +945,203 @@ done:
         fw_truncate(m->fw, 0);
         m->n_slot = 0;
     }
+    met_record(m, g, n_calls, rc != 0 ? "error" : g->gone ? "cancelled"
+                              : g->stop == STOP_EOS || g->stop == STOP_WORD ? "stop" : "length");
+    met_busy(-1, 0);
     sampler_free(s);
     free(work);
     free(top);
     jbuf_free(&piece);
     return rc;
+}
+
+/* ------------------------------------------------------------------ the host prompt cache */
+
+/* llama-server's server_prompt_cache (--cache-ram, on by default): when a
+ * request would make the slot drop most of what it holds, the slot's cells
+ * are saved to host memory first, and a saved prompt that serves the new
+ * request better than the slot does is put back. Interleaved conversations
+ * therefore resume where llama-server resumes them, which decides both
+ * cache_n and the kernels of the prefill that follows. */
+typedef struct pc_entry {
+    int32_t *toks;
+    size_t n;
+    size_t size;               /* llama-server's state size for these cells: the limits count it */
+    void *kv;                  /* fw_kv_save's bytes */
+    size_t kv_len;
+} pc_entry;
+
+static size_t pc_lcp(const int32_t *a, size_t na, const int32_t *b, size_t nb)
+{
+    size_t i = 0;
+    while (i < na && i < nb && a[i] == b[i]) i++;
+    return i;
+}
+
+/* llama_state_seq_get_size of one sequence of n cells in an f16 cache: the
+ * stream and cell counts, each cell's position, seq count and seq id, then
+ * per layer a type and row size header before the K rows and the V rows. */
+static size_t pc_state_size(const nat_model *m, size_t n)
+{
+    const fw_hparams *hp = fw_hp(m->fw);
+    size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
+    return 4 + 4 + n * 12 + 8 + (size_t)hp->n_layer * 2 * (12 + n * kv_dim * 2);
+}
+
+static void pc_drop(nat_model *m, size_t i)
+{
+    free(m->pc[i].toks);
+    free(m->pc[i].kv);
+    memmove(m->pc + i, m->pc + i + 1, (m->n_pc - i - 1) * sizeof *m->pc);
+    m->n_pc--;
+}
+
+static void pc_clear(nat_model *m)
+{
+    while (m->n_pc) pc_drop(m, m->n_pc - 1);
+    free(m->pc);
+    m->pc = NULL;
+    m->cap_pc = 0;
+}
+
+static size_t pc_bytes(const nat_model *m)
+{
+    size_t t = 0;
+    for (size_t i = 0; i < m->n_pc; i++) t += m->pc[i].size;
+    return t;
+}
+
+static size_t pc_tokens(const nat_model *m)
+{
+    size_t t = 0;
+    for (size_t i = 0; i < m->n_pc; i++) t += m->pc[i].n;
+    return t;
+}
+
+/* server_prompt_cache::update: oldest out while over the byte limit, then
+ * while over the token limit (n_ctx, raised to what the byte limit holds at
+ * the cache's average bytes per token). */
+static void pc_update(nat_model *m)
+{
+    if (eng.cache_limit > 0)
+        while (m->n_pc && pc_bytes(m) > eng.cache_limit) pc_drop(m, 0);
+    size_t nt = pc_tokens(m);
+    float per_tok = (float)pc_bytes(m) / (float)(nt ? nt : 1);
+    if (per_tok < 1.0f) per_tok = 1.0f;
+    size_t limit_tokens = fw_n_ctx(m->fw), cur = limit_tokens;
+    if (eng.cache_limit > 0) {
+        size_t fit = (size_t)((float)eng.cache_limit / per_tok);
+        if (fit > cur) cur = fit;
+    }
+    if (limit_tokens > 0)
+        while (m->n_pc && pc_tokens(m) > cur) pc_drop(m, 0);
+}
+
+/* server_prompt_cache::alloc plus the copy: the slot's cells saved, unless
+ * the slot is empty, an entry already holds it whole, or it alone exceeds
+ * the limit. Entries the slot holds whole go; the oldest go until it fits. */
+static void pc_save(nat_model *m)
+{
+    if (m->n_slot == 0) return;
+    for (size_t i = 0; i < m->n_pc; i++)
+        if (pc_lcp(m->pc[i].toks, m->pc[i].n, m->slot, m->n_slot) == m->n_slot) return;
+    size_t size = pc_state_size(m, m->n_slot);
+    if (eng.cache_limit > 0 && size > eng.cache_limit) {
+        fprintf(stderr, "bankml serve: a %zu-token prompt state (%zu bytes) exceeds the prompt cache limit; not cached\n",
+                m->n_slot, size);
+        return;
+    }
+    for (size_t i = 0; i < m->n_pc;) {
+        if (pc_lcp(m->pc[i].toks, m->pc[i].n, m->slot, m->n_slot) == m->pc[i].n) pc_drop(m, i);
+        else i++;
+    }
+    if (eng.cache_limit > 0)
+        while (m->n_pc && pc_bytes(m) + size > eng.cache_limit) pc_drop(m, 0);
+    pc_entry e = {0};
+    e.n = m->n_slot;
+    e.size = size;
+    e.kv_len = fw_kv_bytes(m->fw, e.n);
+    e.toks = malloc(e.n * sizeof *e.toks);
+    e.kv = malloc(e.kv_len ? e.kv_len : 1);
+    if (m->n_pc == m->cap_pc) {
+        size_t cap = m->cap_pc ? m->cap_pc * 2 : 8;
+        pc_entry *np = realloc(m->pc, cap * sizeof *np);
+        if (np) {
+            m->pc = np;
+            m->cap_pc = cap;
+        }
+    }
+    if (!e.toks || !e.kv || m->n_pc == m->cap_pc || fw_kv_save(m->fw, e.n, e.kv, e.kv_len) != 0) {
+        /* as llama-server on bad_alloc: shrink the limit to 40 % of what is held */
+        free(e.toks);
+        free(e.kv);
+        size_t held = pc_bytes(m);
+        eng.cache_limit = held * 2 / 5 > 1 ? held * 2 / 5 : 1;
+        fprintf(stderr, "bankml serve: out of memory for the prompt cache; its limit is now %zu bytes\n",
+                eng.cache_limit);
+        pc_update(m);
+        return;
+    }
+    memcpy(e.toks, m->slot, e.n * sizeof *e.toks);
+    m->pc[m->n_pc++] = e;
+}
+
+/* server_prompt_cache::load: among the entries that keep at least a quarter
+ * of themselves, the one that both keeps a larger fraction of itself and
+ * covers a larger fraction of the prompt than the slot does (and than any
+ * earlier such entry) replaces the slot. -1 when a restore failed. */
+static int pc_load(nat_model *m, const int32_t *prompt, size_t n)
+{
+    size_t lcp = pc_lcp(m->slot, m->n_slot, prompt, n);
+    float f_keep_best = m->n_slot ? (float)lcp / (float)m->n_slot : -1.0f;
+    float f_sim_best = (float)lcp / (float)n;
+    size_t best = (size_t)-1;
+    for (size_t i = 0; i < m->n_pc; i++) {
+        size_t l = pc_lcp(m->pc[i].toks, m->pc[i].n, prompt, n);
+        float f_keep = (float)l / (float)m->pc[i].n;
+        float f_sim = (float)l / (float)n;
+        if (f_keep < 0.25f) continue;
+        if (f_keep_best < f_keep && f_sim_best < f_sim) {
+            f_keep_best = f_keep;
+            f_sim_best = f_sim;
+            best = i;
+        }
+    }
+    if (best == (size_t)-1) return 0;
+    pc_entry *e = &m->pc[best];
+    if (fw_kv_restore(m->fw, e->n, e->kv, e->kv_len) != 0) return -1;
+    free(m->slot);
+    m->slot = e->toks;         /* the entry's tokens become the slot's */
+    m->n_slot = m->cap_slot = e->n;
+    e->toks = NULL;
+    pc_drop(m, best);
+    return 0;
+}
+
+/* get_available_slot's cache update for one slot (-np 1): when the slot is
+ * empty, or shares no more than 10 % of the prompt (--slot-prompt-similarity
+ * 0.1), or would keep less than half of its own tokens, the slot is saved
+ * and the best saved prompt is loaded. Runs once per completion request,
+ * before the context check, as in llama-server. */
+static void pc_select(nat_model *m, const int32_t *prompt, size_t n)
+{
+    int update = 1;
+    if (!eng.cache_on || n == 0) return;
+    if (m->n_slot > 0) {
+        size_t lcp = pc_lcp(m->slot, m->n_slot, prompt, n);
+        float f_sim = (float)lcp / (float)n;
+        if (f_sim > 0.0f && f_sim > 0.1f) {
+            float f_keep = (f_sim * (float)n) / (float)m->n_slot;
+            update = f_keep < 0.5f;
+        }
+    }
+    if (!update) return;
+    pc_save(m);
+    if (pc_load(m, prompt, n) != 0) {
+        fw_truncate(m->fw, 0);
+        m->n_slot = 0;
+    }
+    pc_update(m);
 }
 
 /* ------------------------------------------------------------------ prompts */
@@ -1267,9 +1561,15 @@ static void put_probs(jbuf *b, nat_model *m, const tok_out *t, size_t a, size_t 
         put_tok_text(b, t[i].text, t[i].text_len);
         jbuf_puts(b, ",\"bytes\":");
         put_bytes(b, t[i].text, t[i].text_len);
-        jbuf_puts(b, ",\"logprob\":");
-        put_logprob(b, t[i].p);
-        jbuf_puts(b, ",\"top_logprobs\":[");
+        if (t[i].post) {
+            jbuf_puts(b, ",\"prob\":");
+            native_put_double(b, (double)t[i].p);
+            jbuf_puts(b, ",\"top_probs\":[");
+        } else {
+            jbuf_puts(b, ",\"logprob\":");
+            put_logprob(b, t[i].p);
+            jbuf_puts(b, ",\"top_logprobs\":[");
+        }
         for (size_t k = 0; k < t[i].n_top; k++) {
             jbuf_reset(&piece);
             tok_piece(m->vocab, t[i].top[k].id, 0, &piece);
@@ -1278,8 +1578,13 @@ static void put_probs(jbuf *b, nat_model *m, const tok_out *t, size_t a, size_t 
             put_tok_text(b, ps, piece.len);
             jbuf_puts(b, ",\"bytes\":");
             put_bytes(b, ps, piece.len);
-            jbuf_puts(b, ",\"logprob\":");
-            put_logprob(b, t[i].top[k].p);
+            if (t[i].post) {
+                jbuf_puts(b, ",\"prob\":");
+                native_put_double(b, (double)t[i].top[k].p);
+            } else {
+                jbuf_puts(b, ",\"logprob\":");
+                put_logprob(b, t[i].top[k].p);
+            }
             jbuf_putc(b, '}');
         }
         jbuf_puts(b, "]}");
@@ -1525,7 +1830,9 @@ static nat_model *lock_model(const json_value *body, serve_resp *resp)
     char err[1024];
     int status = 500;
     if (body) json_as_str(json_get(body, "model"), &asked, &al);
+    met_busy(0, 1);
     pthread_mutex_lock(&eng.run);
+    met_busy(0, -1);
     long idx = reg_find(asked);
     if (idx < 0) {
         jbuf names;
@@ -1671,6 +1978,8 @@ static void handle_completion(serve_req *req, serve_resp *resp, int chat)
             goto end;
         }
     }
+    pc_select(m, ids, n_ids);   /* llama-server: at slot selection, before the context check */
+    g.pc_done = 1;
     if (n_ids >= fw_n_ctx(m->fw)) {
         exceed_ctx(resp, n_ids, fw_n_ctx(m->fw));
         goto end;
@@ -2073,6 +2382,267 @@ static void h_bankml(serve_req *req, serve_resp *resp, void *ud)
     jbuf_free(&out);
 }
 
+/* GET /metrics: llama-server's --metrics text, the same names, HELP and
+ * TYPE lines in its order; values printed as its ostream prints doubles
+ * (%g). The gauges cover the time since the previous scrape, as there. */
+static void h_metrics(serve_req *req, serve_resp *resp, void *ud)
+{
+    (void)req;
+    (void)ud;
+    static const struct { const char *name, *help; } cn[] = {
+        {"prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens"},
+        {"prompt_tokens_cached_total", "Number of prompt tokens reused from the cache"},
+        {"prompt_seconds_total", "Total time spent processing prompts"},
+        {"tokens_predicted_total", "Number of generation tokens processed"},
+        {"tokens_predicted_seconds_total", "Total time spent generating tokens"},
+        {"n_decode_total", "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding"},
+        {"n_tokens_max", "Largest observed sequence length (prompt + generation)"},
+        {"spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated"},
+        {"spec_decode_num_accepted_tokens_total", "Speculative: Total draft tokens accepted by the target model"},
+        {"spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps"},
+        {"prompt_tokens_seconds", "Average prompt throughput in tokens/s"},
+        {"predicted_tokens_seconds", "Average generation throughput in tokens/s"},
+        {"requests_processing", "Number of requests processing"},
+        {"requests_deferred", "Number of requests deferred"},
+        {"n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call"},
+    };
+    double v[15];
+    char start[32];
+    pthread_mutex_lock(&met.mu);
+    v[0] = (double)met.prompt.count;
+    v[1] = (double)met.cached;
+    v[2] = (double)met.prompt.us / 1e6;
+    v[3] = (double)met.predict.count;
+    v[4] = (double)met.predict.us / 1e6;
+    v[5] = (double)met.n_decode;
+    v[6] = (double)met.n_tokens_max;
+    v[7] = v[8] = v[9] = 0;
+    v[10] = bucket_rate(&met.prompt_win);
+    v[11] = bucket_rate(&met.predict_win);
+    v[12] = met.processing;
+    v[13] = met.deferred;
+    v[14] = (double)met.n_busy / (met.n_decode > 1 ? (double)met.n_decode : 1.0);
+    memset(&met.prompt_win, 0, sizeof met.prompt_win);
+    memset(&met.predict_win, 0, sizeof met.predict_win);
+    snprintf(start, sizeof start, "%lld", (long long)met.t_start);
+    pthread_mutex_unlock(&met.mu);
+    jbuf out;
+    jbuf_init(&out);
+    for (size_t i = 0; i < 15; i++)
+        jbuf_printf(&out, "# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %g\n", cn[i].name, cn[i].help,
+                    cn[i].name, i < 10 ? "counter" : "gauge", cn[i].name, v[i]);
+    serve_resp_header(resp, "Process-Start-Time-Unix", start);
+    serve_reply(resp, 200, "text/plain; version=0.0.4", out.p ? out.p : "", out.len);
+    jbuf_free(&out);
+}
+
+static void put_ms(jbuf *b, const char *key, double ms)
+{
+    jbuf_printf(b, ",\"%s\":", key);
+    if (ms < 0) jbuf_puts(b, "null");
+    else native_put_double(b, ms);
+}
+
+/* GET /bankml/metrics: the last NAT_KEEP completions, oldest first, with
+ * totals since start. Energy is not measured here (null). */
+static void h_bankml_metrics(serve_req *req, serve_resp *resp, void *ud)
+{
+    (void)req;
+    (void)ud;
+    jbuf out;
+    jbuf_init(&out);
+    pthread_mutex_lock(&met.mu);
+    jbuf_printf(&out, "{\"kept\":%zu,\"keep\":%d,\"prompt_tokens\":%llu,\"completion_tokens\":%llu,"
+                      "\"energy_j\":null,\"joules_per_token\":null,\"records\":[",
+                met.n_rec, NAT_KEEP, (unsigned long long)met.tot_prompt, (unsigned long long)met.tot_completion);
+    for (size_t k = 0; k < met.n_rec; k++) {
+        const nat_record *r = &met.ring[(met.head + NAT_KEEP - met.n_rec + k) % NAT_KEEP];
+        if (k) jbuf_putc(&out, ',');
+        jbuf_printf(&out, "{\"at\":%lld,\"model\":", (long long)r->at);
+        json_put_cstr(&out, r->model);
+        jbuf_printf(&out, ",\"prompt_tokens\":%zu,\"cached_tokens\":%zu,\"completion_tokens\":%zu", r->prompt,
+                    r->cached, r->completion);
+        put_ms(&out, "prompt_ms", r->prompt_ms);
+        put_ms(&out, "ttft_ms", r->ttft_ms);
+        put_ms(&out, "eval_ms", r->eval_ms);
+        jbuf_printf(&out, ",\"finish\":\"%s\",\"grammar_ms\":null,\"resampled\":null,\"energy_j\":null", r->finish);
+        put_ms(&out, "prompt_tps", r->prompt_ms > 0 ? (double)(r->prompt - r->cached) / r->prompt_ms * 1e3 : -1);
+        put_ms(&out, "eval_tps", r->eval_ms > 0 && r->completion > 1 ? (double)(r->completion - 1) / r->eval_ms * 1e3
+                                                                     : -1);
+        jbuf_puts(&out, ",\"joules_per_token\":null}");
+    }
+    jbuf_puts(&out, "]}");
+    pthread_mutex_unlock(&met.mu);
+    serve_reply_json(resp, 200, &out);
+    jbuf_free(&out);
+}
+
+/* ---- /bankml/usage: the machine and this process, from /proc ---- */
+
+static long long meminfo_kb(const char *text, const char *key)
+{
+    const char *p = strstr(text, key);
+    return p ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
+/* utime + stime in ticks and the resident pages of this process. */
+static int self_stat(unsigned long long *ticks, long long *rss_pages)
+{
+    char buf[2048];
+    size_t len;
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (!f) return -1;
+    len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = 0;
+    const char *p = strrchr(buf, ')');   /* the name may hold spaces */
+    unsigned long long ut = 0, st = 0;
+    long long rss = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d %*u %*u %lld",
+                     &ut, &st, &rss) != 3)
+        return -1;
+    *ticks = ut + st;
+    *rss_pages = rss;
+    return 0;
+}
+
+static long long rapl_uj(void)
+{
+    FILE *f = fopen("/sys/class/powercap/intel-rapl:0/energy_uj", "r");
+    long long v = -1;
+    if (!f) return -1;
+    if (fscanf(f, "%lld", &v) != 1) v = -1;
+    fclose(f);
+    return v;
+}
+
+static struct {
+    pthread_mutex_t mu;
+    int64_t at_us;             /* when the cached answer was taken */
+    char *json;
+} usage = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* §2.3: sampled over 250 ms, the answer cached for up to 1 s so that a
+ * polling UI does not keep a core busy measuring. */
+static void h_bankml_usage(serve_req *req, serve_resp *resp, void *ud)
+{
+    (void)req;
+    (void)ud;
+    pthread_mutex_lock(&usage.mu);
+    if (!usage.json || now_us() - usage.at_us > 1000000) {
+        unsigned long long t0 = 0, t1 = 0;
+        long long rss = 0, e0 = rapl_uj(), e1;
+        int64_t w0 = now_us();
+        self_stat(&t0, &rss);
+        usleep(250000);
+        int64_t w1 = now_us();
+        self_stat(&t1, &rss);
+        e1 = rapl_uj();
+        long hz = sysconf(_SC_CLK_TCK);
+        double secs = (double)(w1 - w0) / 1e6;
+        double cpu = hz > 0 && secs > 0 ? (double)(t1 - t0) / (double)hz / secs * 100.0 : 0.0;
+        long long rss_b = rss * (long long)sysconf(_SC_PAGESIZE);
+        char mi[8192] = "";
+        FILE *f = fopen("/proc/meminfo", "r");
+        if (f) {
+            size_t n = fread(mi, 1, sizeof mi - 1, f);
+            mi[n] = 0;
+            fclose(f);
+        }
+        jbuf out;
+        jbuf_init(&out);
+        jbuf_printf(&out, "{\"source\":\"proc\",\"cores\":%ld,\"mem_total_bytes\":%lld,\"mem_available_bytes\":%lld,"
+                          "\"swap_total_bytes\":%lld,\"swap_free_bytes\":%lld,\"rss_bytes\":%lld,\"cpu_percent\":",
+                    sysconf(_SC_NPROCESSORS_ONLN), meminfo_kb(mi, "MemTotal:") * 1024,
+                    meminfo_kb(mi, "MemAvailable:") * 1024, meminfo_kb(mi, "SwapTotal:") * 1024,
+                    meminfo_kb(mi, "SwapFree:") * 1024, rss_b);
+        native_put_double(&out, (double)(int64_t)(cpu * 10 + 0.5) / 10);
+        jbuf_printf(&out, ",\"interval_ms\":%lld,\"processes\":[{\"name\":\"bankml serve\",\"pid\":%ld,"
+                          "\"rss_bytes\":%lld,\"cpu_percent\":", (long long)((w1 - w0) / 1000), (long)getpid(),
+                    rss_b);
+        native_put_double(&out, (double)(int64_t)(cpu * 10 + 0.5) / 10);
+        jbuf_puts(&out, "}],\"package_watts\":");
+        if (e0 >= 0 && e1 >= 0 && e1 >= e0 && secs > 0) native_put_double(&out, (double)(e1 - e0) / 1e6 / secs);
+        else jbuf_puts(&out, "null");   /* unreadable, or wrapped in this short interval */
+        jbuf_puts(&out, ",\"gpus\":[],\"gpu_limiter\":null}");
+        if (!out.oom) {
+            free(usage.json);
+            usage.json = strdup(out.p);
+            usage.at_us = now_us();
+        }
+        jbuf_free(&out);
+    }
+    if (usage.json) serve_reply(resp, 200, "application/json; charset=utf-8", usage.json, strlen(usage.json));
+    else reply_err(resp, 500, "out of memory");
+    pthread_mutex_unlock(&usage.mu);
+}
+
+static void put_html(jbuf *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '<') jbuf_puts(b, "&lt;");
+        else if (*s == '>') jbuf_puts(b, "&gt;");
+        else if (*s == '&') jbuf_puts(b, "&amp;");
+        else if (*s == '"') jbuf_puts(b, "&quot;");
+        else jbuf_putc(b, *s);
+    }
+}
+
+/* GET /: a page for a browser (it asks for text/html), a line for others. */
+static void h_root(serve_req *req, serve_resp *resp, void *ud)
+{
+    (void)ud;
+    const char *accept = serve_header_get(req, "Accept");
+    if (!accept || !strstr(accept, "text/html")) {
+        serve_reply_text(resp, 200, "bankml is running (Ollama's API at /api, native only)\n");
+        return;
+    }
+    jbuf out;
+    jbuf_init(&out);
+    jbuf_puts(&out, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"3\">"
+                    "<title>bankml serve</title></head><body style=\"font-family:monospace\">\n<h1>bankml serve "
+                    BANKML_VERSION "</h1>\n<p>");
+    pthread_mutex_lock(&eng.run);
+    jbuf_puts(&out, "resident: ");
+    put_html(&out, eng.cur ? eng.reg[eng.cur->idx].name : "none");
+    jbuf_printf(&out, "; sha256 %s</p>\n<p>models:", eng.last_sha[0] ? eng.last_sha : "(none yet)");
+    for (size_t i = 0; i < eng.n_reg; i++) {
+        jbuf_putc(&out, ' ');
+        put_html(&out, eng.reg[i].name);
+        if (!eng.reg[i].present) jbuf_puts(&out, " (absent)");
+    }
+    pthread_mutex_unlock(&eng.run);
+    pthread_mutex_lock(&met.mu);
+    jbuf_printf(&out, "</p>\n<p>completions: %llu prompt tokens, %llu generated; %s</p>\n",
+                (unsigned long long)met.tot_prompt, (unsigned long long)met.tot_completion,
+                met.processing ? "generating now" : "idle");
+    pthread_mutex_unlock(&met.mu);
+    jbuf_puts(&out, "<p><a href=\"/bankml\">/bankml</a> &middot; <a href=\"/bankml/usage\">/bankml/usage</a> &middot; "
+                    "<a href=\"/bankml/metrics\">/bankml/metrics</a> &middot; <a href=\"/metrics\">/metrics</a> "
+                    "&middot; <a href=\"/v1/models\">/v1/models</a></p>\n</body></html>\n");
+    serve_reply(resp, 200, "text/html; charset=utf-8", out.p, out.len);
+    jbuf_free(&out);
+}
+
+/* Unknown routes: under /v1/ llama-server's own JSON 404 (OpenAI clients
+ * parse it); elsewhere a text line that lists every route. */
+static void h_not_found(serve_req *req, serve_resp *resp, void *ud)
+{
+    serve_server *srv = ud;
+    if (!strncmp(req->path, "/v1/", 4)) {
+        static const char body[] = "{\"error\":{\"message\":\"File Not Found\",\"type\":\"not_found_error\",\"code\":404}}";
+        serve_reply(resp, 404, "application/json; charset=utf-8", body, sizeof body - 1);
+        return;
+    }
+    jbuf out;
+    jbuf_init(&out);
+    jbuf_puts(&out, "bankml serve: ");
+    serve_route_list(srv, &out);
+    jbuf_putc(&out, '\n');
+    serve_reply(resp, 404, "text/plain; charset=utf-8", out.p, out.len);
+    jbuf_free(&out);
+}
+
 /* ------------------------------------------------------------------ bankml serve */
 
 /* "30s", "5m", "1h", "250ms", a bare number of seconds; "-1"/"forever" = never. */
@@ -2105,6 +2675,39 @@ static int parse_count(const char *opt, const char *v, long lo, long hi, long *o
     return 0;
 }
 
+/* The host prompt cache's limit (§1.3): --cache-ram N (MiB, llama-server's
+ * flag), else BANKML_CACHE_RAM, else min(8192 MiB, a quarter of
+ * MemAvailable) with a 1 MiB floor. 0 turns it off, a negative value lifts
+ * the limit. */
+static int cache_ram_opt(int argc, char **argv)
+{
+    const char *v = getenv("BANKML_CACHE_RAM");
+    long long mib = 8192;
+    if (arg_val(argc, argv, "--cache-ram", &v) <= 0 && arg_val(argc, argv, "-cram", &v) <= 0 && !(v && *v)) {
+        FILE *f = fopen("/proc/meminfo", "r");
+        char line[256];
+        long long kb = -1;
+        while (f && fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+        if (f) fclose(f);
+        if (kb > 0 && kb / 1024 / 4 < mib) mib = kb / 1024 / 4;
+        if (mib < 1) mib = 1;
+        v = NULL;
+    }
+    if (v) {
+        char *end;
+        errno = 0;
+        mib = strtoll(v, &end, 10);
+        if (errno || end == v || *end || mib > (long long)(SIZE_MAX >> 20)) {
+            fprintf(stderr, "bankml serve: --cache-ram wants a number of MiB (0 = off, -1 = no limit), not %s\n", v);
+            return -1;
+        }
+    }
+    eng.cache_on = mib != 0;
+    eng.cache_limit = mib > 0 ? (size_t)mib << 20 : 0;
+    return 0;
+}
+
 int native_cmd_serve(int argc, char **argv)
 {
     const char *model = first_positional(argc, argv), *v, *fork = g_fork_default, *dir = NULL;
@@ -2118,6 +2721,7 @@ int native_cmd_serve(int argc, char **argv)
     eng.llama_threads = 2;
     eng.threads = default_threads();
     eng.keep_alive_ms = 5 * 60 * 1000;
+    met.t_start = (int64_t)time(NULL);
     if (arg_val(argc, argv, "--fork", &v) > 0) fork = v;
     if (arg_val(argc, argv, "--registry", &v) > 0) dir = v;
     if (arg_val(argc, argv, "--ctx", &v) > 0 || arg_val(argc, argv, "-c", &v) > 0) {
@@ -2136,6 +2740,7 @@ int native_cmd_serve(int argc, char **argv)
         fprintf(stderr, "bankml serve: --keep-alive wants a duration (30s, 5m, 1h, -1), not %s\n", v);
         return BANKML_EXIT_IO;
     }
+    if (cache_ram_opt(argc, argv) != 0) return BANKML_EXIT_IO;
     if (arg_val(argc, argv, "--listen", &v) > 0) listen = v;
     {
         const char *h = NULL, *p = NULL;
@@ -2222,6 +2827,12 @@ int native_cmd_serve(int argc, char **argv)
     serve_route(srv, "POST", "/tokenize", h_tokenize, NULL, 0);
     serve_route(srv, "POST", "/detokenize", h_detokenize, NULL, 0);
     serve_route(srv, "POST", "/apply-template", h_apply_template, NULL, 0);
+    serve_route(srv, "GET", "/metrics", h_metrics, NULL, 0);
+    serve_route(srv, "GET", "/bankml/usage", h_bankml_usage, NULL, 0);
+    serve_route(srv, "GET", "/bankml/metrics", h_bankml_metrics, NULL, 0);
+    serve_route(srv, "GET", "/", h_root, NULL, SERVE_PUBLIC);
+    serve_set_not_found(srv, h_not_found, srv);
+    ollama_register(srv, dir);   /* Ollama's /api/ routes on the same engine */
     if (serve_listen(srv, listen, err, sizeof err) < 0) {
         fprintf(stderr, "bankml serve: %s\n", err);
         serve_free(srv);
@@ -2257,4 +2868,176 @@ int native_cmd_serve(int argc, char **argv)
     free(eng.reg);
     free(eng.last_verified_json);
     return rc == 0 ? BANKML_OK : BANKML_EXIT_IO;
+}
+
+/* ---- engine entry points for ollama.c ---- */
+
+/* ollama.c translates Ollama's shapes onto the same engine, registry and
+ * slot as the routes above; these functions are its only way in, so the
+ * locking rule (eng.run for anything that touches the model) stays here. */
+
+size_t native_n_entries(void) { return eng.n_reg; }
+
+size_t native_default_entry(void) { return eng.def; }
+
+size_t native_served_ctx(void) { return eng.n_ctx; }
+
+int native_entry_get(size_t i, native_entry *e)
+{
+    if (i >= eng.n_reg) return -1;
+    e->name = eng.reg[i].name;
+    e->file = eng.reg[i].file;
+    e->path = eng.reg[i].path;
+    e->fork = eng.reg[i].fork;
+    e->present = eng.reg[i].present;
+    return 0;
+}
+
+long native_entry_find(const char *asked) { return reg_find(asked); }
+
+void native_engine_lock(void) { pthread_mutex_lock(&eng.run); }
+
+void native_engine_unlock(void) { pthread_mutex_unlock(&eng.run); }
+
+int native_engine_acquire(size_t idx, int *loaded, int *status, char *err, size_t errlen)
+{
+    *loaded = !(eng.cur && eng.cur->idx == idx);
+    if (idx >= eng.n_reg) {
+        *status = 404;
+        set_err(err, errlen, "no such model");
+        return -1;
+    }
+    return acquire(idx, status, err, errlen) ? 0 : -1;
+}
+
+/* Ollama's keep_alive decides the expiry, not --keep-alive: 0 drops the
+ * weights now (their mapping released), < 0 keeps them for good. */
+void native_engine_release(int64_t keep_alive_ms)
+{
+    if (keep_alive_ms == 0) {
+        if (eng.cur) fprintf(stderr, "bankml serve: %s: keep_alive 0; unloaded\n", eng.reg[eng.cur->idx].name);
+        model_free(eng.cur);
+        eng.cur = NULL;
+    } else {
+        eng.expires_us = keep_alive_ms < 0 ? 0 : now_us() + keep_alive_ms * 1000;
+    }
+    pthread_mutex_unlock(&eng.run);
+}
+
+long native_engine_resident(int64_t *expires_in_ms)
+{
+    if (!eng.cur) return -1;
+    if (expires_in_ms) {
+        if (!eng.expires_us) *expires_in_ms = -1;
+        else {
+            int64_t left = (eng.expires_us - now_us()) / 1000;
+            *expires_in_ms = left > 0 ? left : 0;
+        }
+    }
+    return (long)eng.cur->idx;
+}
+
+const sampler_params *native_engine_defaults(void) { return eng.cur ? &eng.cur->defaults : NULL; }
+
+size_t native_engine_n_ctx(void) { return eng.cur ? fw_n_ctx(eng.cur->fw) : 0; }
+
+int native_engine_render(const json_value *messages, jbuf *out, char *err, size_t errlen)
+{
+    if (!eng.cur) {
+        set_err(err, errlen, "no model is resident");
+        return -1;
+    }
+    return render_messages(eng.cur, messages, out, err, errlen);
+}
+
+int native_engine_tokenize(const char *text, size_t len, int32_t **ids, size_t *n, char *err, size_t errlen)
+{
+    if (!eng.cur) {
+        set_err(err, errlen, "no model is resident");
+        return -1;
+    }
+    return tokenize_prompt(eng.cur, text, len, ids, n, err, errlen);
+}
+
+void native_engine_content(const char *s, size_t n, const char **out, size_t *len)
+{
+    if (eng.cur) parsed_content(eng.cur, s, n, out, len);
+    else *out = s, *len = n;
+}
+
+typedef struct {
+    native_run *r;
+    gen_req *g;
+} run_bridge;
+
+static int on_step_bridge(gen_req *g, const tok_out *t, int stop_now)
+{
+    (void)stop_now;
+    native_run *r = ((run_bridge *)g->ud)->r;
+    if (!r->on_text) return 0;
+    return r->on_text(r->ud, t->text, t->text_len);
+}
+
+int native_engine_run(native_run *r, char *err, size_t errlen)
+{
+    gen_req g;
+    run_bridge b = {r, &g};
+    int rc;
+    memset(&g, 0, sizeof g);
+    if (!eng.cur) {
+        set_err(err, errlen, "no model is resident");
+        return -1;
+    }
+    if (sampler_params_copy(&g.sp, r->sp) != 0) {
+        set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    g.sp.n_probs = 0;
+    g.prompt = r->prompt;
+    g.n_prompt = r->n_prompt;
+    g.n_predict = r->n_predict;
+    for (size_t i = 0; i < r->n_stops && i < NAT_MAX_STOPS; i++) {
+        g.stops[i] = r->stops[i];
+        g.stop_lens[i] = r->stop_lens[i];
+        g.n_stops++;
+    }
+    g.cache_prompt = 1;
+    g.on_step = on_step_bridge;
+    g.ud = &b;
+    g.http = r->http;
+    rc = run_completion(eng.cur, &g, err, errlen);
+    r->n_cached = g.n_cached;
+    r->n_decoded = g.n_decoded;
+    r->stop = g.stop == STOP_EOS || g.stop == STOP_WORD;
+    r->gone = g.gone;
+    r->prompt_us = g.t_prompt_last ? g.t_prompt_last - g.t_start : 0;
+    r->eval_us = g.t_gen_last && g.t_prompt_last ? g.t_gen_last - g.t_prompt_last : 0;
+    r->ttft_us = g.t_first_text ? g.t_first_text - g.t_start : -1;
+    free(r->text);
+    r->text = NULL;
+    r->text_len = g.st.text.len;
+    r->text = malloc(g.st.text.len + 1);
+    if (r->text) {
+        if (g.st.text.len) memcpy(r->text, g.st.text.p, g.st.text.len);
+        r->text[g.st.text.len] = 0;
+    } else {
+        r->text_len = 0;
+    }
+    gen_free(&g);
+    return rc;
+}
+
+void native_engine_receipt(jbuf *b, const native_run *r, serve_req *req, const char *text, size_t tn)
+{
+    gen_req g;
+    memset(&g, 0, sizeof g);
+    if (!eng.cur) {
+        jbuf_puts(b, "null");
+        return;
+    }
+    g.n_prompt = r->n_prompt;
+    g.n_decoded = r->n_decoded;
+    g.t_start = 1;
+    g.t_first_text = r->ttft_us >= 0 ? 1 + r->ttft_us : 0;
+    put_receipt(b, eng.cur, &g, req, text, tn, "", 0, 0);
 }

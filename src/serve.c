@@ -9,8 +9,10 @@
  *
  * Threads: serve_run() polls the listeners and a wake pipe on the caller's
  * thread; each accepted connection gets a detached thread of its own, at
- * most max_conns at once. A connection past that is answered 503 on a small
- * detached "refuser" thread, so a flood never blocks accept().
+ * most max_conns at once. While max_conns are open the listeners are not
+ * polled: further connections wait in the kernel's accept queue (backlog
+ * SERVE_BACKLOG) and are taken, in arrival order, as connections close, so
+ * a burst of requests is served rather than refused.
  *
  * Sections: limits and small helpers · parsing · gates (host, length, key,
  * CORS) · socket I/O · answers · routing · connections · the server.
@@ -36,12 +38,13 @@
 #include <unistd.h>
 
 #define MAX_ROUTES 128
-#define MAX_REFUSERS 32
+/* The kernel's accept queue: where connections past max_conns wait (the
+ * kernel caps it at net.core.somaxconn, 4096 on current Linux). */
+#define SERVE_BACKLOG 512
 /* A whole head: the request line, 100 header lines, their line ends and
  * the blank line. Past this nothing can be valid. */
 #define MAX_HEAD ((size_t)(SERVE_MAX_HEADERS + 1) * (SERVE_MAX_LINE + 2) + 2)
 #define LINGER_MS 500
-#define REFUSE_DRAIN_MS 200
 
 // --------------------------------------------------------------------------
 // small helpers
@@ -755,7 +758,7 @@ struct serve_server {
     int wake[2];
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int n_conns, n_refusers;
+    int n_conns;
     int *conn_fds;          /* max_conns slots, -1 when free */
     int stopping;
 };
@@ -1069,50 +1072,13 @@ out:
     pthread_mutex_lock(&s->mu);
     s->conn_fds[c->slot] = -1;
     close(c->fd);
-    s->n_conns--;
+    if (s->n_conns-- == s->o.max_conns) {   /* accepting was paused: wake serve_run */
+        ssize_t w = write(s->wake[1], "r", 1);
+        (void)w;                             /* a full pipe already holds a wake-up */
+    }
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     free(c);
-    return NULL;
-}
-
-typedef struct { serve_server *srv; int fd; } refusal;
-
-/* Past max_conns: read what the client sends for a moment (so it is not
- * reset mid-request), answer 503, close. */
-static void *refuse_main(void *arg)
-{
-    refusal *f = arg;
-    serve_server *s = f->srv;
-    char junk[16384];
-    int64_t end = now_ns() + (int64_t)REFUSE_DRAIN_MS * 1000000;
-    char tail[4] = { 0 };
-    char resp[256];
-    int rn = snprintf(resp, sizeof resp,
-                      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                      "Connection: close\r\n\r\n%s", SERVE_TEXT, strlen(SERVE_MSG_TOO_MANY), SERVE_MSG_TOO_MANY);
-    for (;;) {
-        int64_t left = (end - now_ns()) / 1000000;
-        ssize_t got, i;
-        int done = 0;
-        if (left <= 0) break;
-        got = read_some(f->fd, junk, sizeof junk, (int)left);
-        if (got <= 0) break;
-        for (i = 0; i < got && !done; i++) {   /* stop at the blank line */
-            memmove(tail, tail + 1, 3);
-            tail[3] = junk[i];
-            if (memcmp(tail, "\r\n\r\n", 4) == 0 || memcmp(tail + 2, "\n\n", 2) == 0) done = 1;
-        }
-        if (done) break;
-    }
-    write_all(f->fd, resp, (size_t)rn, 1000, 0);
-    linger_drain(f->fd, REFUSE_DRAIN_MS);
-    close(f->fd);
-    pthread_mutex_lock(&s->mu);
-    s->n_refusers--;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    free(f);
     return NULL;
 }
 
@@ -1171,7 +1137,7 @@ void serve_free(serve_server *s)
      * s: leave it to the process's exit rather than free it under them. */
     if (s->wake[0] >= 0) {
         pthread_mutex_lock(&s->mu);
-        busy = s->n_conns + s->n_refusers > 0;
+        busy = s->n_conns > 0;
         pthread_mutex_unlock(&s->mu);
     }
     if (busy) return;
@@ -1262,7 +1228,7 @@ int serve_listen(serve_server *s, const char *hostport, char *err, size_t errlen
     if (fd < 0) { set_err(err, errlen, "cannot listen on %s: %s", hostport, strerror(errno)); return -1; }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (ss.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 128) != 0) {
+    if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, SERVE_BACKLOG) != 0) {
         set_err(err, errlen, "cannot listen on %s: %s", hostport, strerror(errno));
         close(fd);
         return -1;
@@ -1324,24 +1290,16 @@ static int spawn(void *(*fn)(void *), void *arg)
     return rc == 0 ? 0 : -1;
 }
 
-/* One accepted socket: a connection thread, a refusal, or (when even the
- * refusers are all busy) a plain close. */
+/* One accepted socket gets a connection thread (serve_run accepts only
+ * while fewer than max_conns are open); with no thread to be had, a plain
+ * close. */
 static void admit(serve_server *s, int fd, int listener, const struct sockaddr_storage *ss)
 {
     int one = 1, slot;
     conn *c;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);   /* an SSE event goes out at once */
     pthread_mutex_lock(&s->mu);
-    if (s->n_conns >= s->o.max_conns) {
-        refusal *f = NULL;
-        if (s->n_refusers < MAX_REFUSERS && (f = malloc(sizeof *f)) != NULL) {
-            f->srv = s;
-            f->fd = fd;
-            s->n_refusers++;
-            if (spawn(refuse_main, f) == 0) { pthread_mutex_unlock(&s->mu); return; }
-            s->n_refusers--;
-            free(f);
-        }
+    if (s->n_conns >= s->o.max_conns) {   /* not reached: serve_run checks first */
         pthread_mutex_unlock(&s->mu);
         close(fd);
         return;
@@ -1367,7 +1325,7 @@ static void admit(serve_server *s, int fd, int listener, const struct sockaddr_s
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Waits until every connection and refusal thread is done, at most ms.
+/* Waits until every connection thread is done, at most ms.
  * Returns 1 if they all are. Caller holds s->mu. */
 static int wait_idle(serve_server *s, int ms)
 {
@@ -1376,9 +1334,9 @@ static int wait_idle(serve_server *s, int ms)
     ts.tv_sec += ms / 1000;
     ts.tv_nsec += (long)(ms % 1000) * 1000000;
     if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
-    while (s->n_conns + s->n_refusers > 0)
+    while (s->n_conns > 0)
         if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) != 0) break;
-    return s->n_conns + s->n_refusers == 0;
+    return s->n_conns == 0;
 }
 
 int serve_run(serve_server *s)
@@ -1393,19 +1351,35 @@ int serve_run(serve_server *s)
     p[n].fd = s->wake[0];
     p[n].events = POLLIN;
     for (;;) {
-        int rc;
+        int rc, full, stop = 0;
+        /* Full: poll the wake pipe only, so waiting clients stay queued in
+         * the kernel until a connection closes (it writes "r"). */
+        pthread_mutex_lock(&s->mu);
+        full = s->n_conns >= s->o.max_conns;
+        pthread_mutex_unlock(&s->mu);
         for (i = 0; i <= n; i++) p[i].revents = 0;
+        for (i = 0; i < n; i++) p[i].fd = full ? -1 : s->lfd[i];
         rc = poll(p, (nfds_t)n + 1, -1);
         if (rc < 0) {
             if (errno == EINTR) continue;
             break;
         }
-        if (p[n].revents) break;
+        if (p[n].revents) {   /* "x": serve_stop; "r": room again */
+            char b[64];
+            ssize_t got;
+            while ((got = read(s->wake[0], b, sizeof b)) > 0)
+                if (memchr(b, 'x', (size_t)got)) stop = 1;
+            if (stop) break;
+        }
         for (i = 0; i < n; i++) {
             struct sockaddr_storage ss;
             socklen_t sl = sizeof ss;
             int fd;
             if (!(p[i].revents & POLLIN)) continue;
+            pthread_mutex_lock(&s->mu);
+            full = s->n_conns >= s->o.max_conns;
+            pthread_mutex_unlock(&s->mu);
+            if (full) break;
             fd = accept4(s->lfd[i], (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
             if (fd < 0) {
                 /* Out of descriptors: back off a moment instead of spinning. */

@@ -94,6 +94,44 @@ def conversation(label, turns, extra, stream=False):
         msgs.append({"role": "assistant", "content": text or "ok"})
 
 
+def interleaved(label, convs, extra, stream=False):
+    """Conversations interleaved turn by turn (A1 B1 C1 A2 B2 ...): each one evicts the other from the one slot,
+    so llama-server's host prompt cache saves and restores them. Content, usage and cache_n equal on every turn;
+    returns the list of cache_n values llama-server reported."""
+    hist = [[{"role": "system", "content": sysmsg}] for sysmsg, _ in convs]
+    seen = []
+    for t in range(max(len(turns) for _, turns in convs)):
+        for ci, (_, turns) in enumerate(convs):
+            if t >= len(turns):
+                continue
+            hist[ci].append({"role": "user", "content": turns[t]})
+            body = dict(extra, messages=hist[ci])
+            name = f"{label} {'ABC'[ci]}{t + 1}"
+            if stream:
+                body["stream"] = True
+                body["stream_options"] = {"include_usage": True}
+                (sl, el), (sb, eb) = L.stream("/v1/chat/completions", body), B.stream("/v1/chat/completions", body)
+                eq(f"{name} (streamed)", [sb, stream_view(eb)], [sl, stream_view(el)])
+                text = "".join(((e.get("choices") or [{}])[0].get("delta") or {}).get("content") or ""
+                               for e in el if isinstance(e, dict) and "choices" in e)
+                tm = [e["timings"] for e in el if isinstance(e, dict) and "timings" in e]
+                seen.append(tm[-1]["cache_n"] if tm else None)
+            else:
+                sl, jl = L.post("/v1/chat/completions", body)
+                sb, jb = B.post("/v1/chat/completions", body)
+                eq(name, [sb, chat_view(jb)], [sl, chat_view(jl)])
+                text = jl["choices"][0]["message"]["content"] if sl == 200 else ""
+                seen.append(jl.get("timings", {}).get("cache_n") if sl == 200 else None)
+            hist[ci].append({"role": "assistant", "content": text or "ok"})
+    return seen
+
+
+CONVS = [("You are a helpful assistant.", ["Hello there", "Tell me a story about a cat.", "Why is the sky blue?",
+                                           "Thanks! One more: count to five."]),
+         ("Answer like a pirate.", ["Where is the treasure?", "How big is your ship?", "What do you eat?",
+                                    "Sing a song."]),
+         ("Reply in French.", ["Good morning", "What is the weather like?", "Name three cheeses."])]
+
 TURNS = ["Hello there", "Tell me a story about a cat.", "Why is the sky blue?", "Thanks! One more: count to five.",
          "And a haiku?"]
 
@@ -143,6 +181,17 @@ for path in MODELS:
             conversation(f"{base} greedy streamed", TURNS[:4], {"max_tokens": 12, "temperature": 0}, stream=True)
             conversation(f"{base} seeded streamed", TURNS[:4], {"max_tokens": 12, "temperature": 0.9, "seed": 3},
                          stream=True)
+            # the host prompt cache: two then three conversations interleaved; the first turn of each keeps only
+            # the template's head, a later turn resumes its conversation from the cache (cache_n well past it)
+            cn = interleaved(f"{base} interleaved x2", CONVS[:2], {"max_tokens": 12, "temperature": 0})
+            S.check(f"{base} interleaved x2: a turn resumed from the host prompt cache",
+                    any(isinstance(c, int) and c > 20 for c in cn[2:]), f"cache_n {cn}")
+            cn = interleaved(f"{base} interleaved x3 seeded", CONVS, {"max_tokens": 10, "temperature": 0.8,
+                                                                      "seed": 5})
+            S.check(f"{base} interleaved x3: a turn resumed from the host prompt cache",
+                    any(isinstance(c, int) and c > 20 for c in cn[3:]), f"cache_n {cn}")
+            interleaved(f"{base} interleaved x2 streamed", [CONVS[2], CONVS[0]], {"max_tokens": 8, "temperature": 0},
+                        stream=True)
             conversation(f"{base} cache_prompt false", TURNS[:2], {"max_tokens": 8, "temperature": 0,
                                                                    "cache_prompt": False})
             lp = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3, "temperature": 0,

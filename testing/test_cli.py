@@ -270,6 +270,22 @@ def tests(tmp):
     expect("bench refuses an unpinned model", ["bench", b8, "--fork", forkjson], 2, out="",
            err="bankml bench: refuse: Bonsai-8B.gguf has no sha256 record in FORK.json: unpinned, refused\n")
 
+    # --- create: a derived model over a pinned one, or a refusal ---
+    reg = os.path.join(tmp, "registry")
+    os.makedirs(reg)
+    shutil.copy(forkjson, os.path.join(reg, "bonsai.FORK.json"))
+    shutil.copy(q1, os.path.join(reg, "Bonsai-1.7B.gguf"))
+    mf = write(tmp, "Modelfile", b"FROM Bonsai-1.7B.gguf\nSYSTEM You are terse.\nPARAMETER temperature 0.5\n")
+    rc, out, err = run("create", "terse", "-f", mf, "--registry", reg)
+    check("create writes a manifest", rc == 0 and os.path.exists(os.path.join(reg, "terse.MODEL.json"))
+          and out.startswith(f"bankml create: terse:latest written to {reg}/terse.MODEL.json"), (rc, out, err))
+    bad_mf = write(tmp, "Modelfile.bad", b"FROM Bonsai-8B.gguf\n")
+    rc, out, err = run("create", "bad", "-f", bad_mf, "--registry", reg)
+    check("create refuses a base that is not pinned", rc == 2 and err.startswith("bankml create: ")
+          and not os.path.exists(os.path.join(reg, "bad.MODEL.json")), (rc, out, err))
+    rc, out, err = run("create", "x")
+    check("create without -f prints its usage", rc == 1 and "usage: bankml create NAME -f Modelfile" in err, (rc, err))
+
     # --- the demo model and the root models.FORK.json ---
     demo = os.path.join(ROOT, "models", "demo.gguf")
     if not os.path.exists(demo):

@@ -28,6 +28,10 @@ TEST(native_utf8_complete_cuts_an_open_sequence)
     CHECK_INT((long)native_utf8_complete("\xF0\x9F\x8D", 3), 0);     /* 3 of 4 bytes of 🍕 */
     CHECK_INT((long)native_utf8_complete("\xF0\x9F\x8D\x95", 4), 4);
     CHECK_INT((long)native_utf8_complete("x\xE2\x82", 3), 1);
+    /* as validate_utf8: a cut lead byte holds back the ASCII after it too */
+    CHECK_INT((long)native_utf8_complete("ab\xE2)", 4), 2);
+    CHECK_INT((long)native_utf8_complete("\xF0xy", 3), 0);
+    CHECK_INT((long)native_utf8_complete("\xF0xyzw", 5), 5);       /* 4 bytes back is the limit */
 }
 
 TEST(native_partial_stop_finds_the_longest_suffix)
