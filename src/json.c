@@ -7,6 +7,8 @@
  */
 #include "json.h"
 
+#include <errno.h>
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1150,4 +1152,38 @@ fail:
     free(p->tmp);
     free(p);
     return NULL;
+}
+
+/* ---- reading whole files ---- */
+
+int jbuf_read_stream(jbuf *b, FILE *f)
+{
+    char chunk[65536];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) jbuf_put(b, chunk, got);
+    jbuf_put(b, "", 0);   /* a NUL-terminated buffer even when nothing was read */
+    if (b->oom) {
+        errno = ENOMEM;
+        return -1;
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+char *json_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    jbuf b;
+    int rc, saved;
+    if (!f) return NULL;
+    jbuf_init(&b);
+    rc = jbuf_read_stream(&b, f);
+    saved = errno;
+    fclose(f);
+    if (rc != 0) {
+        jbuf_free(&b);
+        errno = saved;
+        return NULL;
+    }
+    if (len) *len = b.len;
+    return b.p;
 }

@@ -66,6 +66,16 @@ void jbuf_put(jbuf *b, const void *s, size_t n);
 void jbuf_puts(jbuf *b, const char *s);
 void jbuf_putc(jbuf *b, char c);
 void jbuf_printf(jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends everything read from f (to its end) to b. Returns 0, or -1 on a
+ * read error (errno set) or when memory ran out (b->oom). b stays
+ * NUL-terminated. The one place the project reads a stream or a small file
+ * whole (FORK.json, manifests, Modelfiles, templates, stdin). */
+#include <stdio.h>
+int jbuf_read_stream(jbuf *b, FILE *f);
+/* The whole file at path as a malloc'd NUL-terminated string (free() it),
+ * its length in *len when len is not NULL; NULL with errno set on failure. */
+char *json_read_file(const char *path, size_t *len);
+
 /* Appends s[0..n) as a quoted JSON string with the escaping described above. */
 void json_put_str(jbuf *b, const char *s, size_t n);
 void json_put_cstr(jbuf *b, const char *s);

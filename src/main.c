@@ -265,16 +265,10 @@ static int cmd_verify(int argc, char **argv)
 /* Reads all of stdin into b. Returns 0, or 1 after printing why. */
 static int read_stdin(const char *cmd, jbuf *b)
 {
-    char chunk[65536];
-    size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, stdin)) > 0)
-        jbuf_put(b, chunk, got);
-    if (ferror(stdin) || b->oom) {
-        fprintf(stderr, "bankml %s: cannot read standard input: %s\n", cmd,
-                b->oom ? "out of memory" : strerror(errno));
+    if (jbuf_read_stream(b, stdin) != 0) {
+        fprintf(stderr, "bankml %s: cannot read standard input: %s\n", cmd, strerror(errno));
         return 1;
     }
-    if (!b->p) jbuf_put(b, "", 0);
     return 0;
 }
 
@@ -437,16 +431,13 @@ static int cmd_chat_template(int argc, char **argv)
     tmpl = gguf_kv_str(gguf_kv_find(&r.header, "tokenizer.chat_template"), &tmpl_len);
     if (file) {
         FILE *f = fopen(file, "rb");
-        char chunk[65536];
-        size_t got;
-        if (!f) {
+        if (!f || jbuf_read_stream(&tf, f) != 0) {
             fprintf(stderr, "bankml chat-template: cannot read %s: %s\n", file, strerror(errno));
+            if (f) fclose(f);
             rc = BANKML_EXIT_IO;
             goto done;
         }
-        while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) jbuf_put(&tf, chunk, got);
         fclose(f);
-        jbuf_put(&tf, "", 0);
         tmpl = tf.p;
         tmpl_len = tf.len;
     } else if (!tmpl || tmpl_len == 0) {

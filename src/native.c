@@ -390,25 +390,6 @@ static int reg_add(const char *file, const char *path, const char *fork, int pre
     return 0;
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    jbuf b;
-    char chunk[65536];
-    size_t got;
-    if (!f) return NULL;
-    jbuf_init(&b);
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) jbuf_put(&b, chunk, got);
-    fclose(f);
-    jbuf_put(&b, "", 0);
-    if (b.oom) {
-        jbuf_free(&b);
-        return NULL;
-    }
-    if (len) *len = b.len;
-    return b.p ? b.p : strdup("");
-}
-
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Every .gguf pinned by the FORK.json at fork, looked for beside `near`
@@ -416,7 +397,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 static void reg_add_fork(const char *fork, const char *near, const char *dir)
 {
     size_t len;
-    char *text = read_file(fork, &len), err[256];
+    char *text = json_read_file(fork, &len), err[256];
     json_value *doc = text ? json_parse(text, len, err, sizeof err) : NULL;
     const json_value *files = doc ? json_get(doc, "files") : NULL;
     for (size_t i = 0; files && files->type == JSON_ARRAY && i < files->n; i++) {
@@ -1267,11 +1248,10 @@ int native_cmd_generate(int argc, char **argv)
     memset(&g, 0, sizeof g);
     jbuf_init(&in);
     jbuf_init(&prompt);
-    {
-        char chunk[65536];
-        size_t got;
-        while ((got = fread(chunk, 1, sizeof chunk, stdin)) > 0) jbuf_put(&in, chunk, got);
-        jbuf_put(&in, "", 0);
+    json_value *own = NULL;
+    if (jbuf_read_stream(&in, stdin) != 0) {
+        fprintf(stderr, "bankml generate: cannot read standard input: %s\n", strerror(errno));
+        goto out;
     }
     /* a JSON array of messages, an object with "messages", or plain text (one user turn) */
     {
@@ -1280,7 +1260,6 @@ int native_cmd_generate(int argc, char **argv)
         if (k < in.len && (in.p[k] == '[' || in.p[k] == '{')) doc = json_parse(in.p, in.len, err, sizeof err);
     }
     const json_value *msgs = doc ? (doc->type == JSON_OBJECT ? json_get(doc, "messages") : doc) : NULL;
-    json_value *own = NULL;
     if (!msgs) {
         jbuf t;
         jbuf_init(&t);

@@ -651,30 +651,11 @@ static struct {
     int64_t default_keep_ms;
 } ol = {.mu = PTHREAD_MUTEX_INITIALIZER, .ps_idx = -1, .default_keep_ms = 5 * 60 * 1000};
 
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    jbuf b;
-    char chunk[65536];
-    size_t got;
-    if (!f) return NULL;
-    jbuf_init(&b);
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) jbuf_put(&b, chunk, got);
-    fclose(f);
-    jbuf_put(&b, "", 0);
-    if (b.oom) {
-        jbuf_free(&b);
-        return NULL;
-    }
-    if (len) *len = b.len;
-    return b.p ? b.p : strdup("");
-}
-
 /* The sha256 a FORK.json pins for a file's base name. */
 static int pinned_sha(const char *fork, const char *file, char sha[65])
 {
     size_t n;
-    char *t = read_all(fork, &n);
+    char *t = json_read_file(fork, &n);
     int rc = t ? pin_lookup(t, n, file, sha, NULL, NULL, 0) : -1;
     free(t);
     return rc == 1 ? 0 : -1;
@@ -718,7 +699,7 @@ static void derived_free(derived *d)
 static int derived_read(const char *path, const pin_ent *pins, size_t n_pins, derived *out, char *err, size_t errlen)
 {
     size_t len;
-    char *text = read_all(path, &len);
+    char *text = json_read_file(path, &len);
     jbuf c;
     memset(out, 0, sizeof *out);
     if (!text) {
@@ -829,7 +810,7 @@ static size_t pins_from_dir(const char *dir, pin_ent **out)
         char fork[4096], err[256];
         size_t len;
         if (snprintf(fork, sizeof fork, "%s/%s", dir, e->d_name) >= (int)sizeof fork) continue;
-        char *text = read_all(fork, &len);
+        char *text = json_read_file(fork, &len);
         json_value *doc = text ? json_parse(text, len, err, sizeof err) : NULL;
         const json_value *files = json_get(doc, "files");
         for (size_t i = 0; files && files->type == JSON_ARRAY && i < files->n; i++) {
@@ -2563,7 +2544,7 @@ int ollama_cmd_create(int argc, char **argv)
         return BANKML_EXIT_IO;
     }
     size_t len;
-    char *text = read_all(file, &len);
+    char *text = json_read_file(file, &len);
     if (!text) {
         fprintf(stderr, "bankml create: cannot read %s: %s\n", file, strerror(errno));
         return BANKML_EXIT_IO;
