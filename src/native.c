@@ -1225,7 +1225,11 @@ int native_cmd_generate(int argc, char **argv)
 
     if (!model) {
         fprintf(stderr, "usage: bankml generate MODEL [--max N] [--json] [--sample [--temp T] [--top-k K] "
-                        "[--top-p P] [--min-p P] [--seed S]] [--fork F] < messages.json|text\n");
+                        "[--top-p P] [--min-p P] [--seed S] [--typical-p P] [--top-n-sigma S] [--xtc-probability P] "
+                        "[--xtc-threshold T] [--dynatemp-range R] [--dynatemp-exponent E] [--repeat-last-n N] "
+                        "[--repeat-penalty P] [--frequency-penalty P] [--presence-penalty P] [--dry-multiplier M] "
+                        "[--dry-base B] [--dry-allowed-length N] [--dry-penalty-last-n N] [--min-keep N]] [--fork F] "
+                        "< messages.json|text\n");
         return BANKML_EXIT_IO;
     }
     if (arg_val(argc, argv, "--fork", &v) > 0) fork = v;
@@ -1279,29 +1283,54 @@ int native_cmd_generate(int argc, char **argv)
         fprintf(stderr, "bankml generate: the prompt has %zu tokens; the context is %zu\n", n_ids, fw_n_ctx(m->fw));
         goto out;
     }
-    if (sampler_params_copy(&g.sp, &m->defaults) != 0) {
-        fprintf(stderr, "bankml generate: out of memory\n");
-        goto out;
-    }
     g.greedy = !sample;
-    if (sample) {
-        const char *names[5] = {"--temp", "--top-k", "--top-p", "--min-p", "--seed"};
-        for (int k = 0; k < 5; k++) {
-            if (arg_val(argc, argv, names[k], &v) <= 0) continue;
-            char *end;
-            double x = strtod(v, &end);
-            if (*end || !isfinite(x)) {
-                fprintf(stderr, "bankml generate: %s wants a number, not %s\n", names[k], v);
-                rc = BANKML_EXIT_IO;
-                goto out;
-            }
-            if (k == 0) g.sp.temp = (float)x;
-            if (k == 1) g.sp.top_k = (int32_t)x;
-            if (k == 2) g.sp.top_p = (float)x;
-            if (k == 3) g.sp.min_p = (float)x;
-            if (k == 4) g.sp.seed = (uint32_t)strtoul(v, NULL, 10);
+    if (!sample) {
+        if (sampler_params_copy(&g.sp, &m->defaults) != 0) {
+            fprintf(stderr, "bankml generate: out of memory\n");
+            goto out;
         }
-        if (sampler_check(&g.sp, err, sizeof err) != 0) {
+    } else {
+        /* The flags become the request llama-server would get, resolved over
+         * the GGUF's defaults with the server's own rules and refusals. */
+        static const char *const flag_keys[][2] = {
+            {"--temp", "temperature"}, {"--top-k", "top_k"}, {"--top-p", "top_p"}, {"--min-p", "min_p"},
+            {"--seed", "seed"}, {"--typical-p", "typical_p"}, {"--top-n-sigma", "top_n_sigma"},
+            {"--xtc-probability", "xtc_probability"}, {"--xtc-threshold", "xtc_threshold"},
+            {"--dynatemp-range", "dynatemp_range"}, {"--dynatemp-exponent", "dynatemp_exponent"},
+            {"--repeat-last-n", "repeat_last_n"}, {"--repeat-penalty", "repeat_penalty"},
+            {"--frequency-penalty", "frequency_penalty"}, {"--presence-penalty", "presence_penalty"},
+            {"--dry-multiplier", "dry_multiplier"}, {"--dry-base", "dry_base"},
+            {"--dry-allowed-length", "dry_allowed_length"}, {"--dry-penalty-last-n", "dry_penalty_last_n"},
+            {"--min-keep", "min_keep"},
+        };
+        jbuf rq;
+        json_value *req;
+        int bad = 0;
+        jbuf_init(&rq);
+        jbuf_putc(&rq, '{');
+        for (size_t k = 0; k < sizeof flag_keys / sizeof flag_keys[0] && !bad; k++) {
+            if (arg_val(argc, argv, flag_keys[k][0], &v) <= 0) continue;
+            json_value *num = json_parse(v, strlen(v), err, sizeof err);
+            if (!num || num->type != JSON_NUMBER) {
+                fprintf(stderr, "bankml generate: %s wants a number, not %s\n", flag_keys[k][0], v);
+                bad = 1;
+            } else {
+                if (rq.len > 1) jbuf_puts(&rq, ", ");
+                json_put_cstr(&rq, flag_keys[k][1]);
+                jbuf_printf(&rq, ": %s", v);
+            }
+            json_free(num);
+        }
+        jbuf_putc(&rq, '}');
+        req = bad || rq.oom ? NULL : json_parse(rq.p, rq.len, err, sizeof err);
+        jbuf_free(&rq);
+        if (!req) {
+            rc = BANKML_EXIT_IO;
+            goto out;
+        }
+        int r = sampler_resolve(&g.sp, &m->defaults, req, err, sizeof err);
+        json_free(req);
+        if (r != 0) {
             fprintf(stderr, "bankml generate: %s\n", err);
             goto out;
         }

@@ -300,6 +300,22 @@ def tests(tmp):
         except (ValueError, IndexError, KeyError):
             ok = False
         check("bench on the demo model ends with its JSON line", ok, (rc, out, err))
+        def gen(args):
+            p = subprocess.run([BIN, "generate", demo, *args], input=b"hi", capture_output=True, timeout=60)
+            return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+        got = gen(["--sample", "--top-k", "0.5x", "--max", "2"])
+        check("generate: a sampling flag that is not a number", got == (1, "", "bankml generate: --top-k wants a number, "
+              "not 0.5x\n"), got)
+        got = gen(["--sample", "--repeat-penalty", "-1", "--max", "2"])
+        check("generate: llama-server's refusal of a sampling value", got == (2, "", "bankml generate: Failed to "
+              "initialize samplers: penalty_repeat must be finite and greater than 0\n"), got)
+        rc, out, err = gen(["--max", "3", "--json"])
+        try:
+            j = json.loads(out)
+            ok = rc == 0 and j["completion_tokens"] == 3 and j["finish_reason"] == "length" and j["prompt_tokens"] > 0
+        except ValueError:
+            ok = False
+        check("generate --json on the demo model", ok, (rc, out, err))
     else:
         check("make demo-model writes models/demo.gguf", False, "models/demo.gguf is missing")
 
