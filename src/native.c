@@ -2890,6 +2890,9 @@ size_t native_default_entry(void) { return eng.def; }
 
 size_t native_served_ctx(void) { return eng.n_ctx; }
 
+/* --keep-alive (5 min when absent; -1 forever): Ollama's default for a request without keep_alive. */
+int64_t native_keep_alive_ms(void) { return eng.keep_alive_ms; }
+
 int native_entry_get(size_t i, native_entry *e)
 {
     if (i >= eng.n_reg) return -1;

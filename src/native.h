@@ -87,6 +87,7 @@ typedef struct {
 size_t native_n_entries(void);
 size_t native_default_entry(void);
 size_t native_served_ctx(void);                 /* --ctx */
+int64_t native_keep_alive_ms(void);             /* --keep-alive in ms, < 0 forever */
 int native_entry_get(size_t i, native_entry *e);  /* 0, or -1 when i is out of range */
 long native_entry_find(const char *asked);      /* registry index, or -1 */
 

@@ -209,6 +209,115 @@ int ollama_name_check(const char *asked, char *out, size_t outlen, char *err, si
     return 0;
 }
 
+/* One part of model.ParseName's result (types/model/name.go, isValidPart):
+ * 1 to 80 characters (350 for the host), the first a letter, digit or '_',
+ * then also '-' and '_', '.' except in the namespace, ':' only in the host. */
+enum { PART_HOST, PART_NS, PART_MODEL, PART_TAG };
+
+static int name_part_ok(int kind, const char *s, size_t n)
+{
+    if (n < 1 || n > (kind == PART_HOST ? 350u : 80u)) return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        int an = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+        if (i == 0 ? !an : !(an || c == '-' || (c == '.' && kind != PART_NS) || (c == ':' && kind == PART_HOST)))
+            return 0;
+    }
+    return 1;
+}
+
+/* Ollama decides its error (and, on /api/chat, even the status) by whether
+ * model.ParseName(s).IsValid(): the tag is cut at the last ':' after the
+ * last '/', then model, namespace and host at the last '/'s; a part cut
+ * empty is "!MISSING!" (invalid) and an absent one takes its default. */
+int ollama_name_valid(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    const char *colon = s ? strrchr(s, ':') : NULL, *slash = s ? strrchr(s, '/') : NULL;
+    if (colon && (!slash || colon > slash)) {
+        if (colon == s || !colon[1] || !name_part_ok(PART_TAG, colon + 1, strlen(colon + 1))) return 0;
+        n = (size_t)(colon - s);
+    }
+    for (int kind = PART_MODEL; kind >= PART_HOST; kind--) {
+        const char *cut = NULL;
+        for (size_t i = n; kind != PART_HOST && i-- > 0;)
+            if (s[i] == '/') {
+                cut = s + i;
+                break;
+            }
+        if (!cut) {
+            if (kind == PART_HOST) {
+                const char *sch = NULL;
+                for (size_t i = 0; i + 3 <= n && !sch; i++)
+                    if (!memcmp(s + i, "://", 3)) sch = s + i;
+                if (sch) return name_part_ok(PART_HOST, sch + 3, n - (size_t)(sch + 3 - s));
+            }
+            return name_part_ok(kind, s, n);
+        }
+        size_t before = (size_t)(cut - s), after = n - before - 1;
+        if (!before || !after || !name_part_ok(kind, cut + 1, after)) return 0;
+        n = before;
+    }
+    return 1;
+}
+
+/* Go's %q (strconv.Quote), which Ollama's copy and delete errors use:
+ * '"' and '\\' escaped, \a \b \f \n \r \t \v, other control bytes and
+ * bytes that are not UTF-8 as \xNN, and the common non-printing code points
+ * (C1 controls, soft hyphen, zero-width and bidi marks, line and paragraph
+ * separators, BOM) as \uNNNN; any other code point is kept as it is. The
+ * result is cut (still quoted) to fit out. */
+void ollama_go_quote(const char *s, char *out, size_t outlen)
+{
+    size_t o = 0;
+    if (outlen < 3) {
+        if (outlen) out[0] = 0;
+        return;
+    }
+    out[o++] = '"';
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+        char piece[16];
+        size_t pl = 0, adv = 1;
+        unsigned c = *p;
+        uint32_t cp = 0;
+        size_t need = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : 9;
+        int valid = need == 0;
+        if (need >= 1 && need <= 3) {
+            cp = c & (0x3F >> need);
+            valid = 1;
+            for (size_t k = 1; k <= need && valid; k++) {
+                if ((p[k] & 0xC0) != 0x80) valid = 0;
+                else cp = cp << 6 | (p[k] & 0x3F);
+            }
+            static const uint32_t min_cp[] = {0, 0x80, 0x800, 0x10000};
+            if (valid && (cp < min_cp[need] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) valid = 0;
+            if (valid) adv = need + 1;
+        }
+        if (!valid) {
+            pl = (size_t)snprintf(piece, sizeof piece, "\\x%02x", c);
+        } else if (need == 0) {
+            const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\a' ? "\\a" : c == '\b' ? "\\b" :
+                              c == '\f' ? "\\f" : c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" :
+                              c == '\v' ? "\\v" : NULL;
+            if (esc) pl = (size_t)snprintf(piece, sizeof piece, "%s", esc);
+            else if (c < 0x20 || c == 0x7F) pl = (size_t)snprintf(piece, sizeof piece, "\\x%02x", c);
+            else piece[0] = (char)c, pl = 1;
+        } else if ((cp >= 0x80 && cp <= 0x9F) || cp == 0xAD || (cp >= 0x200B && cp <= 0x200F) ||
+                   (cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2060 && cp <= 0x2064) || cp == 0xFEFF) {
+            pl = (size_t)snprintf(piece, sizeof piece, "\\u%04x", (unsigned)cp);
+        } else {
+            memcpy(piece, p, adv);
+            pl = adv;
+        }
+        if (o + pl + 2 > outlen) break;
+        memcpy(out + o, piece, pl);
+        o += pl;
+        p += adv;
+    }
+    out[o++] = '"';
+    out[o] = 0;
+}
+
 /* server/prompt.go (v0.13.3), step for step: walking back from the message
  * before the last, the conversation from i (with the system messages before
  * i) is measured; while it fits, n moves to i. `system` is recomputed on
@@ -1375,7 +1484,32 @@ static void target_free(target *t)
     json_free(t->ldoc);
 }
 
-static int resolve_target(const char *asked, target *t, serve_resp *resp)
+/* The route asking, for Ollama's error when the name is not found. */
+enum { FOR_CHAT, FOR_GENERATE, FOR_SHOW };
+
+/* Ollama v0.13.3's answer to a name it cannot find (server/routes.go):
+ * every route says 404 "model '<name as typed>' not found" (GetModel fails
+ * with ErrNotExist), except for a name model.ParseName rejects, which
+ * /api/chat calls 400 "model is required" and /api/show answers with
+ * GetModelInfo's ErrModelPathInvalid, a 500 "invalid model path". */
+static void reply_not_found(serve_resp *resp, int route, const char *asked)
+{
+    char msg[1200];
+    if (!ollama_name_valid(asked) && route == FOR_CHAT) {
+        reply_error(resp, 400, "model is required");
+    } else if (!ollama_name_valid(asked) && route == FOR_SHOW) {
+        reply_error(resp, 500, "invalid model path");
+    } else {
+        snprintf(msg, sizeof msg, "model '%.1100s' not found", asked ? asked : "");
+        reply_error(resp, 404, msg);
+    }
+}
+
+/* An absent or empty model is the startup model (spec §2.7), as on
+ * llama-server's routes; Ollama itself would refuse it. A name is looked up
+ * first (bankml also takes a registry path) and Ollama's error chosen only
+ * when nothing matches. */
+static int resolve_target(const char *asked, int route, target *t, serve_resp *resp)
 {
     char err[1024];
     memset(t, 0, sizeof *t);
@@ -1399,17 +1533,7 @@ static int resolve_target(const char *asked, target *t, serve_resp *resp)
     }
     t->idx = native_entry_find(asked);
     if (t->idx < 0) {
-        jbuf names;
-        jbuf_init(&names);
-        for (size_t i = 0; i < native_n_entries(); i++) {
-            native_entry e;
-            native_entry_get(i, &e);
-            jbuf_printf(&names, "%s%s", i ? ", " : "", e.name);
-        }
-        snprintf(err, sizeof err, "model '%s' not found: bankml serves pinned models only (%s)", asked ? asked : "",
-                 names.p ? names.p : "");
-        jbuf_free(&names);
-        reply_error(resp, 404, err);
+        reply_not_found(resp, route, asked);
         return -1;
     }
     native_entry e;
@@ -1797,7 +1921,7 @@ static void handle_gen(serve_req *req, serve_resp *resp, int generate)
     api_ctx c;
     jbuf mtext, prompt, fin;
     int64_t keep_ms = 0, t0 = mono_us(), load_us = 0;
-    int empty = 1, stream = 1, raw = 0, locked = 0, loaded = 0, status = 500;
+    int empty = 1, stream = 1, raw = 0, locked = 0, loaded = 0, status = 500, truncate = 1, shift = 0;
     int32_t *ids = NULL;
     size_t n_ids = 0, dropped = 0;
     sampler_params sp;
@@ -1818,7 +1942,7 @@ static void handle_gen(serve_req *req, serve_resp *resp, int generate)
     c.req = req;
     c.resp = resp;
     c.generate = generate;
-    if (resolve_target(body_model(body), &t, resp) != 0) goto out;
+    if (resolve_target(body_model(body), generate ? FOR_GENERATE : FOR_CHAT, &t, resp) != 0) goto out;
     c.tag = t.tag;
     const json_value *layer = json_get(t.ldoc, "layer") ? json_get(t.ldoc, "layer") : t.ldoc;
     if (ollama_keep_alive(json_get(body, "keep_alive"), ol.default_keep_ms, &keep_ms, err, sizeof err) != 0) {
@@ -1831,6 +1955,20 @@ static void handle_gen(serve_req *req, serve_resp *resp, int generate)
         goto out;
     }
     c.stream = stream;
+    /* Ollama v0.13's `shift` (default true: when generation fills num_ctx,
+     * the runner drops half the context after num_keep and goes on) and
+     * `truncate` (default true: chatPrompt drops the oldest messages) */
+    {
+        const json_value *shv = json_get(body, "shift"), *trv = json_get(body, "truncate");
+        if (shv && shv->type != JSON_NULL && !json_is_bool(shv, &shift)) {
+            reply_error(resp, 400, "shift must be true or false");
+            goto out;
+        }
+        if (trv && trv->type != JSON_NULL && !json_is_bool(trv, &truncate)) {
+            reply_error(resp, 400, "truncate must be true or false");
+            goto out;
+        }
+    }
     const json_value *rv = json_get(body, "raw");
     if (generate && rv && rv->type == JSON_TRUE) raw = 1;
     if (build_messages(body, layer, generate, &mtext, &empty, err, sizeof err) != 0) {
@@ -1865,6 +2003,13 @@ static void handle_gen(serve_req *req, serve_resp *resp, int generate)
         } else {
             serve_reply_json(resp, 200, &fin);
         }
+        goto out;
+    }
+    if (shift) {
+        /* only a generation can reach num_ctx: a load or unload takes it */
+        reply_error(resp, 400, "shift: Ollama's context shift (half of the context after num_keep dropped, then "
+                               "generation goes on over re-rotated keys) is not reproduced; bankML stops when "
+                               "the answer fills num_ctx, as Ollama does with shift: false");
         goto out;
     }
     if (refusals(body, generate, err, sizeof err) != 0 ||
@@ -1911,7 +2056,7 @@ static void handle_gen(serve_req *req, serve_resp *resp, int generate)
     } else {
         const json_value *use = msgs;
         json_value *fitted = NULL;
-        if (o.num_ctx > 0 && msgs->n > 1) {
+        if (o.num_ctx > 0 && truncate && msgs->n > 1) {
             int *is_sys = calloc(msgs->n, sizeof *is_sys);
             size_t *keep = calloc(msgs->n, sizeof *keep), n_keep = 0;
             fit_ctx f = {msgs};
@@ -1954,6 +2099,10 @@ static void handle_gen(serve_req *req, serve_resp *resp, int generate)
             goto out;
         }
     }
+    if (o.num_ctx > 0 && !truncate && n_ids > (size_t)o.num_ctx) {
+        reply_error(resp, 400, "the input length exceeds the context length");   /* Ollama's runner's words */
+        goto out;
+    }
     if (o.num_ctx > 0 && n_ids > (size_t)o.num_ctx) {
         char more[96] = "";
         if (dropped) snprintf(more, sizeof more, " with the %zu oldest messages dropped", dropped);
@@ -1977,6 +2126,14 @@ static void handle_gen(serve_req *req, serve_resp *resp, int generate)
     r.n_prompt = n_ids;
     r.sp = &sp;
     r.n_predict = o.n_predict;
+    if (o.num_ctx > 0) {
+        /* Ollama's runner with shift off (llamarunner, the one llama models
+         * get) stops once prompt and answer fill num_ctx positions; the
+         * token sampled from the last position is still sent, so at most
+         * num_ctx - prompt + 1 tokens come, done_reason "length". */
+        size_t room = (size_t)o.num_ctx - n_ids + 1;
+        if (r.n_predict < 0 || (size_t)r.n_predict > room) r.n_predict = (int32_t)room;
+    }
     r.stops = o.stops;
     r.stop_lens = o.stop_lens;
     r.n_stops = o.n_stops;
@@ -2195,7 +2352,7 @@ static void h_show(serve_req *req, serve_resp *resp, void *ud)
     target t;
     jbuf b, mf, params;
     if (!body) return;
-    if (resolve_target(body_model(body), &t, resp) != 0) {
+    if (resolve_target(body_model(body), FOR_SHOW, &t, resp) != 0) {
         json_free(body);
         return;
     }
@@ -2340,8 +2497,8 @@ static void h_create(serve_req *req, serve_resp *resp, void *ud)
     }
     const char *name = body_model(body), *text;
     size_t tl;
-    if (!name) {
-        reply_error(resp, 400, "a name is needed (model)");
+    if (!name || !ollama_name_valid(name)) {
+        reply_error(resp, 400, "invalid model name");   /* Ollama's errtypes.InvalidModelNameErrMsg */
         goto out;
     }
     if (json_as_str(json_get(body, "modelfile"), &text, &tl) && tl) {
@@ -2379,8 +2536,27 @@ static void h_copy(serve_req *req, serve_resp *resp, void *ud)
     const char *src = NULL, *dst = NULL;
     size_t l;
     if (!body) return;
-    if (!json_as_str(json_get(body, "source"), &src, &l) || !json_as_str(json_get(body, "destination"), &dst, &l)) {
-        reply_error(resp, 400, "source and destination are needed");
+    /* Ollama's checks and words first (CopyHandler): the source's name, the
+     * destination's name, then whether the source exists; bankml's own
+     * rules for a derived model's name after them */
+    if (!json_as_str(json_get(body, "source"), &src, &l)) src = "";
+    if (!json_as_str(json_get(body, "destination"), &dst, &l)) dst = "";
+    if (!ollama_name_valid(src) || !ollama_name_valid(dst)) {
+        char q[600];
+        int bad_src = !ollama_name_valid(src);
+        ollama_go_quote(bad_src ? src : dst, q, sizeof q);
+        snprintf(err, sizeof err, "%s %s is invalid", bad_src ? "source" : "destination", q);
+        reply_error(resp, 400, err);
+        goto out;
+    }
+    pthread_mutex_lock(&ol.mu);
+    int src_known = find_derived(ol.d, ol.n_d, src) || native_entry_find(src) >= 0;
+    pthread_mutex_unlock(&ol.mu);
+    if (!src_known) {
+        char q[600];
+        ollama_go_quote(src, q, sizeof q);
+        snprintf(err, sizeof err, "model %s not found", q);
+        reply_error(resp, 404, err);
         goto out;
     }
     if (ollama_name_check(dst, name, sizeof name, err, sizeof err) != 0) {
@@ -2399,8 +2575,10 @@ static void h_copy(serve_req *req, serve_resp *resp, void *ud)
             set_err(err, sizeof err, "bankml serve was started without --registry DIR: there is nowhere to write a "
                                      "derived model");
         } else if (!d && pi < 0) {
-            code = 404;
-            set_err(err, sizeof err, "model '%s' not found", src);
+            code = 404;   /* deleted since the check above */
+            char q[600];
+            ollama_go_quote(src, q, sizeof q);
+            set_err(err, sizeof err, "model %s not found", q);
         } else {
             for (size_t i = 0; i < n_pins; i++)
                 if (!strcmp(pins[i].name, name)) set_err(err, sizeof err, "%s is a pinned model's name; choose another", name);
@@ -2441,16 +2619,26 @@ static void h_delete(serve_req *req, serve_resp *resp, void *ud)
     if (!body) return;
     const char *name = body_model(body);
     int code = 200;
+    if (!name) name = "";
     pthread_mutex_lock(&ol.mu);
     size_t i = 0;
-    while (name && i < ol.n_d && !ollama_name_matches(ol.d[i].name, name)) i++;
-    if (!name || i == ol.n_d) {
-        if (name && native_entry_find(name) >= 0) {
+    while (i < ol.n_d && !ollama_name_matches(ol.d[i].name, name)) i++;
+    if (i == ol.n_d) {
+        /* Ollama's DeleteHandler: an invalid name is 400 `name %q is
+         * invalid`, an unknown one 404 "model '<name>' not found"; a pin is
+         * bankml's own case */
+        if (!ollama_name_valid(name)) {
+            char q[600];
+            ollama_go_quote(name, q, sizeof q);
             code = 400;
-            set_err(err, sizeof err, "bankml does not delete pins over HTTP");
+            set_err(err, sizeof err, "name %s is invalid", q);
+        } else if (native_entry_find(name) >= 0) {
+            code = 400;
+            set_err(err, sizeof err, "bankml does not delete pins over HTTP: a pinned model is removed from its "
+                                     "FORK.json");
         } else {
             code = 404;
-            set_err(err, sizeof err, "model '%s' not found", name ? name : "");
+            set_err(err, sizeof err, "model '%.900s' not found", name);
         }
     } else {
         snprintf(path, sizeof path, "%s/%s.MODEL.json", ol.dir ? ol.dir : ".", ol.d[i].name);
@@ -2494,9 +2682,8 @@ static const char MSG_PUSH[] = "not offered: bankml publishes nothing; a model i
 int ollama_register(struct serve_server *srv, const char *registry_dir)
 {
     pin_ent *pins = NULL;
-    const char *ka = getenv("BANKML_KEEP_ALIVE");
-    int64_t ms;
-    if (ka && ollama_parse_duration(ka, strlen(ka), &ms) == 0) ol.default_keep_ms = ms < 0 ? -1 : ms;
+    int64_t ka = native_keep_alive_ms();   /* `bankml serve --keep-alive D`, as Ollama's OLLAMA_KEEP_ALIVE */
+    ol.default_keep_ms = ka < 0 ? -1 : ka;
     pthread_mutex_lock(&ol.mu);
     free(ol.dir);
     ol.dir = registry_dir ? strdup(registry_dir) : NULL;

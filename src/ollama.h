@@ -38,6 +38,15 @@ int ollama_name_matches(const char *name, const char *asked);
  * lower-cased to out. 0, or -1 with a reason. */
 int ollama_name_check(const char *asked, char *out, size_t outlen, char *err, size_t errlen);
 
+/* Whether Ollama's model.ParseName(s).IsValid() (types/model/name.go):
+ * [host/][namespace/]model[:tag], each part 1-80 characters (host 350),
+ * starting with a letter, digit or '_'. Decides which of Ollama's errors an
+ * unknown name gets. */
+int ollama_name_valid(const char *s);
+/* Go's %q of s (strconv.Quote; see ollama.c for the code points it
+ * escapes), cut to fit out, for Ollama's messages that quote a name. */
+void ollama_go_quote(const char *s, char *out, size_t outlen);
+
 /* Ollama v0.13.3's chatPrompt truncation (server/prompt.go). is_system[i]
  * says whether message i is a system message. count(ud, idx, n, &tokens)
  * gives the tokens of the conversation made of messages idx[0..n). Writes

@@ -87,6 +87,65 @@ TEST(ollama_names)
     CHECK_INT(ollama_name_check(longname, out, sizeof out, err, sizeof err), 0);
 }
 
+/* Ollama's model.ParseName(s).IsValid(), case by case from
+ * types/model/name.go: parts, missing parts, characters per part. */
+TEST(ollama_name_validity)
+{
+    CHECK(ollama_name_valid("nope"));
+    CHECK(ollama_name_valid("Qwen3-e128-F32.gguf"));
+    CHECK(ollama_name_valid("llama3:latest"));
+    CHECK(ollama_name_valid("llama3:8b-q4.0"));
+    CHECK(ollama_name_valid("_x"));
+    CHECK(ollama_name_valid("library/llama3"));
+    CHECK(ollama_name_valid("registry.ollama.ai/library/llama3:latest"));
+    CHECK(ollama_name_valid("https://host:8080/ns/m:t"));
+    CHECK(!ollama_name_valid(""));
+    CHECK(!ollama_name_valid(NULL));
+    CHECK(!ollama_name_valid("a b"));
+    CHECK(!ollama_name_valid("-x"));
+    CHECK(!ollama_name_valid(".x"));
+    CHECK(!ollama_name_valid("x:"));              /* tag cut empty: !MISSING! */
+    CHECK(!ollama_name_valid(":x"));
+    CHECK(!ollama_name_valid("x:y:z"));           /* ':' in the model part */
+    CHECK(!ollama_name_valid("/x"));
+    CHECK(!ollama_name_valid("x/"));
+    CHECK(!ollama_name_valid("a.b/x"));           /* '.' in the namespace */
+    CHECK(!ollama_name_valid("/work/models/x.gguf"));
+    CHECK(!ollama_name_valid("a/b/c/d"));         /* '/' left in the host */
+    CHECK(!ollama_name_valid("caf\xc3\xa9"));
+    char big[100];
+    memset(big, 'a', 81);
+    big[81] = 0;
+    CHECK(!ollama_name_valid(big));
+    big[80] = 0;
+    CHECK(ollama_name_valid(big));
+}
+
+/* Go's strconv.Quote on the names Ollama's messages quote. */
+TEST(ollama_go_quoting)
+{
+    char q[64];
+    ollama_go_quote("nope", q, sizeof q);
+    CHECK_STR(q, "\"nope\"");
+    ollama_go_quote("", q, sizeof q);
+    CHECK_STR(q, "\"\"");
+    ollama_go_quote("a\"b\\c", q, sizeof q);
+    CHECK_STR(q, "\"a\\\"b\\\\c\"");
+    ollama_go_quote("t\tn\n\x01\x7f", q, sizeof q);
+    CHECK_STR(q, "\"t\\tn\\n\\x01\\x7f\"");
+    ollama_go_quote("caf\xc3\xa9", q, sizeof q);               /* printable UTF-8 kept */
+    CHECK_STR(q, "\"caf\xc3\xa9\"");
+    ollama_go_quote("x\xff\xc3", q, sizeof q);                 /* not UTF-8: bytes */
+    CHECK_STR(q, "\"x\\xff\\xc3\"");
+    ollama_go_quote("\xe2\x80\xa8\xc2\x85", q, sizeof q);     /* U+2028, U+0085 */
+    CHECK_STR(q, "\"\\u2028\\u0085\"");
+    ollama_go_quote("\xc0\xaf", q, sizeof q);                 /* overlong '/' */
+    CHECK_STR(q, "\"\\xc0\\xaf\"");
+    char small[8];
+    ollama_go_quote("abcdefghij", small, sizeof small);         /* cut, still quoted */
+    CHECK_STR(small, "\"abcde\"");
+}
+
 /* a synthetic count: each message costs cost[i] tokens, plus 1 */
 static const size_t *g_cost;
 static int fake_count(void *ud, const size_t *idx, size_t n, size_t *tokens, char *err, size_t errlen)
