@@ -340,9 +340,21 @@ def leave_stream(port, path, body, n_events=3):
     return got[:n_events]
 
 
-def last_record(B):
+def n_records(B):
     st, m = request(B.port, "GET", "/bankml/metrics")
-    return m["records"][-1] if st == 200 and m.get("records") else {}
+    return len(m.get("records") or []) if st == 200 else 0
+
+
+def record_after(B, n, timeout=15.0):
+    """The first record past the n already kept (waits for the abandoned generation to end), or {}."""
+    t_end = time.time() + timeout
+    while time.time() < t_end:
+        st, m = request(B.port, "GET", "/bankml/metrics")
+        recs = m.get("records") or [] if st == 200 else []
+        if len(recs) > n:
+            return recs[n]
+        time.sleep(0.05)
+    return {}
 
 
 def t_disconnect(L, B):
@@ -350,11 +362,11 @@ def t_disconnect(L, B):
                  "temperature": 0}
     # the answer as if nothing had happened (llama-server, before any disconnect)
     alone = view(*request(L.port, "POST", "/v1/chat/completions", dict(long_chat, max_tokens=8)))
+    n0 = n_records(B)
     for who, srv in (("llama-server", L), ("bankml", B)):
         ev = leave_stream(srv.port, "/v1/chat/completions", long_chat)
         S.check(f"{who}: 3 chunks read before leaving", len(ev) == 3, f"{ev}")
-    time.sleep(0.3)
-    rec = last_record(B)
+    rec = record_after(B, n0)
     S.check("bankml stopped the abandoned chat early (record: cancelled)",
             rec.get("finish") == "cancelled" and rec.get("completion_tokens", 1500) < 1500, f"record {rec}")
     # the same prompt next: every prompt token is in the slot on both sides (one less is reused)
@@ -366,7 +378,6 @@ def t_disconnect(L, B):
             got[1]["usage"]["prompt_tokens"] - 1)
     for who, srv in (("llama-server", L), ("bankml", B)):
         leave_stream(srv.port, "/v1/chat/completions", long_chat)
-    time.sleep(0.3)
     # another prompt next: what is reused is the shared template head, whatever was generated
     other = {"messages": [{"role": "user", "content": "Why is the sky blue?"}], "max_tokens": 8, "temperature": 0}
     probe_both("after leaving a chat stream, another prompt", L, B, other)
@@ -378,10 +389,10 @@ def t_disconnect(L, B):
     S.equal("after leaving a chat stream, a seeded stream", [sb, keep(eb)], [sl, keep(el)])
     # /completion: leave, then the same prompt and cache_prompt false
     comp = {"prompt": "Once upon a time", "n_predict": 1500, "temperature": 0}
+    n0 = n_records(B)
     for who, srv in (("llama-server", L), ("bankml", B)):
         leave_stream(srv.port, "/completion", comp, n_events=2)
-    time.sleep(0.3)
-    rec = last_record(B)
+    rec = record_after(B, n0)
     S.check("bankml stopped the abandoned /completion early (record: cancelled)",
             rec.get("finish") == "cancelled" and rec.get("completion_tokens", 1500) < 1500, f"record {rec}")
     ign = ("timings", "id_slot", "generation_settings", "prompt_ms", "predicted_ms")
