@@ -1406,10 +1406,29 @@ static int reply_err(serve_resp *resp, int code, const char *msg)
     return serve_reply_error(resp, code, NULL, msg, NULL);
 }
 
+/* The request's JSON, or NULL after answering 400: first as llama-server's
+ * nlohmann parser would take it (its exact error text; a byte order mark
+ * skipped), then json.c's tree (whose own refusal remains for what only it
+ * refuses, such as nesting past JSON_MAX_DEPTH). */
 static json_value *parse_body(serve_req *req, serve_resp *resp)
 {
     char err[512];
-    json_value *doc = json_parse(req->body ? req->body : "", req->body_len, err, sizeof err);
+    const char *text = req->body ? req->body : "";
+    size_t a = 0, z = req->body_len;
+    jbuf why;
+    jbuf_init(&why);
+    int rc = serve_llama_json_check(text, req->body_len, &why, &a, &z);
+    if (rc == 1) {
+        reply_err(resp, 400, why.oom ? "invalid JSON" : why.p);
+        jbuf_free(&why);
+        return NULL;
+    }
+    jbuf_free(&why);
+    if (rc != 0) {
+        a = 0;
+        z = req->body_len;
+    }
+    json_value *doc = json_parse(text + a, z - a, err, sizeof err);
     if (!doc) reply_err(resp, 400, err);
     return doc;
 }
@@ -1440,11 +1459,14 @@ static int field_bool(const json_value *o, const char *name, int *val, char *err
     return 0;
 }
 
-/* n_predict with its aliases and hard limits [-1, INT32_MAX]. */
-static int field_n_predict(const json_value *o, int32_t *val, char *err, size_t errlen)
+/* A field_num<int32_t> of llama-server's schema with hard limits: the first
+ * present (non-null) name of names[] is read as nlohmann's get<int32_t>
+ * reads it (booleans as 0/1, fractions truncated, other integers wrapped),
+ * then refused outside [lo, hi] with llama-server's message. */
+static int field_i32(const json_value *o, const char *const *names, int n_names, int32_t lo, int32_t hi,
+                     int32_t *val, char *err, size_t errlen)
 {
-    static const char *const names[] = {"n_predict", "max_completion_tokens", "max_tokens"};
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < n_names; k++) {
         const json_value *v = json_get(o, names[k]);
         if (!v || v->type == JSON_NULL) continue;
         int64_t x;
@@ -1460,9 +1482,9 @@ static int field_n_predict(const json_value *o, int32_t *val, char *err, size_t 
         } else if (x < INT32_MIN || x > INT32_MAX) {
             x = (int32_t)(uint32_t)(uint64_t)x;
         }
-        if (x < -1 || x > INT32_MAX) {
-            set_err(err, errlen, "Field '%s': Value must be between -1 <= value <= 2147483647, but got %d", names[k],
-                    (int)x);
+        if (x < lo || x > hi) {
+            set_err(err, errlen, "Field '%s': Value must be between %d <= value <= %d, but got %d", names[k],
+                    (int)lo, (int)hi, (int)x);
             return -1;
         }
         *val = (int32_t)x;
@@ -1471,8 +1493,188 @@ static int field_n_predict(const json_value *o, int32_t *val, char *err, size_t 
     return 0;
 }
 
+/* n_predict with its aliases and hard limits [-1, INT32_MAX]. */
+static int field_n_predict(const json_value *o, int32_t *val, char *err, size_t errlen)
+{
+    static const char *const names[] = {"n_predict", "max_completion_tokens", "max_tokens"};
+    return field_i32(o, names, 3, -1, INT32_MAX, val, err, errlen);
+}
+
+/* n_cmpl (alias n): completions per prompt, at most the slot count, which
+ * is one here, as llama-server -np 1 limits it. */
+static int field_n_cmpl(const json_value *o, char *err, size_t errlen)
+{
+    static const char *const names[] = {"n_cmpl", "n"};
+    int32_t n = 1;
+    return field_i32(o, names, 2, 1, 1, &n, err, errlen);
+}
+
+/* v as nlohmann::ordered_json's dump() prints it, which llama-server puts
+ * in some of its error messages: no spaces, members in their order,
+ * integers as written, other numbers as its doubles, strings with
+ * \b \f \n \r \t and \u00xx for the other control bytes. */
+static void put_nl_dump(jbuf *b, const json_value *v)
+{
+    switch (v->type) {
+    case JSON_NULL: jbuf_puts(b, "null"); return;
+    case JSON_FALSE: jbuf_puts(b, "false"); return;
+    case JSON_TRUE: jbuf_puts(b, "true"); return;
+    case JSON_NUMBER: {
+        int64_t x;
+        /* nlohmann keeps a literal without '.', 'e' or 'E' as an integer
+         * when it fits (uint64 for positive values), else a double */
+        if (!strpbrk(v->str, ".eE")) {
+            if (json_as_i64(v, &x)) {
+                jbuf_printf(b, "%lld", (long long)x);
+                return;
+            }
+            if (v->str[0] != '-') {
+                errno = 0;
+                unsigned long long u = strtoull(v->str, NULL, 10);
+                if (errno == 0) {
+                    jbuf_printf(b, "%llu", u);
+                    return;
+                }
+            }
+        }
+        json_put_double(b, strtod(v->str, NULL));
+        return;
+    }
+    case JSON_STRING:
+        jbuf_putc(b, '"');
+        for (size_t i = 0; i < v->len; i++) {
+            unsigned char c = (unsigned char)v->str[i];
+            switch (c) {
+            case '"': jbuf_puts(b, "\\\""); break;
+            case '\\': jbuf_puts(b, "\\\\"); break;
+            case '\b': jbuf_puts(b, "\\b"); break;
+            case '\f': jbuf_puts(b, "\\f"); break;
+            case '\n': jbuf_puts(b, "\\n"); break;
+            case '\r': jbuf_puts(b, "\\r"); break;
+            case '\t': jbuf_puts(b, "\\t"); break;
+            default:
+                if (c < 0x20) jbuf_printf(b, "\\u%04x", c);
+                else jbuf_putc(b, (char)c);
+            }
+        }
+        jbuf_putc(b, '"');
+        return;
+    case JSON_ARRAY:
+        jbuf_putc(b, '[');
+        for (size_t i = 0; i < v->n; i++) {
+            if (i) jbuf_putc(b, ',');
+            put_nl_dump(b, v->items[i]);
+        }
+        jbuf_putc(b, ']');
+        return;
+    case JSON_OBJECT:
+        jbuf_putc(b, '{');
+        for (size_t i = 0; i < v->n; i++) {
+            json_value k = {.type = JSON_STRING, .str = v->keys[i], .len = v->key_lens[i]};
+            if (i) jbuf_putc(b, ',');
+            put_nl_dump(b, &k);
+            jbuf_putc(b, ':');
+            put_nl_dump(b, v->items[i]);
+        }
+        jbuf_putc(b, '}');
+        return;
+    }
+}
+
+static int jis(const json_value *v, const char *s)
+{
+    return v && v->type == JSON_STRING && v->len == strlen(s) && !memcmp(v->str, s, v->len);
+}
+
+/* The checks llama-server makes on `messages` before any template runs
+ * (oaicompat_chat_params_parse, then common_chat_msgs_parse_oaicompat), in
+ * its order and with its words, so a malformed conversation gets the same
+ * status and body: 400 for its invalid_argument, 500 for the ones it wraps
+ * in "Failed to parse messages: ". 0 when llama-server would go on (the
+ * template may still refuse what bankml cannot render). msgs is an array. */
+static int check_oai_messages(const json_value *msgs, int *status, char *err, size_t errlen)
+{
+    *status = 400;
+    for (size_t i = 0; i < msgs->n; i++) {
+        const json_value *m = msgs->items[i];
+        const json_value *role = json_get(m, "role"), *content = json_get(m, "content");
+        /* json_value(msg, "role", ""): a role of another type reads as "" */
+        if (!jis(role, "assistant") && !content) {
+            set_err(err, errlen, "All non-assistant messages must contain 'content'");
+            return -1;
+        }
+        if (jis(role, "assistant") && !content) {
+            if (json_get(m, "tool_calls")) continue;
+            set_err(err, errlen, "Assistant message must contain either 'content' or 'tool_calls'!");
+            return -1;
+        }
+        if (content->type == JSON_STRING || content->type == JSON_NULL) continue;
+        if (content->type != JSON_ARRAY) {
+            set_err(err, errlen, "Expected 'content' to be a string or an array");
+            return -1;
+        }
+        for (size_t k = 0; k < content->n; k++) {
+            const json_value *ty = json_get(content->items[k], "type");
+            static const char *const media[][2] = {{"image_url", "image"}, {"input_audio", "audio"},
+                                                   {"input_video", "video"}, {"video_url", "video"}};
+            for (size_t j = 0; j < sizeof media / sizeof media[0]; j++)
+                if (jis(ty, media[j][0])) {
+                    *status = 500;
+                    set_err(err, errlen, "%s input is not supported - hint: if this is unexpected, you may need "
+                                         "to provide the mmproj", media[j][1]);
+                    return -1;
+                }
+            if (!jis(ty, "text")) {
+                set_err(err, errlen, "unsupported content[].type");
+                return -1;
+            }
+        }
+    }
+    /* common_chat_msgs_parse_oaicompat: every failure is a 500 */
+    *status = 500;
+    for (size_t i = 0; i < msgs->n; i++) {
+        const json_value *m = msgs->items[i], *role = json_get(m, "role"), *content = json_get(m, "content");
+        if (!role) {
+            jbuf d;
+            jbuf_init(&d);
+            put_nl_dump(&d, m);
+            set_err(err, errlen, "Failed to parse messages: Missing 'role' in message: %s", d.p ? d.p : "");
+            jbuf_free(&d);
+            return -1;
+        }
+        if (role->type != JSON_STRING) {
+            set_err(err, errlen, "Failed to parse messages: [json.exception.type_error.302] type must be string, "
+                                 "but is %s", jtype(role));
+            return -1;
+        }
+        for (size_t k = 0; content && content->type == JSON_ARRAY && k < content->n; k++) {
+            const json_value *t = json_get(content->items[k], "text");
+            if (!t) {
+                set_err(err, errlen, "Failed to parse messages: [json.exception.out_of_range.403] key 'text' "
+                                     "not found");
+                return -1;
+            }
+            if (t->type != JSON_STRING) {
+                set_err(err, errlen, "Failed to parse messages: [json.exception.type_error.302] type must be "
+                                     "string, but is %s", jtype(t));
+                return -1;
+            }
+        }
+        static const char *const strs[] = {"reasoning_content", "name", "tool_call_id"};
+        for (size_t j = 0; j < 3; j++) {
+            const json_value *v = json_get(m, strs[j]);
+            if (v && v->type != JSON_STRING) {
+                set_err(err, errlen, "Failed to parse messages: [json.exception.type_error.302] type must be "
+                                     "string, but is %s", jtype(v));
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* The request's fields in llama-server's schema order: stream,
- * stream_options, cache_prompt, n_predict, then the sampler's. */
+ * stream_options, cache_prompt, n_predict, n_cmpl, then the sampler's. */
 typedef struct {
     int stream, include_usage, cache_prompt;
     int32_t n_predict;
@@ -1489,6 +1691,7 @@ static int read_opts(nat_model *m, const json_value *body, req_opts *o, gen_req 
     if (so && so->type == JSON_OBJECT && field_bool(so, "include_usage", &o->include_usage, err, errlen)) return -1;
     if (field_bool(body, "cache_prompt", &o->cache_prompt, err, errlen)) return -1;
     if (field_n_predict(body, &o->n_predict, err, errlen)) return -1;
+    if (field_n_cmpl(body, err, errlen)) return -1;
     if (sampler_resolve(&g->sp, &m->defaults, body, err, errlen) != 0) return -1;
     /* stop: a string, or an array of strings (anything else: none, as json_value's default) */
     const json_value *st = json_get(body, "stop");
@@ -1919,6 +2122,13 @@ static void handle_completion(serve_req *req, serve_resp *resp, int chat)
         reply_err(resp, 400, "[json.exception.out_of_range.403] key 'prompt' not found");
         goto end_nolock;
     }
+    if (chat) {
+        int st;
+        if (check_oai_messages(msgs, &st, err, sizeof err) != 0) {
+            reply_err(resp, st, err);
+            goto end_nolock;
+        }
+    }
     if (chat && sampler_oai_logprobs(body, &lp_n, &lp_set, err, sizeof err) != 0) {
         reply_err(resp, 400, err);
         goto end_nolock;
@@ -2174,6 +2384,17 @@ static void h_completion(serve_req *req, serve_resp *resp, void *ud) { (void)ud;
 
 /* ------------------------------------------------------------------ HTTP: the other routes */
 
+/* A token id as nlohmann's get<llama_token>() reads a number or a boolean
+ * (fractions truncated, wider integers cut to 32 bits); v is one of those. */
+static int32_t nl_token_id(const json_value *v)
+{
+    int64_t x;
+    if (v->type != JSON_NUMBER) return v->type == JSON_TRUE;
+    if (json_as_i64(v, &x)) return (int32_t)(uint32_t)(uint64_t)x;
+    double d = strtod(v->str, NULL);
+    return d > -2147483649.0 && d < 2147483648.0 ? (int32_t)d : INT32_MIN;
+}
+
 static void h_tokenize(serve_req *req, serve_resp *resp, void *ud)
 {
     (void)ud;
@@ -2181,12 +2402,23 @@ static void h_tokenize(serve_req *req, serve_resp *resp, void *ud)
     char err[512];
     int add_special = 0, parse_special = 1, pieces = 0;
     if (!body) return;
-    const char *text = "";
-    size_t tl = 0;
     const json_value *ct = json_get(body, "content");
-    if (ct && ct->type == JSON_STRING) {
-        text = ct->str;
-        tl = ct->len;
+    /* content: absent (no tokens), a string, or strings and ids mixed
+     * (tokenize_mixed); anything else is nlohmann's get<std::string> error */
+    for (size_t i = 0; ct && ct->type == JSON_ARRAY && i < ct->n; i++)
+        if (ct->items[i]->type != JSON_STRING && ct->items[i]->type != JSON_NUMBER &&
+            ct->items[i]->type != JSON_TRUE && ct->items[i]->type != JSON_FALSE) {
+            set_err(err, sizeof err, "[json.exception.type_error.302] type must be number, but is %s",
+                    jtype(ct->items[i]));
+            reply_err(resp, 400, err);
+            json_free(body);
+            return;
+        }
+    if (ct && ct->type != JSON_STRING && ct->type != JSON_ARRAY) {
+        set_err(err, sizeof err, "[json.exception.type_error.302] type must be string, but is %s", jtype(ct));
+        reply_err(resp, 400, err);
+        json_free(body);
+        return;
     }
     field_bool(body, "add_special", &add_special, err, sizeof err);
     field_bool(body, "parse_special", &parse_special, err, sizeof err);
@@ -2201,7 +2433,37 @@ static void h_tokenize(serve_req *req, serve_resp *resp, void *ud)
     jbuf out, pc;
     jbuf_init(&out);
     jbuf_init(&pc);
-    if (tok_tokenize(m->vocab, text, tl, add_special, parse_special, &ids, &n, err, sizeof err) != 0) {
+    int bad = 0;
+    if (ct && ct->type == JSON_STRING) {
+        bad = tok_tokenize(m->vocab, ct->str, ct->len, add_special, parse_special, &ids, &n, err, sizeof err);
+    } else if (ct) {
+        /* BOS only before a first element that is a string */
+        for (size_t i = 0; !bad && i < ct->n; i++) {
+            const json_value *it = ct->items[i];
+            int32_t *part = NULL, one;
+            size_t np = 0;
+            if (it->type == JSON_STRING) {
+                bad = tok_tokenize(m->vocab, it->str, it->len, i == 0 && add_special, parse_special, &part, &np,
+                                   err, sizeof err);
+            } else {
+                one = nl_token_id(it);
+                part = &one;
+                np = 1;
+            }
+            int32_t *nn = bad ? NULL : realloc(ids, (n + np + 1) * sizeof *nn);
+            if (!bad && !nn) {
+                set_err(err, sizeof err, "out of memory");
+                bad = -1;
+            }
+            if (nn) {
+                ids = nn;
+                if (np) memcpy(ids + n, part, np * sizeof *ids);
+                n += np;
+            }
+            if (part != &one) free(part);
+        }
+    }
+    if (bad) {
         reply_err(resp, 400, err);
     } else {
         jbuf_puts(&out, "{\"tokens\":[");
@@ -2242,15 +2504,28 @@ static void h_detokenize(serve_req *req, serve_resp *resp, void *ud)
     jbuf_init(&text);
     jbuf_init(&out);
     const json_value *t = json_get(body, "tokens");
-    for (size_t i = 0; t && t->type == JSON_ARRAY && i < t->n; i++) {
-        int64_t id;
-        if (json_as_i64(t->items[i], &id) && id >= 0 && id < tok_n_tokens(m->vocab))
-            tok_piece(m->vocab, (int32_t)id, 1, &text);
+    /* tokens: get<llama_tokens>(), nlohmann's errors for another shape */
+    const json_value *badv = t && t->type != JSON_ARRAY ? t : NULL;
+    for (size_t i = 0; t && !badv && t->type == JSON_ARRAY && i < t->n; i++)
+        if (t->items[i]->type != JSON_NUMBER && t->items[i]->type != JSON_TRUE && t->items[i]->type != JSON_FALSE)
+            badv = t->items[i];
+    if (badv) {
+        char err[160];
+        set_err(err, sizeof err, "[json.exception.type_error.302] type must be %s, but is %s",
+                badv == t ? "array" : "number", jtype(badv));
+        reply_err(resp, 400, err);
+        t = NULL;
     }
-    jbuf_puts(&out, "{\"content\":");
-    json_put_str(&out, text.p ? text.p : "", text.len);
-    jbuf_putc(&out, '}');
-    serve_reply_json(resp, 200, &out);
+    for (size_t i = 0; t && t->type == JSON_ARRAY && i < t->n; i++) {
+        int32_t id = nl_token_id(t->items[i]);
+        if (id >= 0 && id < tok_n_tokens(m->vocab)) tok_piece(m->vocab, id, 1, &text);
+    }
+    if (!badv) {
+        jbuf_puts(&out, "{\"content\":");
+        json_put_str(&out, text.p ? text.p : "", text.len);
+        jbuf_putc(&out, '}');
+        serve_reply_json(resp, 200, &out);
+    }
     unlock_model();
     jbuf_free(&text);
     jbuf_free(&out);
@@ -2271,6 +2546,12 @@ static void h_apply_template(serve_req *req, serve_resp *resp, void *ud)
     }
     if (msgs->type != JSON_ARRAY) {
         reply_err(resp, 400, "Expected 'messages' to be an array");
+        json_free(body);
+        return;
+    }
+    int st;
+    if (check_oai_messages(msgs, &st, err, sizeof err) != 0) {
+        reply_err(resp, st, err);
         json_free(body);
         return;
     }

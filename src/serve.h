@@ -17,7 +17,8 @@
  *   2. Host not 127.0.0.1 / localhost / [::1] (any port, any case; exactly
  *      one Host header)                 -> 403 (SERVE_MSG_HOST)
  *   3. any Transfer-Encoding            -> 400 (SERVE_MSG_CHUNKED)
- *   4. Content-Length > max_body        -> 413 "request too large";
+ *   4. Content-Length > max_body        -> 413 "request too large" (an
+ *      empty body past SERVE_LLAMA_MAX_BODY, as llama-server answers there);
  *      unparsable or conflicting Content-Length -> 400 "bad Content-Length"
  *   5. POST not Content-Type application/json (option json_posts_only)
  *                                       -> 415
@@ -39,6 +40,7 @@
 #define SERVE_MAX_LINE      (16u * 1024u)          /* request line, each header line */
 #define SERVE_MAX_HEADERS   100
 #define SERVE_MAX_BODY      ((size_t)16 * 1024 * 1024)
+#define SERVE_LLAMA_MAX_BODY ((size_t)100 * 1024 * 1024)  /* cpp-httplib's payload limit in llama-server */
 #define SERVE_MAX_CONNS     32
 #define SERVE_MAX_LISTENERS 4
 
@@ -193,6 +195,16 @@ const char *serve_error_type(int code);
 void serve_error_json(jbuf *out, int code, const char *type, const char *message, const char *extra);
 /* serve_error_json() sent as the answer, with status = code. */
 int serve_reply_error(serve_resp *resp, int code, const char *type, const char *message, const char *extra);
+/* Whether llama-server (nlohmann::json::parse) takes body[0..n) as JSON.
+ * 1: it refuses; msg gets its exception text, which llama-server sends as
+ * a 400 invalid_request_error ("[json.exception.parse_error.101] parse
+ * error at line 1, column 2: syntax error while parsing object key - ...",
+ * or out_of_range.406 for a number past double's range). 0: it takes it;
+ * the JSON text is body[*start .. *end) (a UTF-8 byte order mark skipped,
+ * and what follows a NUL byte after the value dropped, as nlohmann reads
+ * NUL as the end). -1: out of memory, no answer. Nesting has no limit here;
+ * json.c's (JSON_MAX_DEPTH) still applies when the tree is built. */
+int serve_llama_json_check(const char *body, size_t n, jbuf *msg, size_t *start, size_t *end);
 
 /* A stream: writes the status line and headers (no Content-Length) now.
  * Then serve_stream_write() sends bytes at once (no buffering past the

@@ -1,17 +1,22 @@
 #!/bin/sh
-# install_deps.sh -- system packages the oracle suites need beyond the kit:
+# install_deps.sh -- system packages the test suites need beyond the kit:
 # nlohmann-json3-dev (the header testing/oracle_json_double.py compiles its
-# oracle against). Idempotent; does nothing where apt-get is absent (the
-# suite then skips, or fails under BANKML_REQUIRE_ORACLE=1).
+# oracle against) and curl (testing/test_readme_curl.py runs README's curl
+# lines as written). Idempotent; does nothing where apt-get is absent (the
+# suites then skip, or fail under BANKML_REQUIRE_ORACLE=1).
 set -eu
+PKGS="nlohmann-json3-dev curl"
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install_deps.sh: no apt-get; install nlohmann-json3-dev (or its json.hpp) by hand" >&2
+    echo "install_deps.sh: no apt-get; install $PKGS (or their equivalents) by hand" >&2
     exit 0
 fi
-if dpkg -s nlohmann-json3-dev >/dev/null 2>&1; then
-    exit 0
-fi
+MISSING=
+for p in $PKGS; do
+    dpkg -s "$p" >/dev/null 2>&1 || MISSING="$MISSING $p"
+done
+[ -z "$MISSING" ] && exit 0
 SUDO=
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi
-$SUDO apt-get install -y nlohmann-json3-dev >/dev/null 2>&1 ||
-    { $SUDO apt-get update >/dev/null && $SUDO apt-get install -y nlohmann-json3-dev >/dev/null; }
+# shellcheck disable=SC2086
+$SUDO apt-get install -y $MISSING >/dev/null 2>&1 ||
+    { $SUDO apt-get update >/dev/null && $SUDO apt-get install -y $MISSING >/dev/null; }

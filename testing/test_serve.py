@@ -217,7 +217,13 @@ def t_limits(d):
     s.check("413 answered without the body", time.time() - t0 < 2, f"{time.time() - t0:.2f} s")
     st, _, _, body, _ = raw(d.port, b"POST /json HTTP/1.1\r\n" + H + b"Content-Type: application/json\r\n"
                             b"Content-Length: 99999999999999999999999999\r\n\r\n")
-    s.equal("overflowing Content-Length: 413", (st, body), (413, b"request too large"))
+    s.equal("overflowing Content-Length: 413, empty body as llama-server's past 100 MiB", (st, body), (413, b""))
+    st, _, _, body, _ = raw(d.port, b"POST /json HTTP/1.1\r\n" + H + b"Content-Type: application/json\r\n"
+                            b"Content-Length: 104857600\r\n\r\n")
+    s.equal("Content-Length 100 MiB: 413 with the reason", (st, body), (413, b"request too large"))
+    st, _, _, body, _ = raw(d.port, b"POST /json HTTP/1.1\r\n" + H + b"Content-Type: application/json\r\n"
+                            b"Content-Length: 104857601\r\n\r\n")
+    s.equal("Content-Length 100 MiB + 1: 413, empty body", (st, body), (413, b""))
     for name, cl in [("negative", b"-1"), ("not a number", b"12abc"), ("empty", b""), ("hex", b"0x10")]:
         st, _, _, body, _ = raw(d.port, b"POST /json HTTP/1.1\r\n" + H + b"Content-Type: application/json\r\n"
                                 b"Content-Length: " + cl + b"\r\n\r\n{}", shut=True)
