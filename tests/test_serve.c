@@ -513,3 +513,47 @@ TEST(serve_routes_listed)
     CHECK_INT(serve_run(s), -1);   /* no listener */
     serve_free(s);
 }
+
+/* serve_llama_json_check: llama-server b11669's own words for bodies its
+ * JSON library refuses (taken from a running llama-server), and the span it
+ * parses for bodies it takes. */
+static void json_refusal(const char *body, size_t n, const char *want)
+{
+    jbuf msg;
+    size_t s = 99, e = 99;
+    jbuf_init(&msg);
+    CHECK_INT(serve_llama_json_check(body, n, &msg, &s, &e), 1);
+    CHECK_STR(msg.p ? msg.p : "", want);
+    jbuf_free(&msg);
+}
+
+TEST(serve_llama_json_check_messages)
+{
+    json_refusal("{bad", 4, "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error while "
+                 "parsing object key - invalid literal; last read: '{b'; expected string literal");
+    json_refusal("", 0, "[json.exception.parse_error.101] parse error at line 1, column 1: attempting to parse an "
+                 "empty input; check that your input string or stream contains the expected JSON");
+    json_refusal("[1,2", 4, "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error while "
+                 "parsing array - unexpected end of input; expected ']'");
+    json_refusal("{\"a\":1}x", 8, "[json.exception.parse_error.101] parse error at line 1, column 8: syntax error "
+                 "while parsing value - invalid literal; last read: '1}x'; expected end of input");
+    json_refusal("1e999", 5, "[json.exception.out_of_range.406] number overflow parsing '1e999'");
+    json_refusal("{\"a\":tru}", 9, "[json.exception.parse_error.101] parse error at line 1, column 9: syntax error "
+                 "while parsing value - invalid literal; last read: '\"a\":tru}'");
+}
+
+TEST(serve_llama_json_check_accepts)
+{
+    static const char bom[] = "\xef\xbb\xbf{\"messages\":5}";
+    static const char nul[] = "{\"a\":1}\0garbage";
+    jbuf msg;
+    size_t s = 99, e = 99;
+    jbuf_init(&msg);
+    CHECK_INT(serve_llama_json_check(bom, sizeof bom - 1, &msg, &s, &e), 0);
+    CHECK_INT((int)s, 3);
+    CHECK_INT((int)e, (int)sizeof bom - 1);
+    CHECK_INT(serve_llama_json_check(nul, sizeof nul - 1, &msg, &s, &e), 0);
+    CHECK_INT((int)s, 0);
+    CHECK_INT((int)e, 7);
+    jbuf_free(&msg);
+}
