@@ -421,6 +421,70 @@ static void check_mul_mat(const Kind *t, ggml_backend_t be, par_pool *pool, int 
     }
 }
 
+/* Hostile q8_0 activations: random scales, and int8 quants of which about a
+ * quarter are -128 (the value whose int8 negation wraps; our quantizer never
+ * makes it, a raw buffer can), the rest random. */
+static void make_hostile_act(uint8_t *a, size_t nblocks)
+{
+    make_raw(a, nblocks, Q8_0_BYTES);
+    for (size_t b = 0; b < nblocks; b++)
+        for (size_t i = 2; i < Q8_0_BYTES; i++)
+            if (next64() % 4 == 0)
+                a[b * Q8_0_BYTES + i] = 0x80;
+}
+
+/* Products of raw weights (random bits, codes and quants, incl. Q2_0 code 3
+ * and Q8_0 -128) against raw or hostile activations, for every row-group
+ * path of the one-column kernels (groups of 4 rows, then 2, then 1: row
+ * counts 1..9 and odd ones past a chunk) and 1..6 columns, on one thread and
+ * on the 2-thread pool. The reference is ggml's own vec_dot per element,
+ * which is what its mul_mat runs for one column (and, for Q1_0/Q2_0, for any
+ * number of columns; Q8_0's tinyBLAS gives every element vec_dot's chain). */
+static void check_products_raw(const Kind *t, par_pool *pool, int nthreads)
+{
+    const struct ggml_type_traits_cpu *tr = cpu.traits_cpu(t->type);
+    size_t rows_list[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 31, 33, 67};
+    size_t nb_list[] = {1, 2, 3, 5, 16, 48}; /* weight blocks per row */
+    for (int hostile = 0; hostile < 2; hostile++) {
+        for (size_t ni = 0; ni < sizeof nb_list / sizeof *nb_list; ni++) {
+            size_t nb = nb_list[ni], k = nb * t->blk, qb = k / 32, wrow = nb * t->bytes;
+            size_t arow = qb * Q8_0_BYTES;
+            for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++) {
+                size_t rows = rows_list[ri], maxc = 6;
+                uint8_t *w = malloc(rows * wrow), *act = malloc(maxc * arow);
+                float *y = malloc(rows * maxc * sizeof(float)), *want = malloc(rows * maxc * sizeof(float));
+                make_raw(w, rows * nb, t->bytes);
+                if (hostile)
+                    make_hostile_act(act, maxc * qb);
+                else
+                    make_raw(act, maxc * qb, Q8_0_BYTES);
+                long bad = 0, total = 0;
+                char err[200], name[128];
+                snprintf(name, sizeof name, "%s raw products %zux%zu cols=1..6 %s threads=%d %s", t->name, rows,
+                         k, hostile ? "hostile(-128)" : "raw", nthreads, mode_name());
+                for (size_t cols = 1; cols <= maxc; cols++) {
+                    for (size_t c = 0; c < cols; c++)
+                        for (size_t r = 0; r < rows; r++)
+                            tr->vec_dot((int)k, &want[c * rows + r], 0, w + r * wrow, 0, act + c * arow, 0, 1);
+                    if (t->matmul(pool, w, rows * wrow, rows, k, act, cols * arow, cols, y, rows * cols, err,
+                                  sizeof err) != 0) {
+                        printf("  %s: %s\n", name, err);
+                        bad++;
+                        continue;
+                    }
+                    bad += cmp_f32(name, y, want, rows * cols);
+                    total += (long)(rows * cols);
+                }
+                verdict(name, bad, total);
+                free(w);
+                free(act);
+                free(y);
+                free(want);
+            }
+        }
+    }
+}
+
 /* Refusals: shapes the kernels do not support and lying lengths. */
 static void check_refusals(void)
 {
@@ -473,6 +537,8 @@ static int run_check(void)
             check_vec_dot(&kinds[i]);
             check_mul_mat(&kinds[i], be, NULL, 1);
             check_mul_mat(&kinds[i], be, pool2, 2);
+            check_products_raw(&kinds[i], NULL, 1);
+            check_products_raw(&kinds[i], pool2, 2);
         }
     }
     q8_set_simd(1);
