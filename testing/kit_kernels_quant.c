@@ -294,8 +294,17 @@ static void check_quantize(void)
         tr->from_float(x, b, (int64_t)(ne * 32));
         verdict(name, cmp_bytes(name, a, b, ne * Q8_0_BYTES), (long)(ne * Q8_0_BYTES));
     }
+    /* the same blocks starting 1..7 blocks later: the quantizer takes its
+     * scales eight blocks at a time, so each edge block meets every place in
+     * a group of eight and the one-block tail */
+    for (size_t sh = 1; sh < 8 && sh < ne; sh++) {
+        snprintf(name, sizeof name, "q8_0 quantize edge blocks from %zu (%zu) %s", sh, ne - sh, mode_name());
+        q8_0_quantize(x + 32 * sh, (ne - sh) * 32, a, (ne - sh) * Q8_0_BYTES, err, sizeof err);
+        tr->from_float(x + 32 * sh, b, (int64_t)((ne - sh) * 32));
+        verdict(name, cmp_bytes(name, a, b, (ne - sh) * Q8_0_BYTES), (long)((ne - sh) * Q8_0_BYTES));
+    }
     /* random rows of several lengths and scales */
-    size_t lens[] = {1, 2, 3, 4, 8, 33, 128, 384, 4096};
+    size_t lens[] = {1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 33, 128, 384, 4096};
     for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
         size_t nb = lens[li];
         for (size_t i = 0; i < nb; i++)
