@@ -442,11 +442,31 @@ static void make_hostile_act(uint8_t *a, size_t nblocks)
                 a[b * Q8_0_BYTES + i] = 0x80;
 }
 
+/* Overwrites about one block scale in eight with an fp16 special: +-0,
+ * +-inf, the largest and smallest (subnormal) halves; scales are the first
+ * two bytes of each block. inf * 0 and inf - inf make ggml's default NaN in
+ * any operand order. NaN scales with payloads are left out: which of two
+ * different NaNs an element ends with depends on the operand order of every
+ * instruction, and neither our AVX2 nor our portable Q1_0/Q2_0 products
+ * (before or after the row-group kernels) reproduce ggml's choice there. */
+static void sprinkle_special_scales(uint8_t *blocks, size_t nblocks, size_t bytes)
+{
+    static const uint16_t sp[] = {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7bff, 0xfbff, 0x0001, 0x83ff, 0x0400};
+    for (size_t b = 0; b < nblocks; b++) {
+        if (next64() % 8 != 0)
+            continue;
+        uint16_t v = sp[next64() % (sizeof sp / sizeof *sp)];
+        blocks[b * bytes] = (uint8_t)v;
+        blocks[b * bytes + 1] = (uint8_t)(v >> 8);
+    }
+}
+
 /* Products of raw weights (random bits, codes and quants, incl. Q2_0 code 3
  * and Q8_0 -128) against raw or hostile activations, for every row-group
  * path of the one-column kernels (groups of 4 rows, then 2, then 1: row
  * counts 1..9 and odd ones past a chunk) and 1..6 columns, on one thread and
- * on the 2-thread pool. The reference is ggml's own vec_dot per element,
+ * on the 2-thread pool; a third pass puts fp16 specials (zeros, infinities,
+ * extremes) among the weight and activation scales. The reference is ggml's own vec_dot per element,
  * which is what its mul_mat runs for one column (and, for Q1_0/Q2_0, for any
  * number of columns; Q8_0's tinyBLAS gives every element vec_dot's chain). */
 static void check_products_raw(const Kind *t, par_pool *pool, int nthreads)
@@ -454,7 +474,7 @@ static void check_products_raw(const Kind *t, par_pool *pool, int nthreads)
     const struct ggml_type_traits_cpu *tr = cpu.traits_cpu(t->type);
     size_t rows_list[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 31, 33, 67};
     size_t nb_list[] = {1, 2, 3, 5, 16, 48}; /* weight blocks per row */
-    for (int hostile = 0; hostile < 2; hostile++) {
+    for (int hostile = 0; hostile < 3; hostile++) {
         for (size_t ni = 0; ni < sizeof nb_list / sizeof *nb_list; ni++) {
             size_t nb = nb_list[ni], k = nb * t->blk, qb = k / 32, wrow = nb * t->bytes;
             size_t arow = qb * Q8_0_BYTES;
@@ -463,14 +483,18 @@ static void check_products_raw(const Kind *t, par_pool *pool, int nthreads)
                 uint8_t *w = malloc(rows * wrow), *act = malloc(maxc * arow);
                 float *y = malloc(rows * maxc * sizeof(float)), *want = malloc(rows * maxc * sizeof(float));
                 make_raw(w, rows * nb, t->bytes);
-                if (hostile)
+                if (hostile == 1)
                     make_hostile_act(act, maxc * qb);
                 else
                     make_raw(act, maxc * qb, Q8_0_BYTES);
+                if (hostile == 2) {
+                    sprinkle_special_scales(w, rows * nb, t->bytes);
+                    sprinkle_special_scales(act, maxc * qb, Q8_0_BYTES);
+                }
                 long bad = 0, total = 0;
                 char err[200], name[128];
                 snprintf(name, sizeof name, "%s raw products %zux%zu cols=1..6 %s threads=%d %s", t->name, rows,
-                         k, hostile ? "hostile(-128)" : "raw", nthreads, mode_name());
+                         k, hostile == 1 ? "hostile(-128)" : hostile == 2 ? "special scales" : "raw", nthreads, mode_name());
                 for (size_t cols = 1; cols <= maxc; cols++) {
                     for (size_t c = 0; c < cols; c++)
                         for (size_t r = 0; r < rows; r++)
