@@ -44,6 +44,7 @@ typedef struct {
     const par_job *jobs;
     size_t njobs;
     size_t total;           /* chunks over all jobs */
+    size_t nworkers;        /* sizes the default chunk (chunk_of) */
     atomic_size_t next;     /* next chunk index to claim */
 } rows_job;
 
@@ -80,14 +81,18 @@ typedef struct {
     int id;
 } worker_arg;
 
-static size_t chunk_of(const par_job *j)
+/* The job's chunk: its own, or the default for nworkers workers (par.h). */
+static size_t chunk_of(const par_job *j, size_t nworkers)
 {
-    return j->chunk ? j->chunk : PAR_CHUNK_ROWS;
+    if (j->chunk) return j->chunk;
+    size_t c = j->rows / (nworkers * PAR_CHUNKS_PER_WORKER);
+    c = c + (4 - c % 4) % 4;
+    return c > PAR_CHUNK_ROWS ? c : PAR_CHUNK_ROWS;
 }
 
-static size_t chunks_of(const par_job *j)
+static size_t chunks_of(const par_job *j, size_t nworkers)
 {
-    size_t c = chunk_of(j);
+    size_t c = chunk_of(j, nworkers);
     return j->rows / c + (j->rows % c != 0);
 }
 
@@ -103,12 +108,12 @@ static void rows_worker(void *ctx, int worker, int nworkers)
         size_t k = atomic_fetch_add_explicit(&rj->next, 1,
                                              memory_order_relaxed);
         if (k >= rj->total) break;
-        while (k >= base + chunks_of(&rj->jobs[j])) {
-            base += chunks_of(&rj->jobs[j]);
+        while (k >= base + chunks_of(&rj->jobs[j], rj->nworkers)) {
+            base += chunks_of(&rj->jobs[j], rj->nworkers);
             j++;
         }
         const par_job *jb = &rj->jobs[j];
-        size_t c = chunk_of(jb);
+        size_t c = chunk_of(jb, rj->nworkers);
         size_t r0 = (k - base) * c;
         size_t r1 = r0 + c < jb->rows ? r0 + c : jb->rows;
         jb->fn(jb->ctx, r0, r1, worker);
@@ -360,12 +365,13 @@ void par_run(par_pool *p, par_run_fn fn, void *ctx)
 void par_jobs(par_pool *p, const par_job *jobs, size_t njobs)
 {
     rows_job rj;
-    size_t total = 0;
-    for (size_t i = 0; i < njobs; i++) total += chunks_of(&jobs[i]);
+    size_t total = 0, nw = (size_t)par_threads(p);
+    for (size_t i = 0; i < njobs; i++) total += chunks_of(&jobs[i], nw);
     if (total == 0) return;
     rj.jobs = jobs;
     rj.njobs = njobs;
     rj.total = total;
+    rj.nworkers = nw;
     atomic_init(&rj.next, 0);
     if (!p || p->n == 1 || total == 1) {
         rows_worker(&rj, 0, 1);

@@ -118,11 +118,93 @@ static inline void row_cols_avx2(const float *h, const uint8_t *w, const uint8_t
 }
 
 Q8_COLS_FNS(cols_avx2_, row_cols_avx2)
+
+/* Decode (one column): R (1, 2 or 4) weight rows against one activation in a
+ * single pass, each row with exactly vec_dot's chain. Why: one row alone is
+ * bound by its own dependency chain (four fma of blk per block, then acc)
+ * and re-reads every activation block and scale; R rows interleaved at the
+ * level of each q8 block share the activation's load, its int8 negation and
+ * its scale broadcast, and give the core R independent chains to overlap
+ * (measured 1.3-1.5x the one-row kernel on 6144x2048 and 2048x6144).
+ *
+ * Per row and q8 block K the lane sums are ggml's exact integers: the sign
+ * bytes are spread to one byte per weight (pshufb of the block's 16 bit
+ * bytes, loaded once per block into both halves), `and` + `cmpeq` give 0xff
+ * where the bit is 0, and a blend picks q or its int8 negation 0 - q (which
+ * wraps -128 to -128 exactly as ggml's xor/sub does), then maddubs + madd
+ * sum four bytes per lane. One op fewer per K than the xor/sub (or the
+ * or/sign) form, and nothing depends on the activation's values, so there is
+ * no slow path. */
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline void rows_1col(const float *h, const uint8_t *w, size_t w_row, const uint8_t *a, size_t nb,
+                             float *y, int R)
+{
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256i spread[4]; /* pattern K: byte i <- sign byte 4K + i/8 */
+    for (int K = 0; K < 4; K++)
+        spread[K] = _mm256_add_epi8(_mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
+                                    _mm256_set1_epi8((char)(4 * K)));
+    __m256 acc[4], blk[4];
+    for (int r = 0; r < R; r++)
+        acc[r] = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *ab = a + b * 4 * Q8_0_BYTES;
+        __m256i sb[4];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++)
+            sb[r] = _mm256_broadcastsi128_si256(
+                _mm_loadu_si128((const __m128i *)(w + r * w_row + b * Q1_0_BYTES + 2)));
+        _Pragma("GCC unroll 4")
+        for (int K = 0; K < 4; K++) {
+            const uint8_t *qb = ab + K * Q8_0_BYTES;
+            __m256i q = _mm256_loadu_si256((const __m256i *)(qb + 2));
+            __m256i nq = _mm256_sub_epi8(_mm256_setzero_si256(), q);
+            __m256 da = _mm256_set1_ps(h[q8_rd16(qb)]);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < R; r++) {
+                __m256i v = _mm256_shuffle_epi8(sb[r], spread[K]);
+                __m256i zero_bit = _mm256_cmpeq_epi8(_mm256_and_si256(v, bits), _mm256_setzero_si256());
+                __m256i sel = _mm256_blendv_epi8(q, nq, zero_bit);
+                __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, sel), ones16));
+                blk[r] = K == 0 ? _mm256_mul_ps(da, s) : _mm256_fmadd_ps(da, s, blk[r]);
+            }
+        }
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h[q8_rd16(w + r * w_row + b * Q1_0_BYTES)]), blk[r],
+                                     acc[r]);
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        y[r] = q8_hsum8_avx(acc[r]);
+}
+
+/* Rows [0, nrows) against one column: groups of four, then a pair, then one. */
+__attribute__((target("avx2,f16c,fma")))
+static void gemv_avx2(const float *h, const uint8_t *w, size_t w_row, size_t nrows, const uint8_t *a,
+                      size_t nb, float *y)
+{
+    size_t r = 0;
+    for (; r + 4 <= nrows; r += 4)
+        rows_1col(h, w + r * w_row, w_row, a, nb, y + r, 4);
+    if (r + 2 <= nrows) {
+        rows_1col(h, w + r * w_row, w_row, a, nb, y + r, 2);
+        r += 2;
+    }
+    if (r < nrows)
+        rows_1col(h, w + r * w_row, w_row, a, nb, y + r, 1);
+}
+#define GEMV_AVX2 gemv_avx2
+#else
+#define GEMV_AVX2 NULL
 #endif
 
 /* The Q1_0 entry in the shared driver's table (q8_0.c). */
 static const q8_kind Q1_KIND = {
-    "Q1_0", Q1_0_BLOCK, Q1_0_BYTES, vec_dot_portable, Q8_COLS_TABLE(cols_avx2_), NULL,
+    "Q1_0", Q1_0_BLOCK, Q1_0_BYTES, vec_dot_portable, Q8_COLS_TABLE(cols_avx2_), GEMV_AVX2,
 };
 
 float q1_0_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks)

@@ -183,34 +183,74 @@ static void quantize_portable(const float *x, uint8_t *out, size_t nblocks)
 }
 
 #if Q8_X86
+/* The block's |x| maximum through ggml's vmaxps tree (operand order decides
+ * which NaN survives: vmaxps returns its second source unless the first is
+ * strictly greater). */
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline float block_amax(__m256 v0, __m256 v1, __m256 v2, __m256 v3)
+{
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m = _mm256_and_ps(v0, absmask);
+    m = _mm256_max_ps(m, _mm256_and_ps(v1, absmask));
+    m = _mm256_max_ps(m, _mm256_and_ps(v2, absmask));
+    m = _mm256_max_ps(m, _mm256_and_ps(v3, absmask));
+    __m128 q = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+    q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_max_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
+/* x * id rounded half-to-even, vcvtps2dq, the two saturating packs, the
+ * dword permute that undoes the packs' per-half order: the block's 32 int8. */
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline void block_store(const float *x, __m256 id, uint8_t *qs)
+{
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), id));
+    __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), id));
+    __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), id));
+    __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), id));
+    __m256i w01 = _mm256_packs_epi32(i0, i1), w23 = _mm256_packs_epi32(i2, i3);
+    _mm256_storeu_si256((__m256i *)qs, _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), order));
+}
+
+/* ggml's AVX2 quantize_row_q8_0 divides twice per block (d = amax/127 and
+ * id = 127/amax), and scalar divisions are the slowest part of it. Here
+ * eight blocks at a time first find their maxima, then take both divisions
+ * as two vector divisions (the same IEEE quotient in every lane), the
+ * `amax != 0` choice as a compare (NEQ_UQ: a NaN amax keeps 127/NaN, as the
+ * scalar test does) and the fp16 rounding of the eight d as one vcvtps2ph
+ * (round to nearest even, as _cvtss_sh(., 0)); then each block's quants.
+ * Same bits as the one-block form, which still does the last nblocks % 8. */
 __attribute__((target("avx2,f16c,fma")))
 static void quantize_avx2(const float *x, uint8_t *out, size_t nblocks)
 {
-    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    for (size_t b = 0; b < nblocks; b++, x += 32, out += Q8_0_BYTES) {
-        __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
-        __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
-        /* operand order matters for NaN: vmaxps returns its second source */
-        __m256 m = _mm256_and_ps(v0, absmask);
-        m = _mm256_max_ps(m, _mm256_and_ps(v1, absmask));
-        m = _mm256_max_ps(m, _mm256_and_ps(v2, absmask));
-        m = _mm256_max_ps(m, _mm256_and_ps(v3, absmask));
-        __m128 q = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
-        q = _mm_max_ps(q, _mm_movehl_ps(q, q));
-        q = _mm_max_ss(q, _mm_movehdup_ps(q));
-        float amax = _mm_cvtss_f32(q);
+    size_t b = 0;
+    for (; b + 8 <= nblocks; b += 8, x += 8 * 32, out += 8 * Q8_0_BYTES) {
+        float am[8], idf[8];
+        uint16_t dh[8];
+        for (int j = 0; j < 8; j++) {
+            const float *xb = x + 32 * j;
+            am[j] = block_amax(_mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8), _mm256_loadu_ps(xb + 16),
+                               _mm256_loadu_ps(xb + 24));
+        }
+        __m256 a = _mm256_loadu_ps(am);
+        __m256 d = _mm256_div_ps(a, _mm256_set1_ps(127.0f));
+        __m256 id = _mm256_div_ps(_mm256_set1_ps(127.0f), a);
+        id = _mm256_and_ps(id, _mm256_cmp_ps(a, _mm256_setzero_ps(), _CMP_NEQ_UQ));
+        _mm_storeu_si128((__m128i *)dh, _mm256_cvtps_ph(d, 0));
+        _mm256_storeu_ps(idf, id);
+        for (int j = 0; j < 8; j++) {
+            memcpy(out + j * Q8_0_BYTES, &dh[j], 2);
+            block_store(x + 32 * j, _mm256_set1_ps(idf[j]), out + j * Q8_0_BYTES + 2);
+        }
+    }
+    for (; b < nblocks; b++, x += 32, out += Q8_0_BYTES) {
+        float amax = block_amax(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8), _mm256_loadu_ps(x + 16),
+                                _mm256_loadu_ps(x + 24));
         uint16_t dh = _cvtss_sh(amax / 127.0f, 0);
         memcpy(out, &dh, 2); /* x86 is little-endian: one 16-bit store */
-        __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-        __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        /* packs work per 128-bit half; the dword permute restores order */
-        __m256i w01 = _mm256_packs_epi32(i0, i1), w23 = _mm256_packs_epi32(i2, i3);
-        __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), order);
-        _mm256_storeu_si256((__m256i *)(out + 2), bytes);
+        block_store(x, _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f), out + 2);
     }
 }
 #endif

@@ -294,8 +294,17 @@ static void check_quantize(void)
         tr->from_float(x, b, (int64_t)(ne * 32));
         verdict(name, cmp_bytes(name, a, b, ne * Q8_0_BYTES), (long)(ne * Q8_0_BYTES));
     }
+    /* the same blocks starting 1..7 blocks later: the quantizer takes its
+     * scales eight blocks at a time, so each edge block meets every place in
+     * a group of eight and the one-block tail */
+    for (size_t sh = 1; sh < 8 && sh < ne; sh++) {
+        snprintf(name, sizeof name, "q8_0 quantize edge blocks from %zu (%zu) %s", sh, ne - sh, mode_name());
+        q8_0_quantize(x + 32 * sh, (ne - sh) * 32, a, (ne - sh) * Q8_0_BYTES, err, sizeof err);
+        tr->from_float(x + 32 * sh, b, (int64_t)((ne - sh) * 32));
+        verdict(name, cmp_bytes(name, a, b, (ne - sh) * Q8_0_BYTES), (long)((ne - sh) * Q8_0_BYTES));
+    }
     /* random rows of several lengths and scales */
-    size_t lens[] = {1, 2, 3, 4, 8, 33, 128, 384, 4096};
+    size_t lens[] = {1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 33, 128, 384, 4096};
     for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
         size_t nb = lens[li];
         for (size_t i = 0; i < nb; i++)
@@ -421,6 +430,94 @@ static void check_mul_mat(const Kind *t, ggml_backend_t be, par_pool *pool, int 
     }
 }
 
+/* Hostile q8_0 activations: random scales, and int8 quants of which about a
+ * quarter are -128 (the value whose int8 negation wraps; our quantizer never
+ * makes it, a raw buffer can), the rest random. */
+static void make_hostile_act(uint8_t *a, size_t nblocks)
+{
+    make_raw(a, nblocks, Q8_0_BYTES);
+    for (size_t b = 0; b < nblocks; b++)
+        for (size_t i = 2; i < Q8_0_BYTES; i++)
+            if (next64() % 4 == 0)
+                a[b * Q8_0_BYTES + i] = 0x80;
+}
+
+/* Overwrites about one block scale in eight with an fp16 special: +-0,
+ * +-inf, the largest and smallest (subnormal) halves; scales are the first
+ * two bytes of each block. inf * 0 and inf - inf make ggml's default NaN in
+ * any operand order. NaN scales with payloads are left out: which of two
+ * different NaNs an element ends with depends on the operand order of every
+ * instruction, and neither our AVX2 nor our portable Q1_0/Q2_0 products
+ * (before or after the row-group kernels) reproduce ggml's choice there. */
+static void sprinkle_special_scales(uint8_t *blocks, size_t nblocks, size_t bytes)
+{
+    static const uint16_t sp[] = {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7bff, 0xfbff, 0x0001, 0x83ff, 0x0400};
+    for (size_t b = 0; b < nblocks; b++) {
+        if (next64() % 8 != 0)
+            continue;
+        uint16_t v = sp[next64() % (sizeof sp / sizeof *sp)];
+        blocks[b * bytes] = (uint8_t)v;
+        blocks[b * bytes + 1] = (uint8_t)(v >> 8);
+    }
+}
+
+/* Products of raw weights (random bits, codes and quants, incl. Q2_0 code 3
+ * and Q8_0 -128) against raw or hostile activations, for every row-group
+ * path of the one-column kernels (groups of 4 rows, then 2, then 1: row
+ * counts 1..9 and odd ones past a chunk) and 1..6 columns, on one thread and
+ * on the 2-thread pool; a third pass puts fp16 specials (zeros, infinities,
+ * extremes) among the weight and activation scales. The reference is ggml's own vec_dot per element,
+ * which is what its mul_mat runs for one column (and, for Q1_0/Q2_0, for any
+ * number of columns; Q8_0's tinyBLAS gives every element vec_dot's chain). */
+static void check_products_raw(const Kind *t, par_pool *pool, int nthreads)
+{
+    const struct ggml_type_traits_cpu *tr = cpu.traits_cpu(t->type);
+    size_t rows_list[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 31, 33, 67};
+    size_t nb_list[] = {1, 2, 3, 5, 16, 48}; /* weight blocks per row */
+    for (int hostile = 0; hostile < 3; hostile++) {
+        for (size_t ni = 0; ni < sizeof nb_list / sizeof *nb_list; ni++) {
+            size_t nb = nb_list[ni], k = nb * t->blk, qb = k / 32, wrow = nb * t->bytes;
+            size_t arow = qb * Q8_0_BYTES;
+            for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++) {
+                size_t rows = rows_list[ri], maxc = 6;
+                uint8_t *w = malloc(rows * wrow), *act = malloc(maxc * arow);
+                float *y = malloc(rows * maxc * sizeof(float)), *want = malloc(rows * maxc * sizeof(float));
+                make_raw(w, rows * nb, t->bytes);
+                if (hostile == 1)
+                    make_hostile_act(act, maxc * qb);
+                else
+                    make_raw(act, maxc * qb, Q8_0_BYTES);
+                if (hostile == 2) {
+                    sprinkle_special_scales(w, rows * nb, t->bytes);
+                    sprinkle_special_scales(act, maxc * qb, Q8_0_BYTES);
+                }
+                long bad = 0, total = 0;
+                char err[200], name[128];
+                snprintf(name, sizeof name, "%s raw products %zux%zu cols=1..6 %s threads=%d %s", t->name, rows,
+                         k, hostile == 1 ? "hostile(-128)" : hostile == 2 ? "special scales" : "raw", nthreads, mode_name());
+                for (size_t cols = 1; cols <= maxc; cols++) {
+                    for (size_t c = 0; c < cols; c++)
+                        for (size_t r = 0; r < rows; r++)
+                            tr->vec_dot((int)k, &want[c * rows + r], 0, w + r * wrow, 0, act + c * arow, 0, 1);
+                    if (t->matmul(pool, w, rows * wrow, rows, k, act, cols * arow, cols, y, rows * cols, err,
+                                  sizeof err) != 0) {
+                        printf("  %s: %s\n", name, err);
+                        bad++;
+                        continue;
+                    }
+                    bad += cmp_f32(name, y, want, rows * cols);
+                    total += (long)(rows * cols);
+                }
+                verdict(name, bad, total);
+                free(w);
+                free(act);
+                free(y);
+                free(want);
+            }
+        }
+    }
+}
+
 /* Refusals: shapes the kernels do not support and lying lengths. */
 static void check_refusals(void)
 {
@@ -473,6 +570,8 @@ static int run_check(void)
             check_vec_dot(&kinds[i]);
             check_mul_mat(&kinds[i], be, NULL, 1);
             check_mul_mat(&kinds[i], be, pool2, 2);
+            check_products_raw(&kinds[i], NULL, 1);
+            check_products_raw(&kinds[i], pool2, 2);
         }
     }
     q8_set_simd(1);

@@ -81,6 +81,54 @@ TEST(par_several_jobs_in_one_wake)
     par_destroy(p);
 }
 
+/* Records how rows were handed out: calls, and the largest and smallest
+ * range (the last chunk of a job may be shorter). */
+typedef struct {
+    atomic_int calls, max_rows, min_rows;
+} chunk_log;
+
+static void log_chunks(void *vctx, size_t r0, size_t r1, int worker)
+{
+    chunk_log *l = vctx;
+    int n = (int)(r1 - r0), m;
+    (void)worker;
+    atomic_fetch_add(&l->calls, 1);
+    while ((m = atomic_load(&l->max_rows)) < n && !atomic_compare_exchange_weak(&l->max_rows, &m, n)) {}
+    while ((m = atomic_load(&l->min_rows)) > n && !atomic_compare_exchange_weak(&l->min_rows, &m, n)) {}
+}
+
+TEST(par_default_chunk_grows_with_the_job)
+{
+    char err[100];
+    par_pool *p = par_create(2, err, sizeof err);
+    CHECK(p != NULL);
+    if (!p) return;
+    /* 2048 rows on 2 workers: 2048 / (2 * 16) = 64 rows per chunk */
+    chunk_log l = { 0, 0, 1 << 30 };
+    par_rows(p, log_chunks, &l, 2048, 0);
+    CHECK_INT(atomic_load(&l.calls), 32);
+    CHECK_INT(atomic_load(&l.max_rows), 64);
+    CHECK_INT(atomic_load(&l.min_rows), 64);
+    /* 1000 rows: 1000 / 32 = 31, rounded up to 32: 31 chunks + one of 8 */
+    chunk_log m = { 0, 0, 1 << 30 };
+    par_rows(p, log_chunks, &m, 1000, 0);
+    CHECK_INT(atomic_load(&m.calls), 32);
+    CHECK_INT(atomic_load(&m.max_rows), 32);
+    CHECK_INT(atomic_load(&m.min_rows), 8);
+    /* small jobs keep PAR_CHUNK_ROWS: 100 rows -> 7 chunks, the last of 4 */
+    chunk_log s = { 0, 0, 1 << 30 };
+    par_rows(p, log_chunks, &s, 100, 0);
+    CHECK_INT(atomic_load(&s.calls), 7);
+    CHECK_INT(atomic_load(&s.max_rows), PAR_CHUNK_ROWS);
+    CHECK_INT(atomic_load(&s.min_rows), 4);
+    /* an explicit chunk is kept whatever the size */
+    chunk_log e = { 0, 0, 1 << 30 };
+    par_rows(p, log_chunks, &e, 2048, 16);
+    CHECK_INT(atomic_load(&e.calls), 128);
+    CHECK_INT(atomic_load(&e.max_rows), 16);
+    par_destroy(p);
+}
+
 TEST(par_small_jobs_run_inline)
 {
     char err[100];

@@ -215,6 +215,56 @@ TEST(q2_0_vec_dot_exact)
     BOTH_PATHS(CHECK(q2_0_vec_dot(w, a, 3) == 192.0f)); /* odd tail block */
 }
 
+/* One column through the decode kernels: Q1_0 in row groups of 4, 2, 1
+ * (7 rows), Q2_0 with its prepared activation (5 rows); a -128 activation
+ * must count as ggml counts it (negated it stays -128). */
+TEST(quant_matmul_one_column_rows)
+{
+    uint8_t w1[7 * Q1_0_BYTES], a1[4 * Q8_0_BYTES];
+    for (int r = 0; r < 7; r++) {
+        uint8_t *b = w1 + r * Q1_0_BYTES;
+        put16(b, 0x3c00);
+        memset(b + 2, 0xff, 16);
+        b[2] = (uint8_t)(0xff << r); /* weights 0..r-1 negative */
+    }
+    for (int K = 0; K < 4; K++) {
+        put16(a1 + K * Q8_0_BYTES, 0x3c00);
+        memset(a1 + K * Q8_0_BYTES + 2, 1, 32);
+    }
+    float y[7];
+    char err[160];
+    BOTH_PATHS({
+        CHECK_INT(q1_0_matmul(NULL, w1, sizeof w1, 7, 128, a1, sizeof a1, 1, y, 7, err, sizeof err), 0);
+        for (int r = 0; r < 7; r++)
+            CHECK(y[r] == (float)(128 - 2 * r)); /* 128 - 2 * (negative weights) */
+    });
+    a1[2] = 0x80; /* activation 0 is -128: +w gives -128, -w wraps to -128 */
+    BOTH_PATHS({
+        CHECK_INT(q1_0_matmul(NULL, w1, sizeof w1, 7, 128, a1, sizeof a1, 1, y, 7, err, sizeof err), 0);
+        CHECK(y[0] == -1.0f);                    /* 128 - 1 - 128 */
+        for (int r = 1; r < 7; r++)
+            CHECK(y[r] == (float)(1 - 2 * r));   /* 128 - 2r + 1 - 128 */
+    });
+
+    uint8_t w2[5 * 2 * Q2_0_BYTES], a2[4 * Q8_0_BYTES];
+    for (int r = 0; r < 5; r++)
+        for (int b = 0; b < 2; b++) {
+            uint8_t *blk = w2 + (2 * r + b) * Q2_0_BYTES;
+            put16(blk, (uint16_t)(0x3c00 + (r << 10))); /* 1, 2, 4, 8, 16 */
+            memset(blk + 2, 0xaa, 16);                  /* every code 2: +1 */
+        }
+    for (int i = 0; i < 4; i++) {
+        put16(a2 + i * Q8_0_BYTES, 0x3c00);
+        memset(a2 + i * Q8_0_BYTES + 2, 1, 32);
+    }
+    a2[Q8_0_BYTES + 2] = 0x80; /* one -128 in the second q8 block */
+    BOTH_PATHS({
+        CHECK_INT(q2_0_matmul(NULL, w2, sizeof w2, 5, 128, a2, sizeof a2, 1, y, 5, err, sizeof err), 0);
+        for (int r = 0; r < 5; r++)
+            CHECK(y[r] == (float)((127 - 128) * (1 << r))); /* (127 ones - 128) * d */
+    });
+}
+
 TEST(quant_matmul_columns)
 {
     /* 2 Q2_0 rows x 3 columns; row 1 has scale 1 and codes 2 (+1) */
