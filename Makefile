@@ -103,6 +103,7 @@ bench: bankml
 	sh testing/bench_sha256.sh
 	$(PYTHON) testing/oracle_kernels_f16.py --bench
 	$(PYTHON) testing/oracle_kernels_quant.py --bench
+	$(PYTHON) testing/bench_forward.py
 	$(PYTHON) testing/bench_serve.py
 
 clean:
