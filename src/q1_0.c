@@ -209,7 +209,18 @@ static const q8_kind Q1_KIND = {
 
 float q1_0_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks)
 {
-    return q8_kind_dot(&Q1_KIND, w, act, nblocks);
+#if Q8_X86
+    if (q8_simd()) {
+        float r;
+#ifdef Q1_DOT_COLS
+        cols_avx2_1(q8_f16_table(), w, act, 0, nblocks, &r, 0);
+#else
+        gemv_avx2(q8_f16_table(), w, 0, 1, act, nblocks, &r);
+#endif
+        return r;
+    }
+#endif
+    return vec_dot_portable(w, act, nblocks);
 }
 
 int q1_0_mm_init(q8_mm *m, const uint8_t *w, size_t w_len, size_t rows,

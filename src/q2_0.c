@@ -243,9 +243,18 @@ static const q8_kind Q2_KIND = {
     "Q2_0", Q2_0_BLOCK, Q2_0_BYTES, vec_dot_portable, Q8_COLS_TABLE(cols_avx2_), GEMV_AVX2,
 };
 
+/* One row: the row kernel called directly (no table, no second call level),
+ * as ggml's vec_dot is one direct kernel. */
 float q2_0_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks)
 {
-    return q8_kind_dot(&Q2_KIND, w, act, nblocks);
+#if Q8_X86
+    if (q8_simd()) {
+        float r;
+        cols_avx2_1(q8_f16_table(), w, act, 0, nblocks, &r, 0);
+        return r;
+    }
+#endif
+    return vec_dot_portable(w, act, nblocks);
 }
 
 int q2_0_mm_init(q8_mm *m, const uint8_t *w, size_t w_len, size_t rows,

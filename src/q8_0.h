@@ -162,8 +162,10 @@ static inline float q8_hsum8(const float l[8])
     return a0 + a1;
 }
 
-/* Dot product of one row with t's kernels (SIMD when on, else portable). */
-float q8_kind_dot(const q8_kind *t, const uint8_t *w, const uint8_t *act, size_t nb);
+/* The driver's fp16 -> f32 table of all 65,536 halves (F16C's bits); filled
+ * once q8_simd() has answered 1, so call it only after that. For the
+ * single-row vec_dot entries, which call their kernel directly. */
+const float *q8_f16_table(void);
 
 #if Q8_X86
 /* q8_hsum8 on a register, in the same order. */
