@@ -520,6 +520,14 @@ int q8_kind_matmul(const q8_kind *t, par_rows_fn rows_fn, par_pool *p,
                     errlen) != 0)
         return -1;
     if (rows && ncols)
-        par_rows(p, rows_fn, &m, rows, 0);
+        par_rows(p, rows_fn, &m, rows, q8_mm_chunk(&m, p));
     return 0;
+}
+
+size_t q8_mm_chunk(const q8_mm *m, const par_pool *p)
+{
+    if (m->ncols < 2)
+        return 0;
+    size_t c = par_default_chunk(p, m->rows);
+    return c < Q8_MANY_COLS_CHUNK ? c : Q8_MANY_COLS_CHUNK;
 }

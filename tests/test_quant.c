@@ -324,3 +324,27 @@ TEST(quant_matmul_columns)
     CHECK_INT(q2_0_matmul(NULL, w, sizeof w, 2, 64, a, sizeof a, 3, y, 5, err, sizeof err), -1);
     CHECK_STR(err, "output holds 5 floats; 2 rows x 3 columns need 6");
 }
+
+/* Chunks of a product: the pool's default for one column, capped at
+ * Q8_MANY_COLS_CHUNK rows for several (the default is 128 on 4096 rows
+ * and 2 threads, 32 on 1,000 rows). */
+TEST(quant_mm_chunk_caps_many_columns)
+{
+    char err[160];
+    par_pool *p = par_create(2, err, sizeof err);
+    CHECK(p != NULL);
+    if (!p) return;
+    q8_mm m = {0};
+    m.rows = 4096;
+    m.ncols = 1;
+    CHECK_INT(q8_mm_chunk(&m, p), 0);
+    m.ncols = 32;
+    CHECK_INT(q8_mm_chunk(&m, p), Q8_MANY_COLS_CHUNK);
+    m.rows = 1000;
+    CHECK_INT(q8_mm_chunk(&m, p), 32);
+    m.ncols = 2;
+    CHECK_INT(q8_mm_chunk(&m, NULL), Q8_MANY_COLS_CHUNK); /* one worker: 1000 / 16 -> 64 */
+    m.rows = 100;
+    CHECK_INT(q8_mm_chunk(&m, p), 16);
+    par_destroy(p);
+}
