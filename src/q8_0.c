@@ -372,6 +372,16 @@ static inline void row_cols_avx2(const float *h, const uint8_t *w, const uint8_t
 
 Q8_COLS_FNS(cols_avx2_, row_cols_avx2)
 
+/* One row, returning the float, so q8_0_vec_dot reaches it with a tail jump
+ * (no result slot on the stack, no second frame). */
+__attribute__((target("avx2,f16c,fma")))
+static float dot1_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t nb)
+{
+    float r;
+    row_cols_avx2(h, w, a, 0, nb, &r, 0, 1);
+    return r;
+}
+
 #ifndef PF_DIST
 #define PF_DIST 512
 #endif
@@ -439,16 +449,17 @@ static const q8_kind Q8_KIND = {
     "Q8_0", Q8_0_BLOCK, Q8_0_BYTES, vec_dot_portable, Q8_COLS_TABLE(cols_avx2_), GEMV_AVX2,
 };
 
-/* One row: the one-row form of the decode kernel, called directly (no
- * table, no second call level), as ggml's vec_dot is one direct kernel. */
+/* One row: the row kernel called directly (no table, no second call
+ * level), as ggml's vec_dot is one direct kernel. Not the decode kernel's
+ * one-row form: its prefetch made a streaming 4096x4096 row-by-row GEMV
+ * 1.04-1.12x ggml but rows already in cache 0.76-0.86x (576x1152), where
+ * both sides wait on the one fma chain per row (~1.5 ns per block, ggml's
+ * order, which the bits forbid splitting); this kernel is 0.94-1.00x there. */
 float q8_0_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks)
 {
 #if Q8_X86
-    if (q8_simd()) {
-        float r;
-        gemv_avx2(f16_table, w, 0, 1, act, nblocks, &r);
-        return r;
-    }
+    if (q8_simd())
+        return dot1_avx2(f16_table, w, act, nblocks);
 #endif
     return vec_dot_portable(w, act, nblocks);
 }
