@@ -145,7 +145,7 @@ void q8_kind_rows(const q8_kind *t, const q8_mm *m, size_t r0, size_t r1);
 /* Rows per chunk for a checked product on p (par_job.chunk): 0, the pool's
  * default, for one column; for several columns the default capped at
  * Q8_MANY_COLS_CHUNK rows. Why: a chunk of many columns is already long
- * work (128 rows x 32 columns of 4096 Q8_0 values ~ 4 ms), so the claims
+ * work (128 rows x 32 columns of 4096 Q8_0 values ~ 0.6 ms), so the claims
  * cost nothing and smaller chunks only even out the end of the product when
  * the other core is busy: 4096x4096, 32 columns, 2 threads, three paired
  * rounds each (load 1.1): default (128) 0.94-1.11x ggml, 64 rows 1.02-1.15x,
