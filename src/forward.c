@@ -652,7 +652,7 @@ static int mm_group(fw_model *m, const fw_weight *const *ws, float *const *ys, s
             jobs[i].fn = fn;
             jobs[i].ctx = &mms[i];
             jobs[i].rows = ws[i]->rows;
-            jobs[i].chunk = 0;
+            jobs[i].chunk = q8_mm_chunk(&mms[i], m->pool);
         }
         par_jobs(m->pool, jobs, nw);
         return 0;

@@ -90,6 +90,12 @@ static size_t chunk_of(const par_job *j, size_t nworkers)
     return c > PAR_CHUNK_ROWS ? c : PAR_CHUNK_ROWS;
 }
 
+size_t par_default_chunk(const par_pool *p, size_t rows)
+{
+    par_job j = {NULL, NULL, rows, 0};
+    return chunk_of(&j, (size_t)par_threads(p));
+}
+
 static size_t chunks_of(const par_job *j, size_t nworkers)
 {
     size_t c = chunk_of(j, nworkers);

@@ -83,6 +83,10 @@ typedef struct {
     size_t chunk;
 } par_job;
 
+/* The rows per chunk a job of `rows` rows with chunk 0 gets on p (NULL or a
+ * 1-thread pool: as for one worker), for callers that cap the default. */
+size_t par_default_chunk(const par_pool *p, size_t rows);
+
 /* Runs fn over rows [0, rows) in chunks claimed dynamically by all workers;
  * one wake. Returns when every row is done. A NULL pool runs inline. */
 void par_rows(par_pool *p, par_rows_fn fn, void *ctx, size_t rows,

@@ -371,19 +371,104 @@ static inline void row_cols_avx2(const float *h, const uint8_t *w, const uint8_t
 }
 
 Q8_COLS_FNS(cols_avx2_, row_cols_avx2)
+
+/* One row, returning the float, so q8_0_vec_dot reaches it with a tail jump
+ * (no result slot on the stack, no second frame). */
+__attribute__((target("avx2,f16c,fma")))
+static float dot1_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t nb)
+{
+    float r;
+    row_cols_avx2(h, w, a, 0, nb, &r, 0, 1);
+    return r;
+}
+
+/* Bytes ahead that each row stream of the decode kernel prefetches (15
+ * blocks). Why: a large Q8_0 matrix streams from DRAM and 4 rows are 4
+ * streams; measured on 4096x4096 one column, paired vs ggml over three
+ * alternating rounds: 1.06-1.24x with it, 1.07-1.18x without (and the one-row
+ * vec_dot 1.04-1.08x vs 0.95-1.02x, but 0.76-0.86x on rows already in cache,
+ * so q8_0_vec_dot does not use it). */
+#define PF_DIST 512
+/* Decode (one column): R (1, 2 or 4) weight rows against one activation in a
+ * single pass, each row with exactly vec_dot's chain (lane sums from
+ * sign/maddubs/madd, cvt, acc = fma(dw*da, s, acc) block after block, hsum).
+ * Why: row by row, every row re-loads each activation block and its scale
+ * and one fma chain per row is all the core has to overlap; R rows
+ * interleaved block by block load the activation's 32 bytes and broadcast
+ * its scale once for the R rows and give R independent chains. The product
+ * dw*da is taken in every lane (vmulps of the two broadcasts): the same IEEE
+ * product as ggml's scalar one, without a scalar-to-vector move per row. */
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline void rows_1col(const float *h, const uint8_t *w, size_t w_row, const uint8_t *a, size_t nb,
+                             float *y, int R)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    for (int r = 0; r < R; r++)
+        acc[r] = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *ab = a + b * Q8_0_BYTES;
+        __m256i q = _mm256_loadu_si256((const __m256i *)(ab + 2));
+        __m256 da = _mm256_broadcast_ss(&h[q8_rd16(ab)]);
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < R; r++) {
+            const uint8_t *wb = w + r * w_row + b * Q8_0_BYTES;
+            _mm_prefetch((const char *)(wb + PF_DIST), _MM_HINT_T0);
+            __m256i x = _mm256_loadu_si256((const __m256i *)(wb + 2));
+            __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(q, x));
+            __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+            __m256 d = _mm256_mul_ps(_mm256_broadcast_ss(&h[q8_rd16(wb)]), da);
+            acc[r] = _mm256_fmadd_ps(d, s, acc[r]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < R; r++)
+        y[r] = q8_hsum8_avx(acc[r]);
+}
+
+/* Rows [0, nrows) against one column: groups of four, then a pair, then one. */
+__attribute__((target("avx2,f16c,fma")))
+static void gemv_avx2(const float *h, const uint8_t *w, size_t w_row, size_t nrows, const uint8_t *a,
+                      size_t nb, float *y)
+{
+    size_t r = 0;
+    for (; r + 4 <= nrows; r += 4)
+        rows_1col(h, w + r * w_row, w_row, a, nb, y + r, 4);
+    if (r + 2 <= nrows) {
+        rows_1col(h, w + r * w_row, w_row, a, nb, y + r, 2);
+        r += 2;
+    }
+    if (r < nrows)
+        rows_1col(h, w + r * w_row, w_row, a, nb, y + r, 1);
+}
+#define GEMV_AVX2 gemv_avx2
+#else
+#define GEMV_AVX2 NULL
 #endif
 
 /* ---------------------------------------------------------------- products */
 
 /* The Q8_0 entry in the shared driver's table (q8_0.c). */
 static const q8_kind Q8_KIND = {
-    "Q8_0", Q8_0_BLOCK, Q8_0_BYTES, vec_dot_portable, Q8_COLS_TABLE(cols_avx2_), NULL,
+    "Q8_0", Q8_0_BLOCK, Q8_0_BYTES, vec_dot_portable, Q8_COLS_TABLE(cols_avx2_), GEMV_AVX2,
 };
 
+/* One row: the row kernel called directly (no table, no second call
+ * level), as ggml's vec_dot is one direct kernel. Not the decode kernel's
+ * one-row form: its prefetch made a streaming 4096x4096 row-by-row GEMV
+ * 1.04-1.12x ggml but rows already in cache 0.76-0.86x (576x1152), where
+ * both sides wait on the one fma chain per row (~1.5 ns per block, ggml's
+ * order, which the bits forbid splitting); this kernel is 0.94-1.00x there. */
 float q8_0_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks)
 {
-    return q8_kind_dot(&Q8_KIND, w, act, nblocks);
+#if Q8_X86
+    if (q8_simd())
+        return dot1_avx2(f16_table, w, act, nblocks);
+#endif
+    return vec_dot_portable(w, act, nblocks);
 }
+
+const float *q8_f16_table(void) { return f16_table; }
 
 int q8_0_mm_init(q8_mm *m, const uint8_t *w, size_t w_len, size_t rows,
                  size_t k, const uint8_t *act, size_t act_len, size_t ncols,
@@ -414,15 +499,6 @@ int q8_0_matmul(par_pool *p, const uint8_t *w, size_t w_len, size_t rows,
  * the checks are the same and live here once. Rows outer, columns inner, so a
  * weight row is read from memory once and reused from L1 by every group of
  * four columns. */
-float q8_kind_dot(const q8_kind *t, const uint8_t *w, const uint8_t *act, size_t nb)
-{
-    float r;
-    if (!q8_simd() || !t->cols[0])
-        return t->dot(w, act, nb);
-    t->cols[0](f16_table, w, act, 0, nb, &r, 0);
-    return r;
-}
-
 void q8_kind_rows(const q8_kind *t, const q8_mm *m, size_t r0, size_t r1)
 {
     size_t nb = m->k / t->blk;
@@ -459,6 +535,14 @@ int q8_kind_matmul(const q8_kind *t, par_rows_fn rows_fn, par_pool *p,
                     errlen) != 0)
         return -1;
     if (rows && ncols)
-        par_rows(p, rows_fn, &m, rows, 0);
+        par_rows(p, rows_fn, &m, rows, q8_mm_chunk(&m, p));
     return 0;
+}
+
+size_t q8_mm_chunk(const q8_mm *m, const par_pool *p)
+{
+    if (m->ncols < 2)
+        return 0;
+    size_t c = par_default_chunk(p, m->rows);
+    return c < Q8_MANY_COLS_CHUNK ? c : Q8_MANY_COLS_CHUNK;
 }

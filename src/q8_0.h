@@ -142,6 +142,17 @@ typedef struct {
 /* Rows [r0, r1) of every column of a checked product, with t's kernels. */
 void q8_kind_rows(const q8_kind *t, const q8_mm *m, size_t r0, size_t r1);
 
+/* Rows per chunk for a checked product on p (par_job.chunk): 0, the pool's
+ * default, for one column; for several columns the default capped at
+ * Q8_MANY_COLS_CHUNK rows. Why: a chunk of many columns is already long
+ * work (128 rows x 32 columns of 4096 Q8_0 values ~ 0.6 ms), so the claims
+ * cost nothing and smaller chunks only even out the end of the product when
+ * the other core is busy: 4096x4096, 32 columns, 2 threads, three paired
+ * rounds each (load 1.1): default (128) 0.94-1.11x ggml, 64 rows 1.02-1.15x,
+ * 32 rows 0.97-1.12x. */
+#define Q8_MANY_COLS_CHUNK 64
+size_t q8_mm_chunk(const q8_mm *m, const par_pool *p);
+
 /* Checks (as q8_mm_check with t's geometry) and runs the product on the pool
  * through rows_fn, the type's par_rows_fn. Returns 0, or -1 with a reason. */
 int q8_kind_matmul(const q8_kind *t, par_rows_fn rows_fn, par_pool *p,
@@ -162,8 +173,10 @@ static inline float q8_hsum8(const float l[8])
     return a0 + a1;
 }
 
-/* Dot product of one row with t's kernels (SIMD when on, else portable). */
-float q8_kind_dot(const q8_kind *t, const uint8_t *w, const uint8_t *act, size_t nb);
+/* The driver's fp16 -> f32 table of all 65,536 halves (F16C's bits); filled
+ * once q8_simd() has answered 1, so call it only after that. For the
+ * single-row vec_dot entries, which call their kernel directly. */
+const float *q8_f16_table(void);
 
 #if Q8_X86
 /* q8_hsum8 on a register, in the same order. */

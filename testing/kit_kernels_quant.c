@@ -327,13 +327,20 @@ static void check_quantize(void)
     free(b);
 }
 
+static void make_hostile_act(uint8_t *a, size_t nblocks);
+static void sprinkle_special_scales(uint8_t *blocks, size_t nblocks, size_t bytes);
+
+/* raw 0: ggml-quantized weights and activations; 1: raw bytes (int8 incl.
+ * -128); 2: raw weights against hostile activations (a quarter -128) with
+ * fp16 specials among both sides' scales: every single-row kernel
+ * (q8_0/q1_0/q2_0_vec_dot call their own one-row kernels directly). */
 static void check_vec_dot(const Kind *t)
 {
     const struct ggml_type_traits_cpu *tr = cpu.traits_cpu(t->type);
     const struct ggml_type_traits_cpu *q8 = cpu.traits_cpu(GGML_TYPE_Q8_0);
     /* row lengths in weight blocks, from one block to thousands */
     size_t lens[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 128, 129, 255, 1000, 3071};
-    for (int raw = 0; raw < 2; raw++) {
+    for (int raw = 0; raw < 3; raw++) {
         for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
             size_t nb = lens[li], k = nb * t->blk;
             if (t->type == GGML_TYPE_Q8_0 && nb > 2000)
@@ -344,7 +351,12 @@ static void check_vec_dot(const Kind *t)
             long bad = 0;
             int reps = nb < 100 ? 6 : 2;
             for (int rep = 0; rep < reps; rep++) {
-                if (raw) {
+                if (raw == 2) {
+                    make_raw(w, nb, t->bytes);
+                    make_hostile_act(act, qb);
+                    sprinkle_special_scales(w, nb, t->bytes);
+                    sprinkle_special_scales(act, qb, Q8_0_BYTES);
+                } else if (raw) {
                     make_raw(w, nb, t->bytes);
                     make_raw(act, qb, Q8_0_BYTES); /* int8 incl. -128 */
                 } else {
@@ -359,7 +371,8 @@ static void check_vec_dot(const Kind *t)
                 bad += cmp_f32(name, &ours, &want, 1);
             }
             char name[96];
-            snprintf(name, sizeof name, "%s vec_dot %s k=%zu x%d %s", t->name, raw ? "raw" : "quantized",
+            snprintf(name, sizeof name, "%s vec_dot %s k=%zu x%d %s", t->name,
+                     raw == 2 ? "hostile(-128)+special scales" : raw ? "raw" : "quantized",
                      k, reps, mode_name());
             verdict(name, bad, reps);
             free(w);

@@ -126,6 +126,12 @@ TEST(par_default_chunk_grows_with_the_job)
     par_rows(p, log_chunks, &e, 2048, 16);
     CHECK_INT(atomic_load(&e.calls), 128);
     CHECK_INT(atomic_load(&e.max_rows), 16);
+    /* par_default_chunk tells the same sizes without running a job */
+    CHECK_INT(par_default_chunk(p, 2048), 64);
+    CHECK_INT(par_default_chunk(p, 1000), 32);
+    CHECK_INT(par_default_chunk(p, 100), PAR_CHUNK_ROWS);
+    CHECK_INT(par_default_chunk(p, 4096), 128);
+    CHECK_INT(par_default_chunk(NULL, 4096), 256); /* one worker: 4096 / 16 */
     par_destroy(p);
 }
 

@@ -215,8 +215,8 @@ TEST(q2_0_vec_dot_exact)
     BOTH_PATHS(CHECK(q2_0_vec_dot(w, a, 3) == 192.0f)); /* odd tail block */
 }
 
-/* One column through the decode kernels: Q1_0 in row groups of 4, 2, 1
- * (7 rows), Q2_0 with its prepared activation (5 rows); a -128 activation
+/* One column through the decode kernels: Q1_0 and Q8_0 in row groups of 4,
+ * 2, 1 (7 rows), Q2_0 with its prepared activation (5 rows); a -128 activation
  * must count as ggml counts it (negated it stays -128). */
 TEST(quant_matmul_one_column_rows)
 {
@@ -263,6 +263,34 @@ TEST(quant_matmul_one_column_rows)
         for (int r = 0; r < 5; r++)
             CHECK(y[r] == (float)((127 - 128) * (1 << r))); /* (127 ones - 128) * d */
     });
+
+    /* Q8_0, 7 rows of 2 blocks in groups of 4, 2, 1: row r has scale r + 1
+     * and weights 0..r-1 equal to -1, the rest +1; activation all 1. */
+    static const uint16_t d8[7] = {0x3c00, 0x4000, 0x4200, 0x4400, 0x4500, 0x4600, 0x4700}; /* 1..7 */
+    uint8_t w8[7 * 2 * Q8_0_BYTES], a8[2 * Q8_0_BYTES];
+    for (int r = 0; r < 7; r++)
+        for (int b = 0; b < 2; b++) {
+            uint8_t *blk = w8 + (2 * r + b) * Q8_0_BYTES;
+            put16(blk, d8[r]);
+            for (int i = 0; i < 32; i++)
+                blk[2 + i] = 32 * b + i < r ? 0xff : 1;
+        }
+    for (int b = 0; b < 2; b++) {
+        put16(a8 + b * Q8_0_BYTES, 0x3c00);
+        memset(a8 + b * Q8_0_BYTES + 2, 1, 32);
+    }
+    BOTH_PATHS({
+        CHECK_INT(q8_0_matmul(NULL, w8, sizeof w8, 7, 64, a8, sizeof a8, 1, y, 7, err, sizeof err), 0);
+        for (int r = 0; r < 7; r++)
+            CHECK(y[r] == (float)((r + 1) * (64 - 2 * r)));
+    });
+    a8[2] = 0x80; /* activation 0 is -128: +1 gives -128, and -1 wraps to -128 too */
+    BOTH_PATHS({
+        CHECK_INT(q8_0_matmul(NULL, w8, sizeof w8, 7, 64, a8, sizeof a8, 1, y, 7, err, sizeof err), 0);
+        CHECK(y[0] == -65.0f); /* 63 - 128 */
+        for (int r = 1; r < 7; r++)
+            CHECK(y[r] == (float)((r + 1) * (-63 - 2 * r))); /* (64 - r) - (r - 1) - 128 */
+    });
 }
 
 TEST(quant_matmul_columns)
@@ -295,4 +323,28 @@ TEST(quant_matmul_columns)
     CHECK_STR(err, "q8_0 activations hold 33 bytes; 1 columns of 32 values need 34");
     CHECK_INT(q2_0_matmul(NULL, w, sizeof w, 2, 64, a, sizeof a, 3, y, 5, err, sizeof err), -1);
     CHECK_STR(err, "output holds 5 floats; 2 rows x 3 columns need 6");
+}
+
+/* Chunks of a product: the pool's default for one column, capped at
+ * Q8_MANY_COLS_CHUNK rows for several (the default is 128 on 4096 rows
+ * and 2 threads, 32 on 1,000 rows). */
+TEST(quant_mm_chunk_caps_many_columns)
+{
+    char err[160];
+    par_pool *p = par_create(2, err, sizeof err);
+    CHECK(p != NULL);
+    if (!p) return;
+    q8_mm m = {0};
+    m.rows = 4096;
+    m.ncols = 1;
+    CHECK_INT(q8_mm_chunk(&m, p), 0);
+    m.ncols = 32;
+    CHECK_INT(q8_mm_chunk(&m, p), Q8_MANY_COLS_CHUNK);
+    m.rows = 1000;
+    CHECK_INT(q8_mm_chunk(&m, p), 32);
+    m.ncols = 2;
+    CHECK_INT(q8_mm_chunk(&m, NULL), Q8_MANY_COLS_CHUNK); /* one worker: 1000 / 16 -> 64 */
+    m.rows = 100;
+    CHECK_INT(q8_mm_chunk(&m, p), 16);
+    par_destroy(p);
 }
