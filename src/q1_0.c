@@ -119,6 +119,58 @@ static inline void row_cols_avx2(const float *h, const uint8_t *w, const uint8_t
 
 Q8_COLS_FNS(cols_avx2_, row_cols_avx2)
 
+/* TWO weight rows against NC (1..4) columns: a 2 x NC tile. Why: with one
+ * row at a time every row streams all the columns' activations from L2 again
+ * (32 columns of 4096 values: 139 KB per row); a pair of rows shares each
+ * activation load and scale broadcast, so that traffic per row halves. The
+ * sign masks are built once per row and block as in row_cols_avx2, and each
+ * element's chain is row_cols_avx2's (= vec_dot's): same lanes, same
+ * per-block mul/fma order, same hsum. */
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline void rows2_cols_avx2(const float *h, const uint8_t *w, size_t w_row, const uint8_t *a,
+                                   size_t a_row, size_t nb, float *out, size_t out_stride, int NC)
+{
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256 acc0[4], acc1[4];
+    for (int c = 0; c < 4; c++)
+        acc0[c] = acc1[c] = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *wb0 = w + b * Q1_0_BYTES, *wb1 = wb0 + w_row;
+        __m256i m0[4], m1[4];
+        sign_masks(wb0 + 2, m0);
+        sign_masks(wb1 + 2, m1);
+        __m256 d0 = _mm256_set1_ps(h[q8_rd16(wb0)]), d1 = _mm256_set1_ps(h[q8_rd16(wb1)]);
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ab = a + c * a_row + b * 4 * Q8_0_BYTES;
+            __m256 blk0 = _mm256_setzero_ps(), blk1 = _mm256_setzero_ps();
+            _Pragma("GCC unroll 4")
+            for (int K = 0; K < 4; K++) {
+                const uint8_t *qb = ab + K * Q8_0_BYTES;
+                __m256i q = _mm256_loadu_si256((const __m256i *)(qb + 2));
+                __m256 da = _mm256_set1_ps(h[q8_rd16(qb)]);
+                __m256i s16a = _mm256_maddubs_epi16(ones8, _mm256_sign_epi8(q, m0[K]));
+                __m256i s16b = _mm256_maddubs_epi16(ones8, _mm256_sign_epi8(q, m1[K]));
+                __m256 sa = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16a, ones16));
+                __m256 sb = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16b, ones16));
+                blk0 = K == 0 ? _mm256_mul_ps(da, sa) : _mm256_fmadd_ps(da, sa, blk0);
+                blk1 = K == 0 ? _mm256_mul_ps(da, sb) : _mm256_fmadd_ps(da, sb, blk1);
+            }
+            acc0[c] = _mm256_fmadd_ps(d0, blk0, acc0[c]);
+            acc1[c] = _mm256_fmadd_ps(d1, blk1, acc1[c]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < NC; c++) {
+        out[c * out_stride] = q8_hsum8_avx(acc0[c]);
+        out[c * out_stride + 1] = q8_hsum8_avx(acc1[c]);
+    }
+}
+
+Q8_COLS2_FNS(cols2_avx2_, rows2_cols_avx2)
+#define COLS2_AVX2 Q8_COLS_TABLE(cols2_avx2_)
+
 /* Decode (one column): R (1, 2 or 4) weight rows against one activation in a
  * single pass, each row with exactly vec_dot's chain. Why: one row alone is
  * bound by its own dependency chain (four fma of blk per block, then acc)
@@ -210,11 +262,12 @@ static float dot1_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_
 #define GEMV_AVX2 gemv_avx2
 #else
 #define GEMV_AVX2 NULL
+#define COLS2_AVX2 Q8_NO_COLS2
 #endif
 
 /* The Q1_0 entry in the shared driver's table (q8_0.c). */
 static const q8_kind Q1_KIND = {
-    "Q1_0", Q1_0_BLOCK, Q1_0_BYTES, vec_dot_portable, Q8_COLS_TABLE(cols_avx2_), GEMV_AVX2,
+    "Q1_0", Q1_0_BLOCK, Q1_0_BYTES, vec_dot_portable, Q8_COLS_TABLE(cols_avx2_), GEMV_AVX2, COLS2_AVX2,
 };
 
 /* One row: the one-row form of the decode kernel (the blend against 0 - q:

@@ -282,7 +282,7 @@ Q8_COLS_FNS(cols_avx2_, row_cols_avx2)
 
 /* The Q2_0 entry in the shared driver's table (q8_0.c). */
 static const q8_kind Q2_KIND = {
-    "Q2_0", Q2_0_BLOCK, Q2_0_BYTES, vec_dot_portable, Q8_COLS_TABLE(cols_avx2_), GEMV_AVX2,
+    "Q2_0", Q2_0_BLOCK, Q2_0_BYTES, vec_dot_portable, Q8_COLS_TABLE(cols_avx2_), GEMV_AVX2, Q8_NO_COLS2,
 };
 
 /* One row: dot1_avx2 (the decode kernel's 4-op codes and x16 fold, ~12

@@ -113,7 +113,8 @@ int q8_mm_check(q8_mm *m, const char *what, size_t blk, size_t bytes,
 /* ---- the product driver shared by Q8_0, Q1_0 and Q2_0 (additive) ----
  * A weight type hands the driver its block geometry and its hot loops; the
  * driver checks shapes (q8_mm_check), splits rows among the pool's workers
- * and walks the columns in groups of four, so each type only writes what is
+ * and walks the columns in groups of four (rows in pairs when the type has
+ * cols2), so each type only writes what is
  * really its own: the per-block arithmetic. */
 
 /* One weight row against NC = index+1 columns (column c at act + c*a_row),
@@ -127,6 +128,11 @@ typedef void (*q8_cols_fn)(const float *h, const uint8_t *w, const uint8_t *act,
 typedef void (*q8_gemv_fn)(const float *h, const uint8_t *w, size_t w_row,
                            size_t nrows, const uint8_t *act, size_t nb,
                            float *y);
+/* TWO weight rows (row 1 at w + w_row) against NC = index+1 columns: writes
+ * y[c*y_stride] for row 0 and y[c*y_stride + 1] for row 1, each element with
+ * exactly the chain q8_cols_fn gives it. */
+typedef void (*q8_cols2_fn)(const float *h, const uint8_t *w, size_t w_row, const uint8_t *act,
+                            size_t a_row, size_t nb, float *y, size_t y_stride);
 /* Portable vec_dot of one row (nb weight blocks), same bits as the SIMD. */
 typedef float (*q8_dot_fn)(const uint8_t *w, const uint8_t *act, size_t nb);
 
@@ -137,6 +143,8 @@ typedef struct {
     q8_cols_fn cols[4];   /* SIMD kernels for 1..4 columns (NULL: none) */
     q8_gemv_fn gemv;      /* SIMD one-column kernel over many rows, or NULL
                              (then cols[0] row by row) */
+    q8_cols2_fn cols2[4]; /* SIMD kernels for 2 rows x 1..4 columns, or
+                             NULLs (then cols row by row) */
 } q8_kind;
 
 /* Rows [r0, r1) of every column of a checked product, with t's kernels. */
@@ -201,8 +209,18 @@ static inline float q8_hsum8_avx(__m256 v)
     Q8_COLS_FN(name, body, 1) Q8_COLS_FN(name, body, 2) Q8_COLS_FN(name, body, 3) Q8_COLS_FN(name, body, 4)
 /* The q8_kind.cols initialiser for name##1 .. name##4. */
 #define Q8_COLS_TABLE(name) {name##1, name##2, name##3, name##4}
+
+/* The same for a q8_cols2_fn body `body(h, w, w_row, act, a_row, nb, y,
+ * y_stride, NC)`. */
+#define Q8_COLS2_FN(name, body, NC)                                                             \
+    __attribute__((target("avx2,f16c,fma"))) static void name##NC(                              \
+        const float *h, const uint8_t *w, size_t wr, const uint8_t *a, size_t ar, size_t nb,    \
+        float *y, size_t ys) { body(h, w, wr, a, ar, nb, y, ys, NC); }
+#define Q8_COLS2_FNS(name, body) \
+    Q8_COLS2_FN(name, body, 1) Q8_COLS2_FN(name, body, 2) Q8_COLS2_FN(name, body, 3) Q8_COLS2_FN(name, body, 4)
 #else
 #define Q8_COLS_TABLE(name) {NULL, NULL, NULL, NULL}
 #endif
+#define Q8_NO_COLS2 {NULL, NULL, NULL, NULL}
 
 #endif

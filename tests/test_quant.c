@@ -293,6 +293,75 @@ TEST(quant_matmul_one_column_rows)
     });
 }
 
+/* Several columns through the 2-row x 4-column tiles of Q1_0 and Q8_0: 5
+ * rows (two pairs, then one row alone) by 5 columns (a group of 4, then 1).
+ * Buffers are heap blocks of exactly the product's bytes, so under ASan a
+ * tile reading past the last row or column fails. Row r has weights 0..r-1
+ * negative, column c scale 2^c and all ones, except odd columns, whose
+ * value 0 is -128 (negated it stays -128, as in ggml). */
+TEST(quant_matmul_row_pairs_columns)
+{
+    enum { R = 5, C = 5 };
+    char err[160];
+    float *y = malloc(R * C * sizeof(float));
+    uint8_t *w1 = malloc(R * Q1_0_BYTES), *a1 = malloc(C * 4 * Q8_0_BYTES);
+    for (int r = 0; r < R; r++) {
+        uint8_t *b = w1 + r * Q1_0_BYTES;
+        put16(b, 0x3c00);
+        memset(b + 2, 0xff, 16);
+        b[2] = (uint8_t)(0xff << r);
+    }
+    for (int c = 0; c < C; c++)
+        for (int K = 0; K < 4; K++) {
+            uint8_t *q = a1 + (c * 4 + K) * Q8_0_BYTES;
+            put16(q, (uint16_t)(0x3c00 + (c << 10)));
+            memset(q + 2, 1, 32);
+            if (K == 0 && c % 2)
+                q[2] = 0x80;
+        }
+    BOTH_PATHS({
+        CHECK_INT(q1_0_matmul(NULL, w1, R * Q1_0_BYTES, R, 128, a1, C * 4 * Q8_0_BYTES, C, y, R * C, err,
+                              sizeof err), 0);
+        for (int c = 0; c < C; c++)
+            for (int r = 0; r < R; r++) {
+                int v = c % 2 == 0 ? 128 - 2 * r : r == 0 ? -1 : 1 - 2 * r;
+                CHECK(y[c * R + r] == (float)(v * (1 << c)));
+            }
+    });
+
+    static const uint16_t d8[R] = {0x3c00, 0x4000, 0x4200, 0x4400, 0x4500}; /* 1..5 */
+    uint8_t *w8 = malloc(R * 2 * Q8_0_BYTES), *a8 = malloc(C * 2 * Q8_0_BYTES);
+    for (int r = 0; r < R; r++)
+        for (int b = 0; b < 2; b++) {
+            uint8_t *blk = w8 + (2 * r + b) * Q8_0_BYTES;
+            put16(blk, d8[r]);
+            for (int i = 0; i < 32; i++)
+                blk[2 + i] = 32 * b + i < r ? 0xff : 1;
+        }
+    for (int c = 0; c < C; c++)
+        for (int b = 0; b < 2; b++) {
+            uint8_t *q = a8 + (2 * c + b) * Q8_0_BYTES;
+            put16(q, (uint16_t)(0x3c00 + (c << 10)));
+            memset(q + 2, 1, 32);
+            if (b == 0 && c % 2)
+                q[2] = 0x80;
+        }
+    BOTH_PATHS({
+        CHECK_INT(q8_0_matmul(NULL, w8, R * 2 * Q8_0_BYTES, R, 64, a8, C * 2 * Q8_0_BYTES, C, y, R * C, err,
+                              sizeof err), 0);
+        for (int c = 0; c < C; c++)
+            for (int r = 0; r < R; r++) {
+                int v = c % 2 == 0 ? (r + 1) * (64 - 2 * r) : r == 0 ? -65 : (r + 1) * (-63 - 2 * r);
+                CHECK(y[c * R + r] == (float)(v * (1 << c)));
+            }
+    });
+    free(w1);
+    free(a1);
+    free(w8);
+    free(a8);
+    free(y);
+}
+
 TEST(quant_matmul_columns)
 {
     /* 2 Q2_0 rows x 3 columns; row 1 has scale 1 and codes 2 (+1) */
