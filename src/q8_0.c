@@ -467,20 +467,7 @@ static inline void rows_1col(const float *h, const uint8_t *w, size_t w_row, con
 }
 
 /* Rows [0, nrows) against one column: groups of four, then a pair, then one. */
-__attribute__((target("avx2,f16c,fma")))
-static void gemv_avx2(const float *h, const uint8_t *w, size_t w_row, size_t nrows, const uint8_t *a,
-                      size_t nb, float *y)
-{
-    size_t r = 0;
-    for (; r + 4 <= nrows; r += 4)
-        rows_1col(h, w + r * w_row, w_row, a, nb, y + r, 4);
-    if (r + 2 <= nrows) {
-        rows_1col(h, w + r * w_row, w_row, a, nb, y + r, 2);
-        r += 2;
-    }
-    if (r < nrows)
-        rows_1col(h, w + r * w_row, w_row, a, nb, y + r, 1);
-}
+Q8_GEMV_GROUPS(gemv_avx2, rows_1col)
 #define GEMV_AVX2 gemv_avx2
 #else
 #define GEMV_AVX2 NULL

@@ -218,6 +218,23 @@ static inline float q8_hsum8_avx(__m256 v)
         float *y, size_t ys) { body(h, w, wr, a, ar, nb, y, ys, NC); }
 #define Q8_COLS2_FNS(name, body) \
     Q8_COLS2_FN(name, body, 1) Q8_COLS2_FN(name, body, 2) Q8_COLS2_FN(name, body, 3) Q8_COLS2_FN(name, body, 4)
+/* Defines `static void name(h, w, w_row, nrows, act, nb, y)`, a one-column
+ * product over rows [0, nrows) in groups of four, then a pair, then one,
+ * from an always_inline kernel `rows(h, w, w_row, act, nb, y, R)` that keeps R
+ * rows' chains side by side (Q1_0 and Q8_0 share this walk). */
+#define Q8_GEMV_GROUPS(name, rows)                                                              \
+    __attribute__((target("avx2,f16c,fma"))) static void name(                                 \
+        const float *h, const uint8_t *w, size_t w_row, size_t nrows, const uint8_t *a,         \
+        size_t nb, float *y)                                                                    \
+    {                                                                                           \
+        size_t r = 0;                                                                           \
+        for (; r + 4 <= nrows; r += 4) rows(h, w + r * w_row, w_row, a, nb, y + r, 4);          \
+        if (r + 2 <= nrows) {                                                                   \
+            rows(h, w + r * w_row, w_row, a, nb, y + r, 2);                                     \
+            r += 2;                                                                             \
+        }                                                                                       \
+        if (r < nrows) rows(h, w + r * w_row, w_row, a, nb, y + r, 1);                          \
+    }
 #else
 #define Q8_COLS_TABLE(name) {NULL, NULL, NULL, NULL}
 #endif
