@@ -52,7 +52,9 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-static int64_t now_us(void)
+/* The engine's clock (keep-alive expiry, request timings); ollama.c times
+ * its answers on the same one. */
+int64_t native_now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -494,7 +496,7 @@ static nat_model *acquire(size_t idx, int *status, char *err, size_t errlen)
 
 static void touch(void)
 {
-    eng.expires_us = eng.keep_alive_ms < 0 ? 0 : now_us() + eng.keep_alive_ms * 1000;
+    eng.expires_us = eng.keep_alive_ms < 0 ? 0 : native_now_us() + eng.keep_alive_ms * 1000;
 }
 
 static void *reaper_main(void *arg)
@@ -503,7 +505,7 @@ static void *reaper_main(void *arg)
     while (!eng.stop_reaper) {
         sleep(1);
         if (pthread_mutex_trylock(&eng.run) != 0) continue;
-        if (eng.cur && eng.expires_us && now_us() > eng.expires_us) {
+        if (eng.cur && eng.expires_us && native_now_us() > eng.expires_us) {
             fprintf(stderr, "bankml serve: %s: keep-alive expired; unloaded\n", eng.reg[eng.cur->idx].name);
             model_free(eng.cur);
             eng.cur = NULL;
@@ -772,7 +774,7 @@ static int run_completion(nat_model *m, gen_req *g, char *err, size_t errlen)
     native_stopper_init(&g->st, g->stops, g->stop_lens, g->n_stops);
     uint64_t n_calls = 0;
     jbuf_init(&piece);
-    g->t_start = now_us();
+    g->t_start = native_now_us();
     if (g->n_prompt == 0) return 0;
     met_busy(1, 0);
     if (!g->greedy) {
@@ -826,7 +828,7 @@ static int run_completion(nat_model *m, gen_req *g, char *err, size_t errlen)
             set_err(err, errlen, "out of memory");
             goto done;
         }
-        int64_t t_now = now_us();
+        int64_t t_now = native_now_us();
         g->n_decoded++;
         if (g->n_decoded == 1) g->t_prompt_last = t_now;
         g->t_gen_last = t_now;
@@ -857,7 +859,7 @@ static int run_completion(nat_model *m, gen_req *g, char *err, size_t errlen)
         int complete = native_stopper_push(&g->st, piece.p ? piece.p : "", piece.len, is_eog, &send, &send_len);
         if (g->st.stopped) g->stop = STOP_WORD;
         if (complete) {
-            if (send_len && !g->t_first_text) g->t_first_text = now_us();
+            if (send_len && !g->t_first_text) g->t_first_text = native_now_us();
             t.text = malloc(send_len + 1);
             if (!t.text) {
                 set_err(err, errlen, "out of memory");
@@ -2818,13 +2820,13 @@ static void h_bankml_usage(serve_req *req, serve_resp *resp, void *ud)
     (void)req;
     (void)ud;
     pthread_mutex_lock(&usage.mu);
-    if (!usage.json || now_us() - usage.at_us > 1000000) {
+    if (!usage.json || native_now_us() - usage.at_us > 1000000) {
         unsigned long long t0 = 0, t1 = 0;
         long long rss = 0, e0 = rapl_uj(), e1;
-        int64_t w0 = now_us();
+        int64_t w0 = native_now_us();
         self_stat(&t0, &rss);
         usleep(250000);
-        int64_t w1 = now_us();
+        int64_t w1 = native_now_us();
         self_stat(&t1, &rss);
         e1 = rapl_uj();
         long hz = sysconf(_SC_CLK_TCK);
@@ -2857,7 +2859,7 @@ static void h_bankml_usage(serve_req *req, serve_resp *resp, void *ud)
         if (!out.oom) {
             free(usage.json);
             usage.json = strdup(out.p);
-            usage.at_us = now_us();
+            usage.at_us = native_now_us();
         }
         jbuf_free(&out);
     }
@@ -3211,7 +3213,7 @@ void native_engine_release(int64_t keep_alive_ms)
         model_free(eng.cur);
         eng.cur = NULL;
     } else {
-        eng.expires_us = keep_alive_ms < 0 ? 0 : now_us() + keep_alive_ms * 1000;
+        eng.expires_us = keep_alive_ms < 0 ? 0 : native_now_us() + keep_alive_ms * 1000;
     }
     pthread_mutex_unlock(&eng.run);
 }
@@ -3222,7 +3224,7 @@ long native_engine_resident(int64_t *expires_in_ms)
     if (expires_in_ms) {
         if (!eng.expires_us) *expires_in_ms = -1;
         else {
-            int64_t left = (eng.expires_us - now_us()) / 1000;
+            int64_t left = (eng.expires_us - native_now_us()) / 1000;
             *expires_in_ms = left > 0 ? left : 0;
         }
     }

@@ -88,6 +88,7 @@ size_t native_n_entries(void);
 size_t native_default_entry(void);
 size_t native_served_ctx(void);                 /* --ctx */
 int64_t native_keep_alive_ms(void);             /* --keep-alive in ms, < 0 forever */
+int64_t native_now_us(void);                    /* CLOCK_MONOTONIC in us: expiries and timings */
 int native_entry_get(size_t i, native_entry *e);  /* 0, or -1 when i is out of range */
 long native_entry_find(const char *asked);      /* registry index, or -1 */
 

@@ -46,13 +46,6 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static int64_t wall_ns(void)
 {
     struct timespec ts;
@@ -1920,7 +1913,7 @@ static void handle_gen(serve_req *req, serve_resp *resp, int generate)
     opts o;
     api_ctx c;
     jbuf mtext, prompt, fin;
-    int64_t keep_ms = 0, t0 = mono_us(), load_us = 0;
+    int64_t keep_ms = 0, t0 = native_now_us(), load_us = 0;
     int empty = 1, stream = 1, raw = 0, locked = 0, loaded = 0, status = 500, truncate = 1, shift = 0;
     int32_t *ids = NULL;
     size_t n_ids = 0, dropped = 0;
@@ -2032,14 +2025,14 @@ static void handle_gen(serve_req *req, serve_resp *resp, int generate)
     native_engine_lock();
     locked = 1;
     {
-        int64_t a = mono_us();
+        int64_t a = native_now_us();
         if (native_engine_acquire((size_t)t.idx, &loaded, &status, err, sizeof err) != 0) {
             native_engine_unlock();
             locked = 0;
             reply_error(resp, status, err);
             goto out;
         }
-        if (loaded) load_us = mono_us() - a;
+        if (loaded) load_us = native_now_us() - a;
     }
     ps_note(&t, o.num_ctx > 0 ? (size_t)o.num_ctx : 0, loaded);
     sampler_params_free(&sp);
@@ -2155,7 +2148,7 @@ static void handle_gen(serve_req *req, serve_resp *resp, int generate)
         line_head(&c, &fin);
         put_text_field(&c, &fin, content, cl);
         int64_t total_ns = serve_req_age_ms(req) * 1000000;
-        int64_t own_ns = (mono_us() - t0) * 1000;
+        int64_t own_ns = (native_now_us() - t0) * 1000;
         if (own_ns > total_ns) total_ns = own_ns;
         jbuf_printf(&fin, ",\"done\":true,\"done_reason\":\"%s\",\"total_duration\":%lld,\"load_duration\":%lld,"
                           "\"prompt_eval_count\":%zu,\"prompt_eval_duration\":%lld,\"eval_count\":%zu,"
