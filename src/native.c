@@ -931,6 +931,7 @@ done:
     met_record(m, g, n_calls, rc != 0 ? "error" : g->gone ? "cancelled"
                               : g->stop == STOP_EOS || g->stop == STOP_WORD ? "stop" : "length");
     met_busy(-1, 0);
+    par_pause(eng.pool);        /* the request is over: no spinning while idle */
     sampler_free(s);
     free(work);
     free(top);

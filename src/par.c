@@ -24,6 +24,17 @@
  * has run out of chunks (one compare-and-swap per worker slot): two threads
  * then cost about what one does when the second core is busy.
  *
+ * Stepping aside: on this 2-vCPU VM the scheduler at times kept a worker on
+ * the caller's core for tens of milliseconds while the other core idled.
+ * Both then share one core: the caller's product took 2-3x its one-thread
+ * time and the worker took almost no rows (a 1536x576 BF16 product: 168 us
+ * on "two" threads, 61 us on one). Pinning caller and worker to different
+ * cores never showed it, but pins would hold against other load too. So
+ * the caller notes its core at each job, and a worker that finds itself on
+ * that core (checked when it takes a job and every 64 spin turns) moves
+ * itself off it (affinity without that core, then the whole set back: the
+ * move sticks, the mask stays free).
+ *
  * Rows are claimed in chunks from one atomic counter (dynamic balancing:
  * bankML measured a static split 1.1x slower). Which worker computes a row
  * never changes how the row is computed, so results do not depend on the
@@ -32,6 +43,7 @@
 #include "par.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +83,10 @@ struct par_pool {
     atomic_int quit;
     atomic_uint spin_us;    /* bounded spin before sleeping, microseconds */
     par_slot *slot;         /* slot[i - 1]: worker i's claim on the job */
+    atomic_int caller_cpu;  /* the caller's core at the last job, or -1 */
+    atomic_int paused;      /* par_pause: idle workers sleep without spinning */
+    cpu_set_t allowed;      /* the process's cores when the pool was made */
+    int can_move;           /* allowed holds 2 or more cores */
     par_run_fn fn;          /* the current job: written before seq is bumped */
     void *ctx;
     unsigned long wakes;
@@ -143,19 +159,35 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Spins until *a differs from `old` (want_change) or equals `old`
- * (!want_change), for at most spin_us microseconds. The clock is read only
- * every 64 turns: a turn with pause is tens of ns, and reading the clock
- * every turn would slow the loop down for nothing. Returns 1 when the
- * condition was met. */
-static int spin_ulong(atomic_ulong *a, unsigned long old, unsigned spin_us)
+/* Moves the calling worker off the caller's core if it sits on it (see
+ * "Stepping aside" above). */
+static void step_aside(par_pool *p)
 {
-    if (spin_us == 0) return atomic_load(a) != old;
+    if (!p->can_move) return;
+    int c = sched_getcpu();
+    if (c < 0 || c != atomic_load_explicit(&p->caller_cpu, memory_order_relaxed)) return;
+    cpu_set_t others = p->allowed;
+    CPU_CLR(c, &others);
+    if (pthread_setaffinity_np(pthread_self(), sizeof others, &others) == 0)
+        pthread_setaffinity_np(pthread_self(), sizeof p->allowed, &p->allowed);
+}
+
+/* A worker's spin: until the job sequence differs from `old`, for at most
+ * spin_us microseconds. The clock (and the core, for step_aside) is read
+ * only every 64 turns: a turn with pause is tens of ns. Returns 1 when a new
+ * job was published. */
+static int spin_seq(par_pool *p, unsigned long old, unsigned spin_us)
+{
+    if (spin_us == 0 || atomic_load_explicit(&p->paused, memory_order_relaxed))
+        return atomic_load(&p->seq) != old;
     uint64_t end = now_ns() + (uint64_t)spin_us * 1000u;
     for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(a, memory_order_acquire) != old) return 1;
+        if (atomic_load_explicit(&p->seq, memory_order_acquire) != old) return 1;
         cpu_relax();
-        if ((i & 63) == 0 && now_ns() >= end) return 0;
+        if ((i & 63) == 0) {
+            if (now_ns() >= end || atomic_load_explicit(&p->paused, memory_order_relaxed)) return 0;
+            step_aside(p);
+        }
     }
 }
 
@@ -180,8 +212,7 @@ static void *worker_main(void *arg)
     unsigned long seen = 0;
     free(wa);
     for (;;) {
-        if (!spin_ulong(&p->seq, seen, atomic_load_explicit(
-                            &p->spin_us, memory_order_relaxed))) {
+        if (!spin_seq(p, seen, atomic_load_explicit(&p->spin_us, memory_order_relaxed))) {
             pthread_mutex_lock(&p->mu);
             atomic_fetch_add(&p->sleepers, 1);      /* seq_cst: then re-check */
             while (atomic_load(&p->seq) == seen)
@@ -197,6 +228,7 @@ static void *worker_main(void *arg)
         par_run_fn fn = p->fn;
         void *ctx = p->ctx;
 
+        step_aside(p);
         fn(ctx, id, p->n);
 
         /* After this decrement the job (ctx) may be gone: touch only p. */
@@ -234,6 +266,14 @@ par_pool *par_create(int nthreads, char *err, size_t errlen)
     atomic_init(&p->waiting, 0);
     atomic_init(&p->quit, 0);
     atomic_init(&p->spin_us, PAR_SPIN_US);
+    atomic_init(&p->caller_cpu, -1);
+    atomic_init(&p->paused, 0);
+    int ncpu = sched_getaffinity(0, sizeof p->allowed, &p->allowed) == 0 ? CPU_COUNT(&p->allowed) : 0;
+    p->can_move = ncpu >= 2;
+    /* more threads than cores: a spinning worker holds a core another
+     * needs, so spin only briefly (see PAR_SPIN_US_SHARED) */
+    if (ncpu > 0 && nthreads > ncpu)
+        atomic_store(&p->spin_us, PAR_SPIN_US_SHARED);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -273,14 +313,16 @@ par_pool *par_create(int nthreads, char *err, size_t errlen)
  * the worker's increment of `sleepers` then load of `seq`: at least one side
  * sees the other, and the broadcast is under the mutex, so it cannot fall
  * between a worker's check and its wait. */
-static void publish(par_pool *p)
+static int publish(par_pool *p)
 {
     atomic_fetch_add(&p->seq, 1);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
+        return 1;
     }
+    return 0;
 }
 
 void par_destroy(par_pool *p)
@@ -302,6 +344,11 @@ void par_set_spin(par_pool *p, unsigned spin_us)
     if (!p) return;
     if (spin_us > PAR_SPIN_US_MAX) spin_us = PAR_SPIN_US_MAX;
     atomic_store_explicit(&p->spin_us, spin_us, memory_order_relaxed);
+}
+
+void par_pause(par_pool *p)
+{
+    if (p) atomic_store_explicit(&p->paused, 1, memory_order_relaxed);
 }
 
 unsigned par_spin(const par_pool *p)
@@ -332,12 +379,19 @@ static void run_job(par_pool *p, par_run_fn fn, void *ctx, int closable)
      * publish() hands them over. */
     p->fn = fn;
     p->ctx = ctx;
+    if (p->can_move)
+        atomic_store_explicit(&p->caller_cpu, sched_getcpu(), memory_order_relaxed);
+    atomic_store_explicit(&p->paused, 0, memory_order_relaxed);
     unsigned long s = atomic_load_explicit(&p->seq, memory_order_relaxed) + 1;
     for (int i = 0; i < p->spawned; i++)
         atomic_store_explicit(&p->slot[i].job, s, memory_order_relaxed);
     atomic_store_explicit(&p->pending, p->spawned, memory_order_relaxed);
     p->wakes++;
-    publish(p);
+    /* Woken workers may have been put on this core (see "Stepping aside"):
+     * one yield lets such a worker run now and move off, where otherwise it
+     * would wait for this thread's time slice to end. */
+    if (publish(p) && p->can_move)
+        sched_yield();
 
     fn(ctx, 0, p->n);
 

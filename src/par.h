@@ -40,12 +40,23 @@
 
 /* How long (microseconds) an idle worker spins on the job sequence, and the
  * caller on the workers' completion, before sleeping on a condition
- * variable. Covers the gap between two products of one forward pass, so
- * back-to-back jobs cost no wake-up; an idle pool sleeps after this long.
+ * variable; an idle pool sleeps after this long, or at once after
+ * par_pause. Covers the gaps between products and between tokens (sampling,
+ * streaming), so a worker is not put to sleep during a request. Why 20 ms,
+ * not the 50 us it was: on this 2-vCPU VM a worker woken from sleep often
+ * did not run for milliseconds (its core idle, or the caller's), so a
+ * 1536x576 BF16 product on two threads took its one-thread time with the
+ * worker taking no rows, run after run; spinning through, the worker took
+ * half the rows every time (40-60 us against 67-70 us). ggml's pool polls
+ * ten times longer (1024 * 128 * 50 pauses, about 200 ms here).
  * PAR_SPIN_US_MAX bounds par_set_spin. */
 #ifndef PAR_SPIN_US
-#define PAR_SPIN_US 50
+#define PAR_SPIN_US 20000
 #endif
+/* The default for a pool of more threads than the process has cores: a
+ * spinning worker would hold a core that another thread of the pool needs
+ * (a 5 ms budget made 4 threads' tiny jobs on 2 vCPUs take 16 s, not 1 s). */
+#define PAR_SPIN_US_SHARED 50
 #define PAR_SPIN_US_MAX 100000
 
 /* Upper bound on threads in one pool. */
@@ -97,6 +108,13 @@ void par_rows(par_pool *p, par_rows_fn fn, void *ctx, size_t rows,
  * crosses from one job into the next. Jobs with rows == 0 are skipped.
  * Returns when every chunk of every job is done. */
 void par_jobs(par_pool *p, const par_job *jobs, size_t njobs);
+
+/* Ends the workers' spin now: an idle worker sleeps until the next job
+ * instead of spinning out its budget (the next job clears this). For a
+ * caller that knows no job comes soon -- the end of a request -- or that
+ * hands the cores to other work, as a benchmark timing another library
+ * does. NULL is a no-op. */
+void par_pause(par_pool *p);
 
 /* Sets the spin budget of p (see PAR_SPIN_US; above PAR_SPIN_US_MAX is
  * clamped; 0 = sleep at once, the old condvar-only behaviour). Call it

@@ -412,14 +412,49 @@ static inline void rows2_cols_avx2(const float *h, const uint8_t *w, size_t w_ro
 Q8_COLS2_FNS(cols2_avx2_, rows2_cols_avx2)
 #define COLS2_AVX2 Q8_COLS_TABLE(cols2_avx2_)
 
+/* One block of one row into the row's accumulator: ggml's vec_dot step
+ * (acc = fma(dw*da, lane sums, acc), the scale product in scalar). */
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline __m256 dot1_block(const float *h, const uint8_t *wb, const uint8_t *ab, __m256i ones, __m256 acc)
+{
+    float d = h[q8_rd16(wb)] * h[q8_rd16(ab)];
+    __m256i x = _mm256_loadu_si256((const __m256i *)(wb + 2));
+    __m256i y = _mm256_loadu_si256((const __m256i *)(ab + 2));
+    __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+    return _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), acc);
+}
+
+/* Bytes ahead that the one-row kernel prefetches in its weight row. */
+#define DOT1_PF_DIST 768
 /* One row, returning the float, so q8_0_vec_dot reaches it with a tail jump
- * (no result slot on the stack, no second frame). */
+ * (no result slot on the stack, no second frame). Two blocks per turn on one
+ * byte index shared by both rows, and one prefetch per turn (68 bytes, about
+ * a cache line) 768 bytes ahead in the weight row. Why: ggml's loop is the
+ * same block step with three loop-control ops per block; both wait on the one
+ * fma chain per row (~1.6 ns per fma here), so the ops the core must carry
+ * per block decide how far ahead it can reach into the next row. Measured
+ * (docs/PERFORMANCE.md, 2026-11-29 23:00): without the prefetch 1.07-1.08x
+ * ggml on rows in cache but 1.00-1.02x on a 4096x4096 matrix streaming from
+ * memory; with it 1.10-1.20x streaming and 1.00-1.03x in cache. A prefetch
+ * every block cost 2-5 % in cache (pointer arithmetic), one every four blocks
+ * upset the hardware prefetcher (0.6-0.96x streaming). A prefetch never
+ * faults, so the lines it names past the row's end are harmless. */
 __attribute__((target("avx2,f16c,fma")))
 static float dot1_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t nb)
 {
-    float r;
-    row_cols_avx2(h, w, a, 0, nb, &r, 0, 1);
-    return r;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps();
+    size_t i = 0, pairs_end = nb / 2 * (2 * Q8_0_BYTES);
+    for (; i < pairs_end; i += 2 * Q8_0_BYTES) {
+        /* as one op on the shared index: written with _mm_prefetch, gcc
+         * keeps a second pointer for it, one more add per turn */
+        __asm__("prefetcht0 %c2(%0,%1)" : : "r"(w), "r"(i), "i"(DOT1_PF_DIST));
+        acc = dot1_block(h, w + i, a + i, ones, acc);
+        acc = dot1_block(h, w + i + Q8_0_BYTES, a + i + Q8_0_BYTES, ones, acc);
+    }
+    if (nb & 1)
+        acc = dot1_block(h, w + i, a + i, ones, acc);
+    return q8_hsum8_avx(acc);
 }
 
 /* Bytes ahead that each row stream of the decode kernel prefetches (15

@@ -65,6 +65,8 @@ static struct {
     enum ggml_status (*compute)(struct ggml_cgraph *, struct ggml_cplan *);
     struct ggml_threadpool *(*tp_new)(struct ggml_threadpool_params *);
     void (*tp_free)(struct ggml_threadpool *);
+    void (*tp_pause)(struct ggml_threadpool *);
+    void (*tp_resume)(struct ggml_threadpool *);
     vec_dot_fn dot_f32, dot_f16, dot_bf16;
     void (*h2f)(const ggml_fp16_t *, float *, int64_t);
     void (*f2h)(const float *, ggml_fp16_t *, int64_t);
@@ -92,6 +94,8 @@ static int load_cpu(void)
         { (void **)&cpu.compute, "ggml_graph_compute" },
         { (void **)&cpu.tp_new, "ggml_threadpool_new" },
         { (void **)&cpu.tp_free, "ggml_threadpool_free" },
+        { (void **)&cpu.tp_pause, "ggml_threadpool_pause" },
+        { (void **)&cpu.tp_resume, "ggml_threadpool_resume" },
         { (void **)&cpu.dot_f32, "ggml_vec_dot_f32" },
         { (void **)&cpu.dot_f16, "ggml_vec_dot_f16" },
         { (void **)&cpu.dot_bf16, "ggml_vec_dot_bf16" },
@@ -481,6 +485,19 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Timed in blocks: BENCH_WARM untimed then BENCH_BLOCK timed runs of one
+ * side, then the same of the other; the paired ratio pairs run i of a block
+ * with run i of the other side's block. Why: both pools are then alone and
+ * warm, as in a server between the products of one token. Run by run,
+ * ggml's workers (which poll about 200 ms after a compute here: 1024 * 128
+ * * poll pauses) sat on the core our worker needed; and ours, asleep after
+ * their 50 us spin, in some processes took almost no product (the caller
+ * had run out of rows first) -- never with the caller and the worker pinned
+ * to different cores. ggml's pool is paused during our block, ours
+ * (par_pause) during theirs. */
+#define BENCH_BLOCK 3
+#define BENCH_WARM 2
+
 static void bench_one(int t, size_t rows, size_t k, size_t n, int nth, int reps)
 {
     graph g;
@@ -498,14 +515,23 @@ static void bench_one(int t, size_t rows, size_t k, size_t n, int nth, int reps)
     float *xr = malloc(n * k * 4), *y = malloc(rows * n * 4);
     char err[200];
     double *tg = malloc(reps * sizeof *tg), *to = malloc(reps * sizeof *to);
-    for (int r = -2; r < reps; r++) {       /* two warm-up rounds */
-        double t0 = now_ns();
-        cpu.compute(g.gf, &cp);
-        double t1 = now_ns();
-        if (t == F16_T_F32) f16_mul_mat(pool, &w, x, n, y, err, sizeof err);
-        else f16_mul_mat_f32(pool, &w, x, n, xr, y, err, sizeof err);
-        double t2 = now_ns();
-        if (r >= 0) { tg[r] = t1 - t0; to[r] = t2 - t1; }
+    /* in blocks, each side's pool alone and warm (see BENCH_BLOCK) */
+    for (int r0 = 0; r0 < reps; r0 += BENCH_BLOCK) {
+        int nr = reps - r0 < BENCH_BLOCK ? reps - r0 : BENCH_BLOCK;
+        par_pause(pool);
+        cpu.tp_resume(tp);
+        for (int r = -BENCH_WARM; r < nr; r++) {
+            double t0 = now_ns();
+            cpu.compute(g.gf, &cp);
+            if (r >= 0) tg[r0 + r] = now_ns() - t0;
+        }
+        cpu.tp_pause(tp);
+        for (int r = -BENCH_WARM; r < nr; r++) {
+            double t0 = now_ns();
+            if (t == F16_T_F32) f16_mul_mat(pool, &w, x, n, y, err, sizeof err);
+            else f16_mul_mat_f32(pool, &w, x, n, xr, y, err, sizeof err);
+            if (r >= 0) to[r0 + r] = now_ns() - t0;
+        }
     }
     int same = first_diff(g.y->data, y, rows * n) < 0;
     /* median of the per-run ratios (both sides timed back to back in each

@@ -62,6 +62,12 @@ static struct {
     void (*set_n_threads)(ggml_backend_t, int);
     const struct ggml_type_traits_cpu *(*traits_cpu)(enum ggml_type);
     void (*cpu_init)(void);
+    /* a persistent pool for the bench, as llama-server keeps one */
+    struct ggml_threadpool *(*tp_new)(struct ggml_threadpool_params *);
+    void (*tp_free)(struct ggml_threadpool *);
+    void (*tp_pause)(struct ggml_threadpool *);
+    void (*tp_resume)(struct ggml_threadpool *);
+    void (*set_threadpool)(ggml_backend_t, struct ggml_threadpool *);
 } cpu;
 
 static int load_cpu(void)
@@ -80,7 +86,13 @@ static int load_cpu(void)
     *(void **)&cpu.set_n_threads = dlsym(cpu.lib, "ggml_backend_cpu_set_n_threads");
     *(void **)&cpu.traits_cpu = dlsym(cpu.lib, "ggml_get_type_traits_cpu");
     *(void **)&cpu.cpu_init = dlsym(cpu.lib, "ggml_cpu_init");
-    if (!cpu.backend_init || !cpu.set_n_threads || !cpu.traits_cpu || !cpu.cpu_init) {
+    *(void **)&cpu.tp_new = dlsym(cpu.lib, "ggml_threadpool_new");
+    *(void **)&cpu.tp_free = dlsym(cpu.lib, "ggml_threadpool_free");
+    *(void **)&cpu.tp_pause = dlsym(cpu.lib, "ggml_threadpool_pause");
+    *(void **)&cpu.tp_resume = dlsym(cpu.lib, "ggml_threadpool_resume");
+    *(void **)&cpu.set_threadpool = dlsym(cpu.lib, "ggml_backend_cpu_set_threadpool");
+    if (!cpu.backend_init || !cpu.set_n_threads || !cpu.traits_cpu || !cpu.cpu_init || !cpu.tp_new ||
+        !cpu.tp_free || !cpu.tp_pause || !cpu.tp_resume || !cpu.set_threadpool) {
         fprintf(stderr, "%s lacks a CPU backend symbol\n", path);
         return -1;
     }
@@ -653,6 +665,19 @@ static void report(const char *what, const char *type, double *ours, double *the
            " %.2fx (paired)\n", type, what, om, od, gm, gd, gm / om, gd / od, ratio[runs / 2]);
 }
 
+/* Whole products are timed in blocks: BENCH_WARM untimed then BENCH_BLOCK
+ * timed runs of one side, then the same of the other, the ratio pairing run
+ * i of a block with run i of the other side's block. Why: both pools are
+ * then alone and warm, as in a server between the products of one token.
+ * Run by run, ggml's workers (which poll about 200 ms after a compute here:
+ * 1024 * 128 * poll pauses) sat on the core our worker needed; and ours,
+ * asleep after their 50 us spin, in some processes took almost no product
+ * (the caller had run out of rows first) -- never with the caller and the
+ * worker pinned to different cores. ggml's pool is paused during our block
+ * and resumed for its own; ours is paused (par_pause) during theirs. */
+#define BENCH_BLOCK 3
+#define BENCH_WARM 2
+
 static int run_bench(int argc, char **argv)
 {
     size_t rows = 4096, k = 4096;
@@ -727,6 +752,15 @@ static int run_bench(int argc, char **argv)
         size_t col_cases[] = {1, 32};
         for (int nt = 1; nt <= 2; nt++) {
             cpu.set_n_threads(be, nt);
+            /* ggml on a persistent pool, as llama-server runs it (without
+             * one, every compute starts and joins its threads) */
+            struct ggml_threadpool_params tpp = ggml_threadpool_params_default(nt);
+            struct ggml_threadpool *tp = cpu.tp_new(&tpp);
+            if (!tp) {
+                fprintf(stderr, "ggml_threadpool_new failed\n");
+                return 2;
+            }
+            cpu.set_threadpool(be, tp);
             for (size_t cc = 0; cc < 2; cc++) {
                 size_t cols = col_cases[cc];
                 size_t mem = rows * wrow + (k * cols + rows * cols) * sizeof(float) + 3 * ggml_tensor_overhead() +
@@ -741,16 +775,27 @@ static int run_bench(int argc, char **argv)
                 struct ggml_cgraph *g = ggml_new_graph(ctx);
                 ggml_build_forward_expand(g, Y);
                 uint8_t *qa = malloc(arow * cols);
-                for (int r = 0; r < runs; r++) {
-                    double t0 = now_ns();
-                    q8_0_quantize_blocks(x, qa, k * cols / 32);
-                    t->matmul(nt == 1 ? NULL : pool2, w, rows * wrow, rows, k, qa, arow * cols, cols, y,
-                              rows * cols, err, sizeof err);
-                    double t1 = now_ns();
-                    ggml_backend_graph_compute(be, g);
-                    double t2 = now_ns();
-                    ours[r] = t1 - t0;
-                    theirs[r] = t2 - t1;
+                /* in blocks (BENCH_WARM untimed + BENCH_BLOCK timed runs a
+                 * side), each side's pool alone and warm: see BENCH_BLOCK */
+                for (int r0 = 0; r0 < runs; r0 += BENCH_BLOCK) {
+                    int nr = runs - r0 < BENCH_BLOCK ? runs - r0 : BENCH_BLOCK;
+                    cpu.tp_pause(tp);
+                    for (int r = -BENCH_WARM; r < nr; r++) {
+                        double t0 = now_ns();
+                        q8_0_quantize_blocks(x, qa, k * cols / 32);
+                        t->matmul(nt == 1 ? NULL : pool2, w, rows * wrow, rows, k, qa, arow * cols, cols, y,
+                                  rows * cols, err, sizeof err);
+                        if (r >= 0)
+                            ours[r0 + r] = now_ns() - t0;
+                    }
+                    par_pause(pool2);
+                    cpu.tp_resume(tp);
+                    for (int r = -BENCH_WARM; r < nr; r++) {
+                        double t0 = now_ns();
+                        ggml_backend_graph_compute(be, g);
+                        if (r >= 0)
+                            theirs[r0 + r] = now_ns() - t0;
+                    }
                 }
                 long bad = cmp_f32("bench product", y, (const float *)Y->data, rows * cols);
                 char what[96];
@@ -760,6 +805,8 @@ static int run_bench(int argc, char **argv)
                 free(qa);
                 ggml_free(ctx);
             }
+            cpu.set_threadpool(be, NULL);
+            cpu.tp_free(tp);
         }
         free(w);
         free(act);

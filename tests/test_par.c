@@ -3,6 +3,7 @@
  * whatever the thread count, several jobs share one wake, tiny jobs run
  * inline, and pools start and stop cleanly.
  */
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -220,13 +221,22 @@ TEST(par_spin_budget_default_set_and_clamped)
     par_pool *p = par_create(2, err, sizeof err);
     CHECK(p != NULL);
     if (!p) return;
-    CHECK_INT(par_spin(p), PAR_SPIN_US);
+    cpu_set_t cs;
+    CHECK_INT(sched_getaffinity(0, sizeof cs, &cs), 0);
+    int ncpu = CPU_COUNT(&cs);
+    CHECK_INT(par_spin(p), ncpu >= 2 ? PAR_SPIN_US : PAR_SPIN_US_SHARED);
     par_set_spin(p, 0);
     CHECK_INT(par_spin(p), 0);
     par_set_spin(p, PAR_SPIN_US_MAX + 1);
     CHECK_INT(par_spin(p), PAR_SPIN_US_MAX);
     par_set_spin(NULL, 7);              /* ignored */
     CHECK_INT(par_spin(NULL), 0);
+    par_destroy(p);
+    /* more threads than cores: the short default */
+    p = par_create(ncpu + 1, err, sizeof err);
+    CHECK(p != NULL);
+    if (!p) return;
+    CHECK_INT(par_spin(p), PAR_SPIN_US_SHARED);
     par_destroy(p);
 }
 
@@ -309,7 +319,7 @@ TEST(par_jobs_after_workers_sleep_are_not_lost)
 }
 
 /* An idle pool sleeps once its spin has run out: 4 threads idle for 200 ms
- * (4000x the default spin) cost well under 20 ms of CPU, where spinning
+ * (10x the default spin) cost well under 20 ms of CPU, where spinning
  * workers would cost about 600 ms. */
 TEST(par_idle_pool_does_not_burn_cpu)
 {
@@ -320,13 +330,44 @@ TEST(par_idle_pool_does_not_burn_cpu)
     atomic_int seen[9];
     for (int i = 0; i < 9; i++) atomic_init(&seen[i], 0);
     par_run(p, mark_worker, seen);
-    sleep_ms(20);                       /* let the spin run out */
+    sleep_ms(PAR_SPIN_US / 1000 + 20);  /* let the spin run out */
     double c0 = cpu_seconds();
     sleep_ms(200);
     double used = cpu_seconds() - c0;
     CHECK(used < 0.020);
     par_run(p, mark_worker, seen);      /* and it still wakes up */
     CHECK_INT(atomic_load(&seen[3]), 2);
+    par_destroy(p);
+}
+
+/* par_pause ends the spin at once: with a 100 ms budget, 3 spinning workers
+ * would burn about 300 ms of CPU in the 100 ms after a job; paused, they
+ * sleep (under 20 ms, the pause reaching them within 64 spin turns). The
+ * next job clears the pause: its workers then spin again (a second job right
+ * after runs on every worker), and a NULL pool is a no-op. */
+TEST(par_pause_ends_the_spin_and_the_next_job_clears_it)
+{
+    char err[100];
+    par_pool *p = par_create(4, err, sizeof err);
+    CHECK(p != NULL);
+    if (!p) return;
+    par_set_spin(p, 100000);
+    atomic_int seen[9];
+    for (int i = 0; i < 9; i++) atomic_init(&seen[i], 0);
+    par_run(p, mark_worker, seen);
+    par_pause(p);
+    double c0 = cpu_seconds();
+    sleep_ms(100);
+    double used = cpu_seconds() - c0;
+    CHECK(used < 0.020);
+    par_run(p, mark_worker, seen);      /* wakes the sleepers, clears the pause */
+    par_run(p, mark_worker, seen);
+    for (int w = 0; w < 4; w++) CHECK_INT(atomic_load(&seen[w]), 3);
+    c0 = cpu_seconds();
+    sleep_ms(50);                       /* spinning again: ~150 ms of CPU */
+    used = cpu_seconds() - c0;
+    CHECK(used > 0.015);
+    par_pause(NULL);
     par_destroy(p);
 }
 
