@@ -433,12 +433,13 @@ static inline __m256 dot1_block(const float *h, const uint8_t *wb, const uint8_t
  * same block step with three loop-control ops per block; both wait on the one
  * fma chain per row (~1.6 ns per fma here), so the ops the core must carry
  * per block decide how far ahead it can reach into the next row. Measured
- * (docs/PERFORMANCE.md, 2026-11-29 23:00): without the prefetch 1.07-1.08x
- * ggml on rows in cache but 1.00-1.02x on a 4096x4096 matrix streaming from
- * memory; with it 1.10-1.20x streaming and 1.00-1.03x in cache. A prefetch
- * every block cost 2-5 % in cache (pointer arithmetic), one every four blocks
- * upset the hardware prefetcher (0.6-0.96x streaming). A prefetch never
- * faults, so the lines it names past the row's end are harmless. */
+ * (docs/PERFORMANCE.md, Session 3, paired vs ggml): two blocks a turn
+ * without the prefetch 0.97-1.13x in cache but 0.96-1.07x on a 4096x4096
+ * matrix streaming from memory; this kernel 1.11-1.19x streaming and
+ * 1.00-1.11x in cache. A prefetch every block cost up to 10 % in cache (and
+ * more with gcc's second pointer); one every four blocks upset the hardware
+ * prefetcher (0.60-0.96x streaming). A prefetch never faults, so the lines
+ * it names past the row's end are harmless. */
 __attribute__((target("avx2,f16c,fma")))
 static float dot1_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t nb)
 {

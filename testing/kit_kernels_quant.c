@@ -733,6 +733,10 @@ static int run_bench(int argc, char **argv)
             report("quantize q8_0 (per 32 values)", "q8_0", ours, theirs, runs, (double)(k * ncol / 32));
             free(qa);
         }
+        /* one-thread timings with our second worker asleep (it spins
+         * after the previous type's two-thread products otherwise) */
+        par_pause(pool2);
+
         /* 2. GEMV through vec_dot, 1 thread */
         BenchVD bv = {t, w, act, rows, k, y, cpu.traits_cpu(t->type)};
         for (int r = 0; r < runs; r++) {
@@ -752,6 +756,7 @@ static int run_bench(int argc, char **argv)
         size_t col_cases[] = {1, 32};
         for (int nt = 1; nt <= 2; nt++) {
             cpu.set_n_threads(be, nt);
+            par_pause(pool2);
             /* ggml on a persistent pool, as llama-server runs it (without
              * one, every compute starts and joins its threads) */
             struct ggml_threadpool_params tpp = ggml_threadpool_params_default(nt);
