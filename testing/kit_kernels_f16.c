@@ -495,6 +495,17 @@ static int cmp_d(const void *a, const void *b)
  * had run out of rows first) -- never with the caller and the worker pinned
  * to different cores. ggml's pool is paused during our block, ours
  * (par_pause) during theirs. */
+/* An empty job: par_run returns once every worker has run it, so a block
+ * starts with our workers awake (a wake-up here took over 100 us at times:
+ * longer than a whole block of small products, which then ran on the caller
+ * alone while ggml's first compute waits for its workers at its barrier). */
+static void wake_job(void *ctx, int worker, int nworkers)
+{
+    (void)ctx;
+    (void)worker;
+    (void)nworkers;
+}
+
 #define BENCH_BLOCK 3
 #define BENCH_WARM 2
 
@@ -526,6 +537,7 @@ static void bench_one(int t, size_t rows, size_t k, size_t n, int nth, int reps)
             if (r >= 0) tg[r0 + r] = now_ns() - t0;
         }
         cpu.tp_pause(tp);
+        par_run(pool, wake_job, NULL);  /* our worker up, as ggml's barrier waits for its own */
         for (int r = -BENCH_WARM; r < nr; r++) {
             double t0 = now_ns();
             if (t == F16_T_F32) f16_mul_mat(pool, &w, x, n, y, err, sizeof err);

@@ -675,6 +675,17 @@ static void report(const char *what, const char *type, double *ours, double *the
  * (the caller had run out of rows first) -- never with the caller and the
  * worker pinned to different cores. ggml's pool is paused during our block
  * and resumed for its own; ours is paused (par_pause) during theirs. */
+/* An empty job: par_run returns once every worker has run it, so a block
+ * starts with our workers awake (a wake-up here took over 100 us at times:
+ * longer than a whole block of small products, which then ran on the caller
+ * alone while ggml's first compute waits for its workers at its barrier). */
+static void wake_job(void *ctx, int worker, int nworkers)
+{
+    (void)ctx;
+    (void)worker;
+    (void)nworkers;
+}
+
 #define BENCH_BLOCK 3
 #define BENCH_WARM 2
 
@@ -785,6 +796,8 @@ static int run_bench(int argc, char **argv)
                 for (int r0 = 0; r0 < runs; r0 += BENCH_BLOCK) {
                     int nr = runs - r0 < BENCH_BLOCK ? runs - r0 : BENCH_BLOCK;
                     cpu.tp_pause(tp);
+                    if (nt > 1)
+                        par_run(pool2, wake_job, NULL); /* our worker up, as ggml's barrier waits for its own */
                     for (int r = -BENCH_WARM; r < nr; r++) {
                         double t0 = now_ns();
                         q8_0_quantize_blocks(x, qa, k * cols / 32);
