@@ -3,6 +3,7 @@
  * whatever the thread count, several jobs share one wake, tiny jobs run
  * inline, and pools start and stop cleanly.
  */
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -368,6 +369,65 @@ TEST(par_pause_ends_the_spin_and_the_next_job_clears_it)
     used = cpu_seconds() - c0;
     CHECK(used > 0.015);
     par_pause(NULL);
+    par_destroy(p);
+}
+
+/* Stepping aside: with the caller pinned to core c0 and the worker pinned
+ * (by a job of its own) to the same core, the next job finds the worker on
+ * the caller's core; it must move off before running (it runs on another
+ * core) and leave its affinity as wide as the pool's. Without step_aside the
+ * worker would stay pinned on c0. Needs two allowed cores. */
+typedef struct {
+    int pin_to;                 /* >= 0: the worker pins itself there */
+    int cpu;                    /* the worker's core while running the job */
+    int mask_count;             /* cores in the worker's mask while running */
+} aside_probe;
+
+static void aside_job(void *ctx, int worker, int nworkers)
+{
+    aside_probe *a = ctx;
+    (void)nworkers;
+    if (worker != 1) return;
+    if (a->pin_to >= 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(a->pin_to, &one);
+        pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    }
+    cpu_set_t now;
+    pthread_getaffinity_np(pthread_self(), sizeof now, &now);
+    a->mask_count = CPU_COUNT(&now);
+    a->cpu = sched_getcpu();
+}
+
+TEST(par_worker_steps_off_the_callers_core)
+{
+    cpu_set_t all;
+    CHECK_INT(sched_getaffinity(0, sizeof all, &all), 0);
+    if (CPU_COUNT(&all) < 2) {
+        printf("     (one core allowed: nothing to step aside to)\n");
+        return;
+    }
+    int c0 = -1;
+    for (int c = 0; c < CPU_SETSIZE && c0 < 0; c++)
+        if (CPU_ISSET(c, &all)) c0 = c;
+    char err[100];
+    par_pool *p = par_create(2, err, sizeof err);
+    CHECK(p != NULL);
+    if (!p) return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(c0, &one);
+    CHECK_INT(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
+    aside_probe a = { c0, -1, 0 };
+    par_run(p, aside_job, &a);          /* the worker pins itself to c0 */
+    CHECK_INT(a.mask_count, 1);
+    CHECK_INT(a.cpu, c0);
+    a.pin_to = -1;
+    par_run(p, aside_job, &a);          /* found on the caller's core: moves */
+    CHECK(a.cpu != c0 && a.cpu >= 0);
+    CHECK_INT(a.mask_count, CPU_COUNT(&all));
+    CHECK_INT(pthread_setaffinity_np(pthread_self(), sizeof all, &all), 0);
     par_destroy(p);
 }
 
