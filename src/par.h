@@ -27,9 +27,7 @@
 /* Default rows per chunk (bankML measured 16 best; static splits were 1.1x
  * slower). A job with no more rows than its chunk, or a 1-thread pool, runs
  * inline on the caller without waking anyone. */
-#ifndef PAR_CHUNK_ROWS
 #define PAR_CHUNK_ROWS 16
-#endif
 
 /* A job with chunk 0 gets PAR_CHUNK_ROWS rows per chunk, or more on a large
  * job: about rows / (PAR_CHUNKS_PER_WORKER * workers), rounded up to a
@@ -38,9 +36,7 @@
  * rows is only ~1 us of work; 2048x2048 Q1_0 on two threads took 97 us
  * with 16-row chunks and 88 us with 64 (one thread: 172 us). Sixteen
  * chunks per worker still balance a job to within a few percent. */
-#ifndef PAR_CHUNKS_PER_WORKER
 #define PAR_CHUNKS_PER_WORKER 16
-#endif
 
 /* How long (microseconds) an idle worker spins on the job sequence, and the
  * caller on the workers' completion, before sleeping on a condition

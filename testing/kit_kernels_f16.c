@@ -49,6 +49,7 @@
 #include "ggml-cpu.h"
 
 #include "f16.h"
+#include "kit_bench.h"
 #include "par.h"
 
 /* ---- the CPU backend's functions, by dlsym ---- */
@@ -485,30 +486,6 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Timed in blocks: BENCH_WARM untimed then BENCH_BLOCK timed runs of one
- * side, then the same of the other; the paired ratio pairs run i of a block
- * with run i of the other side's block. Why: both pools are then alone and
- * warm, as in a server between the products of one token. Run by run,
- * ggml's workers (which poll about 200 ms after a compute here: 1024 * 128
- * * poll pauses) sat on the core our worker needed; and ours, asleep after
- * their 50 us spin, in some processes took almost no product (the caller
- * had run out of rows first) -- never with the caller and the worker pinned
- * to different cores. ggml's pool is paused during our block, ours
- * (par_pause) during theirs. */
-/* An empty job: par_run returns once every worker has run it, so a block
- * starts with our workers awake (a wake-up here took over 100 us at times:
- * longer than a whole block of small products, which then ran on the caller
- * alone while ggml's first compute waits for its workers at its barrier). */
-static void wake_job(void *ctx, int worker, int nworkers)
-{
-    (void)ctx;
-    (void)worker;
-    (void)nworkers;
-}
-
-#define BENCH_BLOCK 3
-#define BENCH_WARM 2
-
 static void bench_one(int t, size_t rows, size_t k, size_t n, int nth, int reps)
 {
     graph g;
@@ -526,7 +503,7 @@ static void bench_one(int t, size_t rows, size_t k, size_t n, int nth, int reps)
     float *xr = malloc(n * k * 4), *y = malloc(rows * n * 4);
     char err[200];
     double *tg = malloc(reps * sizeof *tg), *to = malloc(reps * sizeof *to);
-    /* in blocks, each side's pool alone and warm (see BENCH_BLOCK) */
+    /* in blocks, each side's pool alone and awake (kit_bench.h) */
     for (int r0 = 0; r0 < reps; r0 += BENCH_BLOCK) {
         int nr = reps - r0 < BENCH_BLOCK ? reps - r0 : BENCH_BLOCK;
         par_pause(pool);
@@ -537,7 +514,7 @@ static void bench_one(int t, size_t rows, size_t k, size_t n, int nth, int reps)
             if (r >= 0) tg[r0 + r] = now_ns() - t0;
         }
         cpu.tp_pause(tp);
-        par_run(pool, wake_job, NULL);  /* our worker up, as ggml's barrier waits for its own */
+        bench_wake(pool);
         for (int r = -BENCH_WARM; r < nr; r++) {
             double t0 = now_ns();
             if (t == F16_T_F32) f16_mul_mat(pool, &w, x, n, y, err, sizeof err);

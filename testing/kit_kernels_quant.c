@@ -49,6 +49,7 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 
+#include "kit_bench.h"
 #include "par.h"
 #include "q1_0.h"
 #include "q2_0.h"
@@ -665,30 +666,6 @@ static void report(const char *what, const char *type, double *ours, double *the
            " %.2fx (paired)\n", type, what, om, od, gm, gd, gm / om, gd / od, ratio[runs / 2]);
 }
 
-/* Whole products are timed in blocks: BENCH_WARM untimed then BENCH_BLOCK
- * timed runs of one side, then the same of the other, the ratio pairing run
- * i of a block with run i of the other side's block. Why: both pools are
- * then alone and warm, as in a server between the products of one token.
- * Run by run, ggml's workers (which poll about 200 ms after a compute here:
- * 1024 * 128 * poll pauses) sat on the core our worker needed; and ours,
- * asleep after their 50 us spin, in some processes took almost no product
- * (the caller had run out of rows first) -- never with the caller and the
- * worker pinned to different cores. ggml's pool is paused during our block
- * and resumed for its own; ours is paused (par_pause) during theirs. */
-/* An empty job: par_run returns once every worker has run it, so a block
- * starts with our workers awake (a wake-up here took over 100 us at times:
- * longer than a whole block of small products, which then ran on the caller
- * alone while ggml's first compute waits for its workers at its barrier). */
-static void wake_job(void *ctx, int worker, int nworkers)
-{
-    (void)ctx;
-    (void)worker;
-    (void)nworkers;
-}
-
-#define BENCH_BLOCK 3
-#define BENCH_WARM 2
-
 static int run_bench(int argc, char **argv)
 {
     size_t rows = 4096, k = 4096;
@@ -792,12 +769,12 @@ static int run_bench(int argc, char **argv)
                 ggml_build_forward_expand(g, Y);
                 uint8_t *qa = malloc(arow * cols);
                 /* in blocks (BENCH_WARM untimed + BENCH_BLOCK timed runs a
-                 * side), each side's pool alone and warm: see BENCH_BLOCK */
+                 * side), each side's pool alone and awake: kit_bench.h */
                 for (int r0 = 0; r0 < runs; r0 += BENCH_BLOCK) {
                     int nr = runs - r0 < BENCH_BLOCK ? runs - r0 : BENCH_BLOCK;
                     cpu.tp_pause(tp);
                     if (nt > 1)
-                        par_run(pool2, wake_job, NULL); /* our worker up, as ggml's barrier waits for its own */
+                        bench_wake(pool2);
                     for (int r = -BENCH_WARM; r < nr; r++) {
                         double t0 = now_ns();
                         q8_0_quantize_blocks(x, qa, k * cols / 32);
