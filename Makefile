@@ -14,14 +14,14 @@ BASE    := -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -pthread
 LDLIBS  := -lm
 PYTHON  ?= python3
 
-SRC     := $(filter-out src/main.c,$(wildcard src/*.c))
+SRC     := $(filter-out src/cli/main.c,$(wildcard src/*/*.c))
 OBJ     := $(SRC:src/%.c=build/obj/%.o)
 TESTSRC := tests/runner.c $(wildcard tests/test_*.c)
 TESTOBJ := $(TESTSRC:tests/%.c=build/obj/tests/%.o)
 
 all: bankml
 
-bankml: build/obj/main.o $(OBJ)
+bankml: build/obj/cli/main.o $(OBJ)
 	$(CC) -static -pthread -o $@ $^ $(LDLIBS)
 
 build/obj/%.o: src/%.c
@@ -35,7 +35,7 @@ build/obj/tests/%.o: tests/%.c
 build/unit-tests: $(TESTOBJ) $(OBJ)
 	$(CC) -pthread -o $@ $^ $(LDLIBS)
 
--include $(OBJ:.o=.d) $(TESTOBJ:.o=.d) build/obj/main.d
+-include $(OBJ:.o=.d) $(TESTOBJ:.o=.d) build/obj/cli/main.d
 
 # ---- tests ----
 test: bankml build/unit-tests
@@ -57,7 +57,7 @@ build/asan/tests/%.o: tests/%.c
 build/asan/unit-tests: $(ASAN_TOBJ) $(ASAN_OBJ)
 	$(CC) $(ASAN_FLAGS) -pthread -o $@ $^ $(LDLIBS)
 
-build/asan/bankml: build/asan/main.o $(ASAN_OBJ)
+build/asan/bankml: build/asan/cli/main.o $(ASAN_OBJ)
 	$(CC) $(ASAN_FLAGS) -pthread -o $@ $^ $(LDLIBS)
 
 -include $(ASAN_OBJ:.o=.d) $(ASAN_TOBJ:.o=.d)
@@ -73,7 +73,7 @@ FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TARGETS := $(patsubst tests/fuzz_%.c,build/fuzz/fuzz_%,$(wildcard tests/fuzz_*.c))
 
-build/fuzz/fuzz_%: tests/fuzz_%.c $(SRC) $(wildcard src/*.h)
+build/fuzz/fuzz_%: tests/fuzz_%.c $(SRC) $(wildcard src/*/*.h)
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) $(BASE) $(FUZZ_FLAGS) -o $@ $< $(SRC) $(LDLIBS)
 

@@ -9,7 +9,7 @@
  * path: "<path> <bytes> bytes best <s> s <MB/s> MB/s <hex>" (MB = 10^6 B).
  * Exit 1 when the two paths disagree or the file cannot be hashed.
  */
-#include "sha256.h"
+#include "base/sha256.h"
 
 #include <errno.h>
 #include <stdio.h>

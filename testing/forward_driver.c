@@ -1,5 +1,5 @@
 /*
- * forward_driver.c -- runs bankml's forward pass (src/forward.c) for the
+ * forward_driver.c -- runs bankml's forward pass (src/graph/forward.c) for the
  * oracle suite testing/oracle_forward.py, which compares it with llama.cpp.
  *
  * Usage:
@@ -22,10 +22,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "forward.h"
-#include "f16.h"
-#include "gguf.h"
-#include "q8_0.h"
+#include "graph/forward.h"
+#include "ops/f16.h"
+#include "file/gguf.h"
+#include "ops/q8_0.h"
 
 typedef struct {
     char dir[4096];

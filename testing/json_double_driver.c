@@ -1,6 +1,6 @@
 /*
  * json_double_driver.c -- bankml's side of testing/oracle_json_double.py:
- * json_put_double() (src/json.c) on each double read from stdin.
+ * json_put_double() (src/base/json.c) on each double read from stdin.
  *
  * Input: one double per line as 16 hex digits of its bit pattern. Output: one
  * line per input with what json_put_double appended. The same protocol as
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
+#include "base/json.h"
 
 int main(void)
 {

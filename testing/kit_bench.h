@@ -19,7 +19,7 @@
 #ifndef BANKML_KIT_BENCH_H
 #define BANKML_KIT_BENCH_H
 
-#include "par.h"
+#include "base/par.h"
 
 #define BENCH_BLOCK 3
 #define BENCH_WARM 2

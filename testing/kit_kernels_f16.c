@@ -1,6 +1,6 @@
 /*
- * kit_kernels_f16.c -- the in-process oracle (and benchmark) for src/f16.c
- * and src/par.c: the shipped ggml (llama.cpp b11669, libggml-base.so and the
+ * kit_kernels_f16.c -- the in-process oracle (and benchmark) for src/ops/f16.c
+ * and src/base/par.c: the shipped ggml (llama.cpp b11669, libggml-base.so and the
  * CPU backend libggml-cpu-haswell.so) and bankml's kernels compute the same
  * products on the same bytes, and every output element's bits are compared.
  *
@@ -27,7 +27,7 @@
  * uses; the CPU backend is dlopen'ed from $GGML_BACKEND_PATH, set by sid-run):
  *   K=/root/.cache/bankml-oracle/root/usr
  *   gcc -std=gnu11 -O2 -Isrc -I$K/include -o /tmp/kit_kernels_f16 \
- *       testing/kit_kernels_f16.c src/f16.c src/par.c \
+ *       testing/kit_kernels_f16.c src/ops/f16.c src/base/par.c \
  *       -L$K/lib/x86_64-linux-gnu -lggml-base -Wl,--allow-shlib-undefined \
  *       -ldl -lm -pthread
  *   /root/.cache/bankml-oracle/bin/sid-run /tmp/kit_kernels_f16 [--quick]
@@ -48,9 +48,9 @@
 #include "ggml.h"
 #include "ggml-cpu.h"
 
-#include "f16.h"
+#include "ops/f16.h"
 #include "kit_bench.h"
-#include "par.h"
+#include "base/par.h"
 
 /* ---- the CPU backend's functions, by dlsym ---- */
 

@@ -1,6 +1,6 @@
 /*
- * kit_kernels_quant.c -- in-process oracle for src/q8_0.c, src/q1_0.c and
- * src/q2_0.c: the same inputs go through our kernels and through llama.cpp
+ * kit_kernels_quant.c -- in-process oracle for src/ops/q8_0.c, src/ops/q1_0.c and
+ * src/ops/q2_0.c: the same inputs go through our kernels and through llama.cpp
  * b11669's own (libggml-base.so and the CPU backend the tools load,
  * libggml-cpu-haswell.so by default), and every output is compared bit for
  * bit.
@@ -22,8 +22,8 @@
  *             rows multiple of 4 or not, 1 and 2 threads on both sides.
  *
  * Build (from /work/main; K=/root/.cache/bankml-oracle/root/usr):
- *   gcc -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Isrc -Iinclude -c src/q8_0.c src/q1_0.c \
- *       src/q2_0.c src/par.c   (objects; f16.c too once the kernels use it)
+ *   gcc -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Isrc -Iinclude -c src/ops/q8_0.c src/ops/q1_0.c \
+ *       src/ops/q2_0.c src/base/par.c   (objects; f16.c too once the kernels use it)
  *   gcc -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -I$K/include -Isrc -o kit_kernels_quant \
  *       testing/kit_kernels_quant.c *.o -L$K/lib/x86_64-linux-gnu -lggml-base -ldl -lm \
  *       -pthread -Wl,--allow-shlib-undefined
@@ -50,10 +50,10 @@
 #include "ggml-cpu.h"
 
 #include "kit_bench.h"
-#include "par.h"
-#include "q1_0.h"
-#include "q2_0.h"
-#include "q8_0.h"
+#include "base/par.h"
+#include "ops/q1_0.h"
+#include "ops/q2_0.h"
+#include "ops/q8_0.h"
 
 /* ---------------------------------------------------------------- the CPU backend */
 

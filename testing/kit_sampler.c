@@ -1,5 +1,5 @@
 /*
- * kit_sampler.c -- bankml's sampler (src/sampler.c) against llama.cpp b11669's own samplers, in one
+ * kit_sampler.c -- bankml's sampler (src/sampling/sampler.c) against llama.cpp b11669's own samplers, in one
  * process: the kit's libllama builds llama-server's chain with llama_sampler_init_*, bankml builds its
  * own from the same parameters, both see identical logits and histories, and every draw and every
  * candidate left by the chain (id, logit bits, probability bits, order, the sorted flag, XTC's offset)
@@ -24,9 +24,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "json.h"
+#include "base/json.h"
 #include "llama.h"
-#include "sampler.h"
+#include "sampling/sampler.h"
 
 static void die(const char *msg, const char *arg) {
     fprintf(stderr, "kit-sampler: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");

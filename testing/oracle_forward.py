@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""oracle_forward.py -- holds bankml's forward pass (src/forward.c) to llama.cpp b11669 bit for bit.
+"""oracle_forward.py -- holds bankml's forward pass (src/graph/forward.c) to llama.cpp b11669 bit for bit.
 
 Three kinds of test, each against the shipped libraries of the oracle kit:
 
@@ -35,8 +35,8 @@ sys.path.insert(0, HERE)
 
 import oracle  # noqa: E402
 
-SOURCES = ["testing/forward_driver.c", "src/forward.c", "src/f16.c", "src/gguf.c", "src/json.c",
-           "src/par.c", "src/q8_0.c", "src/q1_0.c", "src/q2_0.c"]
+SOURCES = ["testing/forward_driver.c", "src/graph/forward.c", "src/ops/f16.c", "src/file/gguf.c", "src/base/json.c",
+           "src/base/par.c", "src/ops/q8_0.c", "src/ops/q1_0.c", "src/ops/q2_0.c", "src/base/base.c"]
 CFLAGS = ["-std=gnu11", "-D_GNU_SOURCE", "-Iinclude", "-Isrc", "-Itests", "-pthread", "-O2", "-Wall",
           "-Wextra", "-Werror"]
 DRIVER = os.path.join(ROOT, "build", "forward-driver")

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""oracle_json_double.py -- json_put_double (src/json.c) against nlohmann::json's dump() of a double.
+"""oracle_json_double.py -- json_put_double (src/base/json.c) against nlohmann::json's dump() of a double.
 
 llama-server b11669 writes probabilities, logprobs and timings with nlohmann::json 3.12.0, whose
 double printer is Grisu2 plus a %g-like layout (not always the shortest round-trip form). bankml must
 print the same bytes. This suite builds testing/kit_nlohmann_double.cpp with g++ against Debian's
 nlohmann-json3-dev header (testing/install_deps.sh installs it), or, without it, llama.cpp's vendored
 copy in ~/.cache/llama.cpp-src/vendor; BANKML_NLOHMANN_INCLUDE names another include folder. It
-builds testing/json_double_driver.c with src/json.c, feeds both the same ~200,000 doubles (fixed
+builds testing/json_double_driver.c with src/base/json.c, feeds both the same ~200,000 doubles (fixed
 seed) and compares line by line.
 
 Each double is one test. The doubles, by group:
@@ -179,7 +179,7 @@ def build(s):
         pass
     s.ok("build kit-nlohmann-double", f"header {inc}/nlohmann/json.hpp {ver}")
     cc = os.environ.get("CC", "gcc")
-    r = subprocess.run([cc] + CFLAGS + ["-o", DRIVER, "testing/json_double_driver.c", "src/json.c", "-lm"],
+    r = subprocess.run([cc] + CFLAGS + ["-o", DRIVER, "testing/json_double_driver.c", "src/base/json.c", "-lm"],
                        cwd=ROOT, capture_output=True, text=True)
     if r.returncode:
         s.fail("build json-double-driver", r.stderr[-2000:])

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""oracle_kernels_f16.py -- builds testing/kit_kernels_f16.c (bankml's src/f16.c and src/par.c linked with
+"""oracle_kernels_f16.py -- builds testing/kit_kernels_f16.c (bankml's src/ops/f16.c and src/base/par.c linked with
 the oracle kit's libggml-base.so; the CPU backend libggml-cpu-haswell.so dlopen'ed by the program) and runs
 it under the kit's sid-run, which compares every element's bits of conversions, vec_dot, get_rows and
 mul_mat products between the shipped ggml (llama.cpp b11669) and bankml.
@@ -30,8 +30,8 @@ def main():
     exe = os.path.join(BUILD, "kit_kernels_f16")
     cmd = ["gcc", "-std=gnu11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror",
            "-I" + os.path.join(ROOT, "src"), "-I" + kit.include, "-o", exe,
-           os.path.join(HERE, "kit_kernels_f16.c"), os.path.join(ROOT, "src", "f16.c"),
-           os.path.join(ROOT, "src", "par.c"), "-L" + kit.lib, "-lggml-base",
+           os.path.join(HERE, "kit_kernels_f16.c"), os.path.join(ROOT, "src", "ops", "f16.c"), os.path.join(ROOT, "src", "base", "base.c"),
+           os.path.join(ROOT, "src", "base", "par.c"), "-L" + kit.lib, "-lggml-base",
            "-Wl,--allow-shlib-undefined", "-ldl", "-lm", "-pthread"]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if not s.check("build kit_kernels_f16", p.returncode == 0, p.stdout.strip()[-2000:]):

@@ -2,7 +2,7 @@
 """oracle_kernels_quant.py -- builds testing/kit_kernels_quant.c against the oracle kit's ggml (llama.cpp
 b11669: libggml-base.so and the CPU backend libggml-cpu-haswell.so) and runs it under the kit's sid-run:
 Q8_0, Q1_0 and Q2_0 dequantization, the q8_0 activation quantizer, vec_dot and whole mul_mat products of
-src/q8_0.c, src/q1_0.c and src/q2_0.c, each compared bit for bit with ggml's, with our AVX2 kernels and
+src/ops/q8_0.c, src/ops/q1_0.c and src/ops/q2_0.c, each compared bit for bit with ggml's, with our AVX2 kernels and
 with our portable C. Every case the C program runs is one test here.
 
 Without the kit the suite is skipped with the reason (a failure under BANKML_REQUIRE_ORACLE=1).
@@ -24,7 +24,7 @@ try:
 except ImportError:  # pragma: no cover - oracle.py is part of the repository
     oracle = None
 
-SOURCES = ["src/q8_0.c", "src/q1_0.c", "src/q2_0.c", "src/f16.c", "src/par.c"]
+SOURCES = ["src/ops/q8_0.c", "src/ops/q1_0.c", "src/ops/q2_0.c", "src/ops/f16.c", "src/base/par.c", "src/base/base.c"]
 CFLAGS = ["-std=gnu11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread"]
 
 

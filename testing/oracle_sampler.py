@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""oracle_sampler.py -- bankml's sampler (src/sampler.c) against llama.cpp b11669.
+"""oracle_sampler.py -- bankml's sampler (src/sampling/sampler.c) against llama.cpp b11669.
 
 Three parts, one count line:
   1. chain: testing/kit_sampler.c builds llama-server's default chain with libllama's own
@@ -243,9 +243,9 @@ def run_kit(kit, *args, timeout=300):
 
 
 def build(kit):
-    src = [os.path.join(ROOT, f) for f in ("testing/kit_sampler.c", "src/sampler.c", "src/json.c")]
+    src = [os.path.join(ROOT, f) for f in ("testing/kit_sampler.c", "src/sampling/sampler.c", "src/base/json.c", "src/base/base.c")]
     if os.path.exists(EXE) and all(os.path.getmtime(EXE) >= os.path.getmtime(f)
-                                   for f in src + [os.path.join(ROOT, "src/sampler.h")]):
+                                   for f in src + [os.path.join(ROOT, "src/sampling/sampler.h")]):
         return
     os.makedirs(os.path.dirname(EXE), exist_ok=True)
     cmd = [os.environ.get("CC", "gcc"), "-std=gnu11", "-D_GNU_SOURCE", "-DSAMPLER_NO_GGUF", "-O2", "-Wall",

@@ -5,7 +5,7 @@ For every template in ../shared/templates/llama.cpp (and from-gguf/, and the two
 ../shared/templates), llama-server is started once with
 `--chat-template-file T --jinja` on a tiny model (stories260K) and asked to apply the template to the
 conversations below; bankml renders the same conversations through testing/template_driver.c (built
-here from src/template.c and src/json.c). Each conversation is one test:
+here from src/text/template.c and src/base/json.c). Each conversation is one test:
 
   pass     both give the same bytes, or both refuse (the template raises, say)
   FAIL     the bytes differ, or bankml renders what llama-server refuses
@@ -72,7 +72,7 @@ def conversations():
 def build_driver(suite):
     os.makedirs(BUILD, exist_ok=True)
     exe = os.path.join(BUILD, "template_driver")
-    srcs = [os.path.join(ROOT, p) for p in ("testing/template_driver.c", "src/template.c", "src/json.c")]
+    srcs = [os.path.join(ROOT, p) for p in ("testing/template_driver.c", "src/text/template.c", "src/base/json.c")]
     if os.path.exists(exe) and all(os.path.getmtime(exe) > os.path.getmtime(s) for s in srcs):
         return exe
     cmd = ["gcc", "-std=gnu11", "-D_GNU_SOURCE", "-I" + os.path.join(ROOT, "include"),

@@ -1,5 +1,5 @@
 /*
- * serve_driver.c -- src/serve.c with a few demo routes, for the black-box
+ * serve_driver.c -- src/api/serve.c with a few demo routes, for the black-box
  * test testing/test_serve.py. No model: each route exercises one part of
  * the transport (JSON echo, SSE and NDJSON streams, a slow handler that
  * watches for its client to leave, a handler that answers nothing).
@@ -10,7 +10,7 @@
  * Prints "listening PORT [PORT2]" on stdout once bound (port 0 = any free
  * port), then serves until SIGINT/SIGTERM, prints "stopped" and exits 0.
  */
-#include "serve.h"
+#include "api/serve.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-"""test_serve.py -- black-box test of src/serve.c (the HTTP transport of `bankml serve`) through
+"""test_serve.py -- black-box test of src/api/serve.c (the HTTP transport of `bankml serve`) through
 testing/serve_driver.c, a small binary that serves a few demo routes on a free loopback port.
 
 Checks status lines, headers and bodies, the limits and refusals of §2.1 (16 KiB line, 100 headers,
@@ -34,7 +34,7 @@ def build_driver():
         return exe
     exe = os.path.join(ROOT, "build", "serve_driver")
     os.makedirs(os.path.dirname(exe), exist_ok=True)
-    srcs = ["testing/serve_driver.c", "src/serve.c", "src/json.c"]
+    srcs = ["testing/serve_driver.c", "src/api/serve.c", "src/base/json.c", "src/base/base.c"]
     cc = os.environ.get("CC", "gcc")
     flags = ["-std=gnu11", "-D_GNU_SOURCE", "-Iinclude", "-Isrc", "-pthread", "-O2", "-Wall", "-Wextra", "-Werror"]
     flags += os.environ.get("SERVE_CFLAGS", "").split()

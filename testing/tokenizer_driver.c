@@ -2,7 +2,7 @@
  * tokenizer_driver.c -- bankml's side of the tokenizer oracle.
  *
  * Speaks the protocol of testing/kit_tokenize.c (llama.cpp's side) over
- * src/tokenizer.c, so testing/oracle_tokenizer.py can feed both the same
+ * src/text/tokenizer.c, so testing/oracle_tokenizer.py can feed both the same
  * requests and compare the answers line by line.
  *
  * Usage: tokenizer_driver VOCAB.gguf tok|detok|info < requests > answers
@@ -10,13 +10,13 @@
  * bankml refuses prints "LOADERR <reason>" and exits 1.
  *
  * Build: gcc -std=gnu11 -D_GNU_SOURCE -Isrc -O2 -o /tmp/tokenizer_driver \
- *            testing/tokenizer_driver.c src/tokenizer.c src/gguf.c src/json.c -lm
+ *            testing/tokenizer_driver.c src/text/tokenizer.c src/file/gguf.c src/base/json.c -lm
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer.h"
+#include "text/tokenizer.h"
 
 static void put_hex(const char *s, size_t n)
 {

@@ -14,11 +14,11 @@
  * accepted, must not wrap. ASan/UBSan catch the rest.
  *
  *   clang -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 \
- *         -fsanitize=fuzzer,address,undefined -o /tmp/fg tests/fuzz_gguf.c src/gguf.c src/json.c -lm
+ *         -fsanitize=fuzzer,address,undefined -o /tmp/fg tests/fuzz_gguf.c src/file/gguf.c src/base/json.c -lm
  *   /tmp/fg -max_total_time=120 /tmp/fgcorpus tests/fuzz-seeds/fuzz_gguf
  */
-#include "gguf.h"
-#include "json.h"
+#include "file/gguf.h"
+#include "base/json.h"
 
 #include <stdint.h>
 #include <stdio.h>

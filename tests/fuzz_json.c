@@ -8,10 +8,10 @@
  * rest (leaks on error paths, overreads, deep recursion).
  *
  *   clang -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -g -O1 \
- *         -fsanitize=fuzzer,address,undefined -o /tmp/fj tests/fuzz_json.c src/json.c -lm
+ *         -fsanitize=fuzzer,address,undefined -o /tmp/fj tests/fuzz_json.c src/base/json.c -lm
  *   /tmp/fj -max_total_time=120 /tmp/fjcorpus tests/fuzz-seeds/fuzz_json
  */
-#include "json.h"
+#include "base/json.h"
 
 #include <stdint.h>
 #include <stdio.h>

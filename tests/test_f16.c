@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "f16.h"
+#include "ops/f16.h"
 #include "test.h"
 
 static uint32_t fb(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }

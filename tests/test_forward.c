@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
-#include "gguf.h"
+#include "graph/forward.h"
+#include "file/gguf.h"
 #include "test.h"
 
 /* ---- a tiny GGUF writer (header only) ---------------------------------- */

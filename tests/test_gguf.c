@@ -11,7 +11,7 @@
  */
 #include "test.h"
 
-#include "gguf.h"
+#include "file/gguf.h"
 
 #include <stdlib.h>
 #include <unistd.h>

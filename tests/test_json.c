@@ -5,7 +5,7 @@
  * validation, duplicate keys and the writer's escaping.
  */
 #include "test.h"
-#include "json.h"
+#include "base/json.h"
 
 #include <math.h>
 #include <stdlib.h>

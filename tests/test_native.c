@@ -2,7 +2,7 @@
  * reuse, UTF-8 completeness, stop-string hold-back and registry names. */
 #include <string.h>
 
-#include "native.h"
+#include "api/native.h"
 #include "test.h"
 
 TEST(native_reuse_prefix_rule)

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
-#include "ollama.h"
+#include "base/json.h"
+#include "api/ollama.h"
 #include "test.h"
 
 static int64_t dur(const char *s)

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "par.h"
+#include "base/par.h"
 #include "test.h"
 
 typedef struct {

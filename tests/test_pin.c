@@ -4,8 +4,8 @@
  * identity. Files live in a mkdtemp directory under /tmp, removed after.
  */
 #include "test.h"
-#include "pin.h"
-#include "json.h"
+#include "file/pin.h"
+#include "base/json.h"
 
 #include <dirent.h>
 #include <errno.h>

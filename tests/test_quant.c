@@ -1,5 +1,5 @@
 /*
- * test_quant.c -- unit tests of src/q8_0.c, src/q1_0.c and src/q2_0.c on
+ * test_quant.c -- unit tests of src/ops/q8_0.c, src/ops/q1_0.c and src/ops/q2_0.c on
  * hand-made blocks with literal expected values, each run with the AVX2
  * kernels (when the CPU has them) and with the portable C. The bit-exact
  * comparison with ggml itself is testing/oracle_kernels_quant.py.
@@ -8,9 +8,9 @@
 
 #include <math.h>
 
-#include "q1_0.h"
-#include "q2_0.h"
-#include "q8_0.h"
+#include "ops/q1_0.h"
+#include "ops/q2_0.h"
+#include "ops/q8_0.h"
 
 static uint32_t fb(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 

@@ -1,5 +1,5 @@
 /*
- * test_sampler.c -- unit tests of src/sampler.c. Expected values come from libstdc++ (GCC's
+ * test_sampler.c -- unit tests of src/sampling/sampler.c. Expected values come from libstdc++ (GCC's
  * std::mt19937, uniform_real_distribution, std::sort, std::partial_sort run on the same inputs) and
  * from llama-server b11669's answers (the refusal messages, recorded by testing/oracle_sampler.py,
  * which also compares the whole chain with libllama's).
@@ -8,8 +8,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "gguf.h"
-#include "sampler.h"
+#include "file/gguf.h"
+#include "sampling/sampler.h"
 #include "test.h"
 
 static json_value *J(const char *s) {

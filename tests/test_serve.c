@@ -1,10 +1,10 @@
 /*
- * test_serve.c -- the HTTP framing of src/serve.c on hostile inputs: the
+ * test_serve.c -- the HTTP framing of src/api/serve.c on hostile inputs: the
  * request head parser, the transport checks of §2.1 (Host, Transfer-
  * Encoding, Content-Length, Content-Type), the API key gate and the error
  * body writer. Sockets are tested black-box by testing/test_serve.py.
  */
-#include "serve.h"
+#include "api/serve.h"
 #include "test.h"
 
 #include <stdlib.h>

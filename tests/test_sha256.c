@@ -7,7 +7,7 @@
  * hashlib over the same xorshift32 stream (see fill_prng).
  */
 #include "test.h"
-#include "sha256.h"
+#include "base/sha256.h"
 
 #include <errno.h>
 #include <stdlib.h>

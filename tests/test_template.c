@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "json.h"
-#include "template.h"
+#include "base/json.h"
+#include "text/template.h"
 #include "test.h"
 
 static char g_out[65536];

@@ -1,0 +1,26 @@
+/* base.c -- see base.h. */
+#include "base/base.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+
+void bk_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    if (!err || !errlen) return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t bk_mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+int64_t bk_mono_us(void) { return clock_ns(CLOCK_MONOTONIC) / 1000; }
+int64_t bk_wall_ns(void) { return clock_ns(CLOCK_REALTIME); }

@@ -1,0 +1,682 @@
+/*
+ * main.c -- the bankml command line.
+ *
+ * Exit codes, after gguf_guard.py: 0 play/ok, 2 refuse, 3 need more header
+ * bytes (a truncated file), 1 usage or I/O. Every command prints its usage
+ * line on bad arguments.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <math.h>
+#include <time.h>
+
+#include "bankml.h"
+#include "base/base.h"
+#include "graph/forward.h"
+#include "file/gguf.h"
+#include "base/json.h"
+#include "api/native.h"
+#include "api/ollama.h"
+#include "file/pin.h"
+#include "base/sha256.h"
+#include "text/template.h"
+#include "text/tokenizer.h"
+#include "file/verify.h"
+
+/* ---- arguments ---------------------------------------------------------- */
+
+/* One command's grammar: its positional count and the options it takes.
+ * Options listed in `valued` take the next argument as their value. */
+typedef struct {
+    const char *name;
+    const char *usage;
+    int n_pos;
+    const char *flags[8];
+    const char *valued[8];
+} command_spec;
+
+typedef struct {
+    const char *pos[4];
+    const char *opt_name[16];
+    const char *opt_value[16];   /* NULL for a flag */
+    int n_opt;
+} parsed_args;
+
+static void usage_line(const command_spec *c)
+{
+    fprintf(stderr, "usage: bankml %s\n", c->usage);
+}
+
+static int in_list(const char *const *list, const char *s)
+{
+    for (int i = 0; i < 8 && list[i]; i++)
+        if (strcmp(list[i], s) == 0) return 1;
+    return 0;
+}
+
+/* Parses argv (after the command word). Returns 0, or 1 after printing why
+ * and the usage line. */
+static int parse_args(const command_spec *c, int argc, char **argv, parsed_args *a)
+{
+    int n_pos = 0;
+    memset(a, 0, sizeof *a);
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        if (s[0] == '-' && s[1]) {
+            int valued = in_list(c->valued, s);
+            if (!valued && !in_list(c->flags, s)) {
+                fprintf(stderr, "bankml %s: unknown option %s\n", c->name, s);
+                usage_line(c);
+                return 1;
+            }
+            if (a->n_opt == 16) {
+                fprintf(stderr, "bankml %s: too many options\n", c->name);
+                usage_line(c);
+                return 1;
+            }
+            a->opt_name[a->n_opt] = s;
+            if (valued) {
+                if (i + 1 >= argc) {
+                    fprintf(stderr, "bankml %s: %s needs a value\n", c->name, s);
+                    usage_line(c);
+                    return 1;
+                }
+                a->opt_value[a->n_opt] = argv[++i];
+            }
+            a->n_opt++;
+        } else {
+            if (n_pos == c->n_pos) {
+                fprintf(stderr, "bankml %s: unexpected argument %s\n", c->name, s);
+                usage_line(c);
+                return 1;
+            }
+            a->pos[n_pos++] = s;
+        }
+    }
+    if (n_pos < c->n_pos) {
+        fprintf(stderr, "bankml %s: missing argument\n", c->name);
+        usage_line(c);
+        return 1;
+    }
+    return 0;
+}
+
+/* The last value given for an option (or "" for a flag), or NULL. */
+static const char *opt(const parsed_args *a, const char *name)
+{
+    const char *v = NULL;
+    for (int i = 0; i < a->n_opt; i++)
+        if (strcmp(a->opt_name[i], name) == 0) v = a->opt_value[i] ? a->opt_value[i] : "";
+    return v;
+}
+
+static int engine_of(const command_spec *c, const parsed_args *a, gguf_engine *e)
+{
+    const char *v = opt(a, "--engine");
+    *e = GGUF_ENGINE_MAINLINE;
+    if (!v || strcmp(v, "mainline") == 0) return 0;
+    if (strcmp(v, "prism") == 0) {
+        *e = GGUF_ENGINE_PRISM;
+        return 0;
+    }
+    fprintf(stderr, "bankml %s: --engine takes mainline or prism, not %s\n", c->name, v);
+    usage_line(c);
+    return 1;
+}
+
+static void print_jbuf(FILE *f, jbuf *b)
+{
+    if (b->oom) {
+        fprintf(stderr, "bankml: out of memory\n");
+        return;
+    }
+    if (b->len) fwrite(b->p, 1, b->len, f);
+}
+
+/* ---- commands ----------------------------------------------------------- */
+
+static const command_spec guard_spec = {
+    "guard", "guard FILE [--engine mainline|prism] [--json]", 1,
+    {"--json"}, {"--engine"}};
+
+static int cmd_guard(int argc, char **argv)
+{
+    parsed_args a;
+    gguf_engine engine;
+    gguf_report r;
+    char err[512];
+    jbuf b;
+    int rc;
+
+    if (parse_args(&guard_spec, argc, argv, &a) || engine_of(&guard_spec, &a, &engine))
+        return BANKML_EXIT_IO;
+    if (gguf_guard_file(a.pos[0], engine, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "bankml guard: cannot read %s: %s\n", a.pos[0], err);
+        return BANKML_EXIT_IO;
+    }
+    jbuf_init(&b);
+    if (opt(&a, "--json")) {
+        gguf_report_json(&r, &b);
+        jbuf_putc(&b, '\n');
+    } else {
+        gguf_report_text(&r, &b);
+    }
+    print_jbuf(stdout, &b);
+    rc = b.oom ? BANKML_EXIT_IO : gguf_verdict_exit(r.verdict);
+    jbuf_free(&b);
+    gguf_report_free(&r);
+    return rc;
+}
+
+static const command_spec sha256_spec = {"sha256", "sha256 FILE", 1, {0}, {0}};
+
+static int cmd_sha256(int argc, char **argv)
+{
+    parsed_args a;
+    uint8_t d[32];
+    char hex[65];
+
+    if (parse_args(&sha256_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (sha256_file(a.pos[0], d) != 0) {
+        fprintf(stderr, "bankml sha256: cannot read %s: %s\n", a.pos[0], strerror(errno));
+        return BANKML_EXIT_IO;
+    }
+    sha256_hex(d, hex);
+    printf("%s  %s\n", hex, a.pos[0]);
+    return BANKML_OK;
+}
+
+static const command_spec pin_spec = {
+    "pin", "pin FILE --fork FORK.json [--write]", 1, {"--write"}, {"--fork"}};
+
+static int cmd_pin(int argc, char **argv)
+{
+    parsed_args a;
+    const char *fork;
+    char sha[65], err[1024];
+    int rc;
+
+    if (parse_args(&pin_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    fork = opt(&a, "--fork");
+    if (!fork) {
+        fprintf(stderr, "bankml pin: --fork FORK.json is required\n");
+        usage_line(&pin_spec);
+        return BANKML_EXIT_IO;
+    }
+    if (opt(&a, "--write"))
+        rc = pin_write(a.pos[0], fork, sha, err, sizeof err);
+    else
+        rc = pin_check(a.pos[0], fork, sha, err, sizeof err);
+    if (rc == 0) {
+        printf("pinned %s\n", sha);
+        return BANKML_OK;
+    }
+    if (rc == 2) {
+        printf("refuse: %s\n", err);
+        return BANKML_REFUSE;
+    }
+    fprintf(stderr, "bankml pin: %s\n", err);
+    return BANKML_EXIT_IO;
+}
+
+static const command_spec verify_spec = {
+    "verify", "verify FILE --fork FORK.json [--engine mainline|prism] [--json]", 1,
+    {"--json"}, {"--fork", "--engine"}};
+
+static int cmd_verify(int argc, char **argv)
+{
+    parsed_args a;
+    gguf_engine engine;
+    const char *fork;
+    bankml_verified *v;
+    char err[1024];
+    jbuf b;
+    int rc;
+
+    if (parse_args(&verify_spec, argc, argv, &a) || engine_of(&verify_spec, &a, &engine))
+        return BANKML_EXIT_IO;
+    fork = opt(&a, "--fork");
+    if (!fork) {
+        fprintf(stderr, "bankml verify: --fork FORK.json is required\n");
+        usage_line(&verify_spec);
+        return BANKML_EXIT_IO;
+    }
+    rc = bankml_verify(a.pos[0], fork, (bankml_engine)engine, &v, err, sizeof err);
+    jbuf_init(&b);
+    if (opt(&a, "--json")) {
+        if (rc == BANKML_OK) verify_json(v, &b);
+        else verify_refusal_json(err, &b);
+        jbuf_putc(&b, '\n');
+    } else if (rc == BANKML_OK) {
+        jbuf_printf(&b, "play pinned %s\n", v->sha256);
+    } else {
+        jbuf_printf(&b, "refuse: %s\n", err);
+    }
+    print_jbuf(stdout, &b);
+    jbuf_free(&b);
+    bankml_verified_free(v);
+    return rc;
+}
+
+/* ---- model-reading commands: the guard first, always ------------------- */
+
+/* Reads all of stdin into b. Returns 0, or 1 after printing why. */
+static int read_stdin(const char *cmd, jbuf *b)
+{
+    if (jbuf_read_stream(b, stdin) != 0) {
+        fprintf(stderr, "bankml %s: cannot read standard input: %s\n", cmd, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* Runs the guard on a model before any other part of it is read, and loads
+ * its vocabulary. Returns 0 with *v (and *r when r is not NULL, holding the
+ * parsed header), or an exit code after printing the reason. */
+static int open_vocab(const char *cmd, const char *path, tok_vocab **v, gguf_report *r)
+{
+    gguf_report own;
+    char err[1024];
+    gguf_report *rep = r ? r : &own;
+
+    *v = NULL;
+    if (gguf_guard_file(path, GGUF_ENGINE_MAINLINE, rep, err, sizeof err) != 0) {
+        fprintf(stderr, "bankml %s: cannot read %s: %s\n", cmd, path, err);
+        return BANKML_EXIT_IO;
+    }
+    if (rep->verdict != GGUF_VERDICT_PLAY) {
+        int rc = gguf_verdict_exit(rep->verdict);
+        fprintf(stderr, "bankml %s: %s: the guard says %s%s%s\n", cmd, path,
+                gguf_verdict_str(rep->verdict), rep->n_reasons ? ": " : "",
+                rep->n_reasons ? rep->reasons[0].text : "");
+        gguf_report_free(rep);
+        return rc;
+    }
+    *v = tok_load(path, err, sizeof err);
+    if (!*v) {
+        fprintf(stderr, "bankml %s: %s: %s\n", cmd, path, err);
+        gguf_report_free(rep);
+        return BANKML_REFUSE;
+    }
+    if (!r) gguf_report_free(rep);
+    return 0;
+}
+
+static const command_spec tokenize_spec = {
+    "tokenize", "tokenize MODEL [--no-special] < text", 1, {"--no-special"}, {0}};
+
+/* As llama-server's /tokenize with add_special false: no BOS/EOS added,
+ * special-token texts parsed unless --no-special. */
+static int cmd_tokenize(int argc, char **argv)
+{
+    parsed_args a;
+    tok_vocab *v;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    char err[512];
+    jbuf in, out;
+    int rc;
+
+    if (parse_args(&tokenize_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if ((rc = open_vocab("tokenize", a.pos[0], &v, NULL))) return rc;
+    jbuf_init(&in);
+    if (read_stdin("tokenize", &in)) {
+        jbuf_free(&in);
+        tok_free(v);
+        return BANKML_EXIT_IO;
+    }
+    rc = tok_tokenize(v, in.p, in.len, 0, !opt(&a, "--no-special"), &ids, &n, err, sizeof err);
+    jbuf_free(&in);
+    tok_free(v);
+    if (rc != 0) {
+        fprintf(stderr, "bankml tokenize: %s\n", err);
+        return BANKML_REFUSE;
+    }
+    jbuf_init(&out);
+    jbuf_puts(&out, "{\"tokens\": [");
+    for (size_t i = 0; i < n; i++)
+        jbuf_printf(&out, i ? ",%d" : "%d", (int)ids[i]);
+    jbuf_puts(&out, "]}\n");
+    print_jbuf(stdout, &out);
+    rc = out.oom ? BANKML_EXIT_IO : BANKML_OK;
+    jbuf_free(&out);
+    free(ids);
+    return rc;
+}
+
+static const command_spec detokenize_spec = {
+    "detokenize", "detokenize MODEL < ids.json", 1, {0}, {0}};
+
+/* As llama-server's /detokenize: each token's piece, specials included,
+ * joined. Input: a JSON array of ids, or an object with "tokens". */
+static int cmd_detokenize(int argc, char **argv)
+{
+    parsed_args a;
+    tok_vocab *v;
+    json_value *doc;
+    const json_value *arr;
+    char err[512];
+    jbuf in, out;
+    int rc = BANKML_OK;
+
+    if (parse_args(&detokenize_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if ((rc = open_vocab("detokenize", a.pos[0], &v, NULL))) return rc;
+    jbuf_init(&in);
+    if (read_stdin("detokenize", &in)) {
+        jbuf_free(&in);
+        tok_free(v);
+        return BANKML_EXIT_IO;
+    }
+    doc = json_parse(in.p, in.len, err, sizeof err);
+    jbuf_free(&in);
+    if (!doc) {
+        fprintf(stderr, "bankml detokenize: %s\n", err);
+        tok_free(v);
+        return BANKML_REFUSE;
+    }
+    arr = doc->type == JSON_OBJECT ? json_get(doc, "tokens") : doc;
+    jbuf_init(&out);
+    if (!arr || arr->type != JSON_ARRAY) {
+        snprintf(err, sizeof err, "expected a JSON array of token ids, or an object with \"tokens\"");
+        rc = BANKML_REFUSE;
+    }
+    for (size_t i = 0; rc == BANKML_OK && i < arr->n; i++) {
+        int64_t id;
+        if (!json_as_i64(arr->items[i], &id) || id < 0 || id >= tok_n_tokens(v)) {
+            snprintf(err, sizeof err, "token %zu is not an id of this vocabulary (0 to %d)", i,
+                     (int)tok_n_tokens(v) - 1);
+            rc = BANKML_REFUSE;
+            break;
+        }
+        tok_piece(v, (int32_t)id, 1, &out);
+    }
+    if (rc == BANKML_OK) print_jbuf(stdout, &out);
+    else fprintf(stderr, "bankml detokenize: %s\n", err);
+    if (out.oom) rc = BANKML_EXIT_IO;
+    jbuf_free(&out);
+    json_free(doc);
+    tok_free(v);
+    return rc;
+}
+
+static const command_spec chat_template_spec = {
+    "chat-template", "chat-template MODEL [--template-file F] [--no-generation-prompt] < messages.json", 1,
+    {"--no-generation-prompt"}, {"--template-file"}};
+
+/* Prints the prompt llama-server's /apply-template returns for the messages
+ * on stdin: the model's own template (or --template-file, or llama-server's
+ * ChatML fallback when the GGUF has none), with the vocabulary's BOS/EOS. */
+static int cmd_chat_template(int argc, char **argv)
+{
+    parsed_args a;
+    tok_vocab *v;
+    gguf_report r;
+    template_opts o;
+    const char *file, *tmpl;
+    size_t tmpl_len;
+    char err[1024];
+    jbuf in, out, tf, bos, eos;
+    int rc;
+
+    if (parse_args(&chat_template_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if ((rc = open_vocab("chat-template", a.pos[0], &v, &r))) return rc;
+    jbuf_init(&in);
+    jbuf_init(&out);
+    jbuf_init(&tf);
+    jbuf_init(&bos);
+    jbuf_init(&eos);
+    file = opt(&a, "--template-file");
+    tmpl = gguf_kv_str(gguf_kv_find(&r.header, "tokenizer.chat_template"), &tmpl_len);
+    if (file) {
+        FILE *f = fopen(file, "rb");
+        if (!f || jbuf_read_stream(&tf, f) != 0) {
+            fprintf(stderr, "bankml chat-template: cannot read %s: %s\n", file, strerror(errno));
+            if (f) fclose(f);
+            rc = BANKML_EXIT_IO;
+            goto done;
+        }
+        fclose(f);
+        tmpl = tf.p;
+        tmpl_len = tf.len;
+    } else if (!tmpl || tmpl_len == 0) {
+        tmpl = template_chatml_fallback;
+        tmpl_len = strlen(template_chatml_fallback);
+    }
+    if (read_stdin("chat-template", &in)) {
+        rc = BANKML_EXIT_IO;
+        goto done;
+    }
+    template_opts_init(&o);
+    if (opt(&a, "--no-generation-prompt")) o.add_generation_prompt = 0;
+    if (tok_bos(v) != TOK_NULL) tok_piece(v, tok_bos(v), 1, &bos);
+    if (tok_eos(v) != TOK_NULL) tok_piece(v, tok_eos(v), 1, &eos);
+    jbuf_put(&bos, "", 0);
+    jbuf_put(&eos, "", 0);
+    o.bos_token = bos.p;
+    o.eos_token = eos.p;
+    o.add_bos = tok_add_bos(v);
+    o.add_eos = tok_add_eos(v);
+    if (tf.oom || bos.oom || eos.oom ||
+        template_render_request(tmpl, tmpl_len, in.p, in.len, &o, &out, err, sizeof err) != 0) {
+        fprintf(stderr, "bankml chat-template: %s\n", tf.oom || bos.oom || eos.oom ? "out of memory" : err);
+        rc = BANKML_REFUSE;
+        goto done;
+    }
+    print_jbuf(stdout, &out);
+    rc = out.oom ? BANKML_EXIT_IO : BANKML_OK;
+done:
+    jbuf_free(&in);
+    jbuf_free(&out);
+    jbuf_free(&tf);
+    jbuf_free(&bos);
+    jbuf_free(&eos);
+    gguf_report_free(&r);
+    tok_free(v);
+    return rc;
+}
+
+static const command_spec bench_spec = {
+    "bench", "bench MODEL [-p N] [-n N] [-t N] [-r N] [--fork F.json]", 1,
+    {0}, {"-p", "-n", "-t", "-r", "--fork"}};
+
+/* Reads option name as an integer in [lo, hi]; def when absent. -1 after
+ * printing why when it is not one. */
+static long int_opt(const command_spec *c, const parsed_args *a, const char *name, long def,
+                    long lo, long hi)
+{
+    const char *v = opt(a, name);
+    char *end;
+    long x;
+    if (!v) return def;
+    errno = 0;
+    x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "bankml %s: %s takes a whole number from %ld to %ld, not %s\n", c->name, name, lo, hi, v);
+        usage_line(c);
+        return -1;
+    }
+    return x;
+}
+
+static void mean_sd(const double *x, int n, double *mean, double *sd)
+{
+    double s = 0, q = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    *mean = s / n;
+    for (int i = 0; i < n; i++) q += (x[i] - *mean) * (x[i] - *mean);
+    *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
+}
+
+/* Like llama-bench: prompt processing (one batch of -p random tokens into an
+ * empty cache) and text generation (-n single-token steps from an empty
+ * cache), each -r times after one warm-up, on -t threads. The model passes
+ * the guard and the pin first, as everywhere. */
+static int cmd_bench(int argc, char **argv)
+{
+    parsed_args a;
+    long p, n, t, r;
+    const char *fork;
+    bankml_verified *v = NULL;
+    gguf_map map;
+    gguf_header h;
+    fw_model *m = NULL;
+    fw_opts fo;
+    char err[1024];
+    int32_t *ids = NULL;
+    double pp[64], tg[64], ppm = 0, pps = 0, tgm = 0, tgs = 0;
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    int rc;
+
+    if (parse_args(&bench_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if ((p = int_opt(&bench_spec, &a, "-p", 512, 0, 1 << 20)) < 0 ||
+        (n = int_opt(&bench_spec, &a, "-n", 128, 0, 1 << 20)) < 0 ||
+        (t = int_opt(&bench_spec, &a, "-t", 2, 1, 256)) < 0 ||
+        (r = int_opt(&bench_spec, &a, "-r", 5, 1, 64)) < 0)
+        return BANKML_EXIT_IO;
+    fork = opt(&a, "--fork");
+    rc = bankml_verify(a.pos[0], fork ? fork : "models.FORK.json", BANKML_ENGINE_MAINLINE, &v, err, sizeof err);
+    if (rc != BANKML_OK) {
+        fprintf(stderr, "bankml bench: refuse: %s\n", err);
+        return rc;
+    }
+    bankml_verified_free(v);
+    memset(&h, 0, sizeof h);
+    if (gguf_map_open(a.pos[0], &map, err, sizeof err) != 0) {
+        fprintf(stderr, "bankml bench: %s\n", err);
+        return BANKML_EXIT_IO;
+    }
+    if (gguf_parse(map.p, map.len, &h, NULL, err, sizeof err) != GGUF_OK) {
+        fprintf(stderr, "bankml bench: %s: %s\n", a.pos[0], err);
+        rc = BANKML_REFUSE;
+        goto done;
+    }
+    memset(&fo, 0, sizeof fo);
+    fo.n_ctx = (size_t)(p > n + 1 ? p : n + 1);
+    fo.llama_threads = (int)t;
+    fo.n_threads = (int)t;
+    if (fw_open(&m, &map, &h, &fo, err, sizeof err) != 0) {
+        fprintf(stderr, "bankml bench: %s: %s\n", a.pos[0], err);
+        rc = BANKML_REFUSE;
+        goto done;
+    }
+    ids = malloc(sizeof *ids * (size_t)(p > 1 ? p : 1));
+    if (!ids) {
+        fprintf(stderr, "bankml bench: out of memory\n");
+        rc = BANKML_EXIT_IO;
+        goto done;
+    }
+    for (long i = 0; i < p; i++) {   /* splitmix64: the same random tokens every run */
+        uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        ids[i] = (int32_t)((z ^ (z >> 31)) % fw_hp(m)->n_vocab);
+    }
+    for (long rep = -1; rep < r; rep++) {   /* rep -1 is the warm-up */
+        double t0;
+        if (p > 0) {
+            fw_truncate(m, 0);
+            t0 = (bk_mono_ns() * 1e-9);
+            if (fw_eval(m, ids, (size_t)p, NULL, 0, err, sizeof err) != 0) goto eval_fail;
+            if (rep >= 0) pp[rep] = p / ((bk_mono_ns() * 1e-9) - t0);
+        }
+        if (n > 0) {
+            int32_t id = ids[0 % (p ? p : 1)];
+            if (!p) id = 0;
+            fw_truncate(m, 0);
+            t0 = (bk_mono_ns() * 1e-9);
+            for (long i = 0; i < n; i++)
+                if (fw_decode(m, id, NULL, err, sizeof err) != 0) goto eval_fail;
+            if (rep >= 0) tg[rep] = n / ((bk_mono_ns() * 1e-9) - t0);
+        }
+    }
+    if (p > 0) {
+        mean_sd(pp, (int)r, &ppm, &pps);
+        printf("%s  pp%ld  %.2f ± %.2f t/s\n", a.pos[0], p, ppm, pps);
+    }
+    if (n > 0) {
+        mean_sd(tg, (int)r, &tgm, &tgs);
+        printf("%s  tg%ld  %.2f ± %.2f t/s\n", a.pos[0], n, tgm, tgs);
+    }
+    printf("{\"model\": ");
+    {
+        jbuf b;
+        jbuf_init(&b);
+        json_put_cstr(&b, a.pos[0]);
+        print_jbuf(stdout, &b);
+        jbuf_free(&b);
+    }
+    printf(", \"n_prompt\": %ld, \"n_gen\": %ld, \"threads\": %ld, \"reps\": %ld, "
+           "\"pp_tps\": %.3f, \"pp_tps_sd\": %.3f, \"tg_tps\": %.3f, \"tg_tps_sd\": %.3f}\n",
+           p, n, t, r, ppm, pps, tgm, tgs);
+    rc = BANKML_OK;
+    goto done;
+eval_fail:
+    fprintf(stderr, "bankml bench: %s\n", err);
+    rc = BANKML_REFUSE;
+done:
+    free(ids);
+    fw_close(m);
+    gguf_header_free(&h);
+    gguf_map_close(&map);
+    return rc;
+}
+
+/* ---- dispatch ----------------------------------------------------------- */
+
+static const command_spec *const all_specs[] = {
+    &guard_spec, &sha256_spec, &pin_spec, &verify_spec,
+    &tokenize_spec, &detokenize_spec, &chat_template_spec, &bench_spec,
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "bankml %s: a local LLM server that trusts nothing\n"
+               "usage:\n", BANKML_VERSION);
+    for (size_t i = 0; i < sizeof all_specs / sizeof all_specs[0]; i++)
+        fprintf(f, "  bankml %s\n", all_specs[i]->usage);
+    fprintf(f, "  bankml generate MODEL [--max N] [--json] [--sample [--temp T] [--top-k K] [--top-p P] "
+               "[--min-p P] [--seed S]] [--fork F] < messages.json|text\n"
+               "  bankml serve [MODEL] [--fork F] [--registry DIR] [--ctx N] [--listen H:P] [--upstream H:P] "
+               "[--api-key K] [--allow-origin O] [--keep-alive D] [--threads N] [--llama-threads N]\n"
+               "  bankml create NAME -f Modelfile [--registry DIR]\n"
+               "  bankml version\n"
+               "  bankml help\n"
+               "exit codes: 0 play/ok, 2 refuse, 3 need more header bytes, 1 usage or I/O\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *cmd = argc > 1 ? argv[1] : NULL;
+    int rest = argc > 2 ? argc - 2 : 0;
+    char **args = argv + 2;
+
+    if (!cmd) {
+        usage(stderr);
+        return BANKML_EXIT_IO;
+    }
+    if (!strcmp(cmd, "guard")) return cmd_guard(rest, args);
+    if (!strcmp(cmd, "sha256")) return cmd_sha256(rest, args);
+    if (!strcmp(cmd, "pin")) return cmd_pin(rest, args);
+    if (!strcmp(cmd, "verify")) return cmd_verify(rest, args);
+    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(rest, args);
+    if (!strcmp(cmd, "detokenize")) return cmd_detokenize(rest, args);
+    if (!strcmp(cmd, "chat-template")) return cmd_chat_template(rest, args);
+    if (!strcmp(cmd, "bench")) return cmd_bench(rest, args);
+    if (!strcmp(cmd, "generate")) return native_cmd_generate(rest, args);
+    if (!strcmp(cmd, "serve")) return native_cmd_serve(rest, args);
+    if (!strcmp(cmd, "create")) return ollama_cmd_create(rest, args);
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+        printf("bankml %s\n", BANKML_VERSION);
+        return BANKML_OK;
+    }
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        usage(stdout);
+        return BANKML_OK;
+    }
+    fprintf(stderr, "bankml: unknown command %s\n", cmd);
+    usage(stderr);
+    return BANKML_EXIT_IO;
+}

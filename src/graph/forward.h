@@ -1,0 +1,139 @@
+/*
+ * forward.h -- the forward pass: a mapped GGUF of the llama or qwen3 graph to
+ * logits, bit for bit as llama.cpp b11669's llama-server computes them on its
+ * haswell CPU backend (libggml-cpu-haswell.so), so that greedy answers are
+ * token-identical.
+ *
+ * Three stages:
+ *   1. fw_plan(): from the header alone, whether the graph plays (and the
+ *      hyper-parameters it plays with), or the first reason it does not.
+ *      No tensor byte is read.
+ *   2. fw_open(): binds the weights in the map (never copied; only the small
+ *      F32 norm vectors are), allocates the f16 KV cache and every scratch
+ *      buffer once. Nothing is allocated per token afterwards.
+ *   3. fw_eval(): appends tokens at positions [n_past, n_past + n) in
+ *      micro-batches of n_ubatch (512, llama-server's default), producing the
+ *      last token's logits (or every token's, for tests); fw_truncate() cuts
+ *      the cache back to a prefix (the server's prompt cache reuse).
+ *
+ * What decides the bits, and is therefore a parameter here:
+ *   - n_ctx: the KV cache size, rounded up to a multiple of 256 as llama.cpp
+ *     does. The attention sees n_kv = min(n_ctx, max(256, roundup256(used)))
+ *     cells, and a one-token step takes the split-KV kernel once n_kv >= 512.
+ *   - llama_threads: llama-server's -t. The split-KV kernel cuts the cells
+ *     into that many chunks; the result depends on it. Our own pool size
+ *     (n_threads / pool) never changes a bit.
+ *   - n_ubatch: micro-batch size (512). Micro-batches of 64 or more rows take
+ *     the tiled attention kernel, 2..63 rows the reference kernel.
+ *
+ * Threading: one fw_model is driven by one thread at a time.
+ */
+#ifndef BANKML_FORWARD_H
+#define BANKML_FORWARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "file/gguf.h"
+#include "base/par.h"
+
+enum { FW_ARCH_LLAMA = 1, FW_ARCH_QWEN3 = 2 };
+enum { FW_ROPE_NONE = 0, FW_ROPE_LINEAR = 1, FW_ROPE_YARN = 2 };
+
+/* The hyper-parameters of a graph that plays, as llama.cpp derives them. */
+typedef struct {
+    int arch;                 /* FW_ARCH_* */
+    uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab;
+    uint32_t n_ctx_train;     /* {arch}.context_length */
+    float rms_eps;
+    int rope_neox;            /* 0: adjacent pairs (llama), 1: halves (qwen3) */
+    int rope_scaling;         /* FW_ROPE_* */
+    float rope_base;          /* freq_base */
+    float freq_scale;         /* 1 / rope.scaling.factor (1 when none) */
+    float ext_factor;         /* 1 for YaRN, else 0 */
+    float attn_factor;        /* llama-context's yarn_attn_factor */
+    float beta_fast, beta_slow;
+    uint32_t n_ctx_orig;      /* YaRN original context */
+    float kq_scale;           /* 1/sqrt(head_dim) */
+    int tied;                 /* no output.weight: logits from token_embd */
+    uint32_t type_embd, type_output;   /* ggml type ids */
+} fw_hparams;
+
+/* Decides from the header alone whether the forward pass plays the file.
+ * Returns 0 with *hp filled, or -1 with the first reason it does not in err
+ * (one line, e.g. "architecture gemma3 is not supported (llama, qwen3)",
+ * "blk.0.attn_q.weight: type Q4_K is not supported (F32, F16, BF16, Q8_0,
+ * Q1_0, Q2_0)", "blk.0.attn_qkv.weight: fused QKV is not supported"). */
+int fw_plan(const gguf_header *h, fw_hparams *hp, char *err, size_t errlen);
+
+typedef struct {
+    size_t n_ctx;             /* cells wanted (llama-server -c); rounded up to 256; 0 = 512 */
+    int llama_threads;        /* llama-server's -t (split-KV chunking); 0 = 2 */
+    size_t n_ubatch;          /* micro-batch; 0 = 512 */
+    par_pool *pool;           /* borrowed pool, or NULL to create one of n_threads */
+    int n_threads;            /* when pool is NULL; < 1 means 1 */
+} fw_opts;
+
+typedef struct fw_model fw_model;
+
+/* A hook called with named intermediate tensors (tests only): name is
+ * llama.cpp's callback name ("attn_norm", "Qcur" after RoPE, "kqv_out",
+ * "attn_out", "ffn_inp", "ffn_out", "l_out", "result_norm",
+ * "result_output"), layer is the layer or -1, data holds rows x width floats
+ * (token-major), ubatch_first the absolute position of the micro-batch's
+ * first token. Rows of the last layer after the output selection are only
+ * the output rows. */
+typedef void (*fw_tap_fn)(void *user, const char *name, int layer,
+                          const float *data, size_t rows, size_t width,
+                          size_t ubatch_first);
+
+/* Opens the model over a map and its parsed header (both must outlive the
+ * model). Runs fw_plan first. Returns 0 with *out set, or -1 with the reason
+ * ("blk.3.ffn_up.weight: runs past the end of the file", "out of memory"). */
+int fw_open(fw_model **out, const gguf_map *map, const gguf_header *h,
+            const fw_opts *opts, char *err, size_t errlen);
+void fw_close(fw_model *m);
+
+const fw_hparams *fw_hp(const fw_model *m);
+size_t fw_n_ctx(const fw_model *m);     /* cache cells (after rounding) */
+size_t fw_n_past(const fw_model *m);    /* positions held in the cache */
+
+/* Evaluates n token ids at positions [n_past, n_past + n) and advances
+ * n_past. Logits: with all == 0, the last token's n_vocab logits go to
+ * logits (if not NULL; also kept in fw_logits()); with all == 1, logits
+ * receives n * n_vocab floats (token-major) and every row of the last layer
+ * is computed. Returns 0, or -1 with a reason (id out of range, the context
+ * is full: "the context holds 512 tokens; 510 + 3 do not fit"); on failure
+ * n_past is unchanged but cache cells past it may have been written. */
+int fw_eval(fw_model *m, const int32_t *ids, size_t n, float *logits, int all,
+            char *err, size_t errlen);
+
+/* One token (a decode step): fw_eval(m, &id, 1, logits, 0, ...). */
+int fw_decode(fw_model *m, int32_t id, float *logits, char *err, size_t errlen);
+
+/* The last token's logits of the last fw_eval (n_vocab floats). */
+const float *fw_logits(const fw_model *m);
+
+/* Keeps the first n positions (n >= n_past is a no-op). */
+void fw_truncate(fw_model *m, size_t n);
+
+/* Index of the largest logit; the lowest index wins a tie (as the greedy
+ * sampler's stable sort). */
+int32_t fw_argmax(const float *logits, size_t n);
+
+/* Installs (or removes, with NULL) the test hook. */
+void fw_set_tap(fw_model *m, fw_tap_fn fn, void *user);
+
+/* ---- KV save/restore for the host prompt cache ---- */
+
+/* Bytes that hold the K and V cells of positions [0, n) (0 when n > n_ctx). */
+size_t fw_kv_bytes(const fw_model *m, size_t n);
+/* Copies the cells [0, n) (n <= n_past) into buf, which holds exactly
+ * fw_kv_bytes(m, n) bytes. 0, or -1 when n or len do not fit. */
+int fw_kv_save(const fw_model *m, size_t n, void *buf, size_t len);
+/* Puts back what fw_kv_save wrote and sets n_past = n. The last logits are
+ * not restored: the caller evaluates at least one token before sampling.
+ * 0, or -1 when n or len do not fit (the cache is then unchanged). */
+int fw_kv_restore(fw_model *m, size_t n, const void *buf, size_t len);
+
+#endif
