@@ -1,0 +1,583 @@
+/*
+ * engine.c -- the engine handle: the registry of pinned models, the one
+ * resident model (verified, mapped, opened in §2.7's order), the lock, the
+ * reaper, the counters and the queries front-ends make of a model. The
+ * slot's generation and the host prompt cache are in slot.c. See engine.h.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bankml.h"
+#include "base/base.h"
+#include "base/sha256.h"
+#include "engine/internal.h"
+#include "text/template.h"
+
+void engine_err(engine_error *er, engine_kind k, const char *fmt, ...)
+{
+    va_list ap;
+    if (!er) return;
+    er->kind = k;
+    va_start(ap, fmt);
+    vsnprintf(er->msg, sizeof er->msg, fmt, ap);
+    va_end(ap);
+}
+
+int engine_status(engine_kind k)
+{
+    switch (k) {
+    case ENGINE_OK: return 200;
+    case ENGINE_BAD_INPUT: return 400;
+    case ENGINE_NOT_FOUND: return 404;
+    case ENGINE_UNAVAILABLE: return 503;
+    default: return 500;
+    }
+}
+
+/* ------------------------------------------------------------------ models */
+
+static void model_free(engine_model *m)
+{
+    if (!m) return;
+    fw_close(m->fw);
+    tok_free(m->vocab);
+    m->vocab = NULL;
+    gguf_map_close(&m->map);
+    bankml_verified_free(m->ver);
+    free(m->tmpl);
+    free(m->bos_piece);
+    free(m->eos_piece);
+    sampler_params_free(&m->defaults);
+    free(m->slot);
+    engine_vocab_free(m);
+    engine_pc_clear(m);
+    free(m);
+}
+
+static char *piece_str(const tok_vocab *v, int32_t id, int special)
+{
+    jbuf b;
+    jbuf_init(&b);
+    if (id != TOK_NULL) tok_piece(v, id, special, &b);
+    jbuf_put(&b, "", 0);
+    if (b.oom) {
+        jbuf_free(&b);
+        return NULL;
+    }
+    return b.p ? b.p : strdup("");
+}
+
+/* Guard, pin, plan, map, vocabulary, weights: the order of §2.7, every
+ * gate before the next step. */
+static engine_model *model_open(engine *e, const char *path, const char *fork, engine_error *er)
+{
+    engine_model *m = calloc(1, sizeof *m);
+    fw_hparams hp;
+    fw_opts o;
+    char why[1024];
+    pin_ident before;
+    if (!m) {
+        engine_err(er, ENGINE_INTERNAL, "out of memory");
+        return NULL;
+    }
+    if (pin_ident_of(path, &before) != 0) {
+        engine_err(er, ENGINE_NOT_FOUND, "cannot read %s: %s", path, strerror(errno));
+        free(m);
+        return NULL;
+    }
+    int rc = bankml_verify(path, fork, BANKML_ENGINE_MAINLINE, &m->ver, why, sizeof why);
+    if (rc != BANKML_OK) {
+        engine_err(er, ENGINE_BAD_INPUT, "refuse: %s", why);
+        free(m);
+        return NULL;
+    }
+    snprintf(e->last_sha, sizeof e->last_sha, "%s", bankml_verified_sha256(m->ver));
+    free(e->last_verified_json);
+    e->last_verified_json = bankml_verified_json(m->ver);
+    e->hashed_at = (int64_t)time(NULL);
+    const gguf_header *h = &m->ver->report.header;
+    if (fw_plan(h, &hp, why, sizeof why) != 0) {
+        engine_err(er, ENGINE_BAD_INPUT, "%s: bankML's native forward pass does not play it: %s", path, why);
+        goto fail;
+    }
+    if (gguf_map_open(path, &m->map, why, sizeof why) != 0) {
+        engine_err(er, ENGINE_INTERNAL, "%s", why);
+        goto fail;
+    }
+    if (pin_ident_of(path, &m->ident) != 0 || !pin_ident_same(&before, &m->ident) ||
+        !gguf_map_unchanged(&m->map, path)) {
+        engine_err(er, ENGINE_UNAVAILABLE, "%s changed since bankml verified it: refused", path);
+        goto fail;
+    }
+    m->vocab = tok_load_gguf(h, m->map.p, m->map.len, why, sizeof why);
+    if (!m->vocab) {
+        engine_err(er, ENGINE_BAD_INPUT, "%s: %s", path, why);
+        goto fail;
+    }
+    memset(&o, 0, sizeof o);
+    o.n_ctx = e->o.n_ctx;
+    o.llama_threads = e->o.llama_threads;
+    o.pool = e->pool;
+    o.n_threads = e->o.threads;
+    if (fw_open(&m->fw, &m->map, h, &o, why, sizeof why) != 0) {
+        engine_err(er, ENGINE_INTERNAL, "%s: %s", path, why);
+        goto fail;
+    }
+    size_t tl = 0;
+    const char *t = gguf_kv_str(gguf_kv_find(h, "tokenizer.chat_template"), &tl);
+    if (!t || !tl || (tl == 6 && !memcmp(t, "chatml", 6))) {
+        t = template_chatml_fallback;
+        tl = strlen(t);
+    }
+    m->tmpl = malloc(tl + 1);
+    m->bos_piece = piece_str(m->vocab, tok_bos(m->vocab), 1);
+    m->eos_piece = piece_str(m->vocab, tok_eos(m->vocab), 1);
+    if (!m->tmpl || !m->bos_piece || !m->eos_piece || sampler_params_init(&m->defaults) != 0) {
+        engine_err(er, ENGINE_INTERNAL, "out of memory");
+        goto fail;
+    }
+    memcpy(m->tmpl, t, tl);
+    m->tmpl[tl] = 0;
+    m->tmpl_len = tl;
+    m->reasoning = strstr(m->tmpl, "<think>") != NULL;
+    if (sampler_gguf_defaults(&m->defaults, h, why, sizeof why) != 0) {
+        engine_err(er, ENGINE_INTERNAL, "%s: %s", path, why);
+        goto fail;
+    }
+    m->e = e;
+    return m;
+fail:
+    model_free(m);
+    return NULL;
+}
+
+
+/* ------------------------------------------------------------------ the handle */
+
+int engine_default_threads(void)
+{
+    const char *v = getenv("BANKML_THREADS");
+    long n = v ? strtol(v, NULL, 10) : 0;
+    if (n > 0 && n <= PAR_MAX_THREADS) return (int)n;
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 && n <= PAR_MAX_THREADS ? (int)n : 1;
+}
+
+engine *engine_new(const engine_opts *o, engine_error *er)
+{
+    char why[256];
+    engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        engine_err(er, ENGINE_INTERNAL, "out of memory");
+        return NULL;
+    }
+    e->o = *o;
+    if (!e->o.n_ctx) e->o.n_ctx = 4096;
+    if (!e->o.llama_threads) e->o.llama_threads = 2;
+    if (!e->o.threads) e->o.threads = engine_default_threads();
+    pthread_mutex_init(&e->run, NULL);
+    pthread_mutex_init(&e->met_mu, NULL);
+    e->met.t_start = (int64_t)time(NULL);
+    e->pool = par_create(e->o.threads, why, sizeof why);
+    if (!e->pool) {
+        engine_err(er, ENGINE_INTERNAL, "%s", why);
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void engine_free(engine *e)
+{
+    if (!e) return;
+    if (e->have_reaper) {
+        e->stop_reaper = 1;
+        pthread_join(e->reaper, NULL);
+    }
+    pthread_mutex_lock(&e->run);
+    model_free(e->cur);
+    e->cur = NULL;
+    pthread_mutex_unlock(&e->run);
+    par_destroy(e->pool);
+    free(e->reg);
+    free(e->last_verified_json);
+    pthread_mutex_destroy(&e->run);
+    pthread_mutex_destroy(&e->met_mu);
+    free(e);
+}
+
+/* ------------------------------------------------------------------ registry */
+
+int engine_add(engine *e, const char *file, const char *path, const char *fork, int present)
+{
+    char name[256];
+    engine_model_name(file, name, sizeof name);
+    for (size_t i = 0; i < e->n_reg; i++)
+        if (!strcmp(e->reg[i].name, name)) return 0;      /* first entry for a name wins */
+    reg_entry *r = realloc(e->reg, (e->n_reg + 1) * sizeof *r);
+    if (!r) return -1;
+    e->reg = r;
+    r = &e->reg[e->n_reg++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    const char *b = strrchr(file, '/');
+    snprintf(r->file, sizeof r->file, "%s", b ? b + 1 : file);
+    snprintf(r->path, sizeof r->path, "%s", path);
+    snprintf(r->fork, sizeof r->fork, "%s", fork);
+    r->present = present;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+void engine_add_fork(engine *e, const char *fork, const char *near, const char *dir)
+{
+    size_t len;
+    char *text = json_read_file(fork, &len), err[256];
+    json_value *doc = text ? json_parse(text, len, err, sizeof err) : NULL;
+    const json_value *files = doc ? json_get(doc, "files") : NULL;
+    for (size_t i = 0; files && files->type == JSON_ARRAY && i < files->n; i++) {
+        const char *p;
+        size_t pl;
+        struct stat st;
+        char cand[4096];
+        if (!json_as_str(json_get(files->items[i], "path"), &p, &pl)) continue;
+        if (pl < 5 || strcasecmp(p + pl - 5, ".gguf")) continue;
+        const char *b = strrchr(p, '/');
+        b = b ? b + 1 : p;
+        int found = 0;
+        const char *places[2] = {near, dir};
+        for (int k = 0; k < 2 && !found; k++) {
+            if (!places[k]) continue;
+            snprintf(cand, sizeof cand, "%s/%s", places[k], b);
+            found = stat(cand, &st) == 0;
+        }
+        if (!found) snprintf(cand, sizeof cand, "%s/%s", dir ? dir : (near ? near : "."), b);
+        engine_add(e, b, cand, fork, found);
+    }
+    json_free(doc);
+    free(text);
+}
+
+void engine_add_dir(engine *e, const char *dir, const char *near)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char **names = NULL;
+    size_t n = 0;
+    if (!d) return;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l > 10 && !strcmp(de->d_name + l - 10, ".FORK.json")) {
+            char **nn = realloc(names, (n + 1) * sizeof *nn);
+            if (!nn) break;
+            names = nn;
+            names[n] = strdup(de->d_name);
+            if (names[n]) n++;
+        }
+    }
+    closedir(d);
+    if (n) qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        engine_add_fork(e, p, near, dir);
+        free(names[i]);
+    }
+    free(names);
+}
+
+size_t engine_n_entries(const engine *e) { return e->n_reg; }
+size_t engine_default(const engine *e) { return e->def; }
+void engine_set_default(engine *e, size_t i) { if (i < e->n_reg) e->def = i; }
+size_t engine_n_ctx_opt(const engine *e) { return e->o.n_ctx; }
+int64_t engine_keep_alive_ms(const engine *e) { return e->o.keep_alive_ms; }
+
+int engine_entry_get(const engine *e, size_t i, engine_entry *out)
+{
+    if (i >= e->n_reg) return -1;
+    out->name = e->reg[i].name;
+    out->file = e->reg[i].file;
+    out->path = e->reg[i].path;
+    out->fork = e->reg[i].fork;
+    out->present = e->reg[i].present;
+    return 0;
+}
+
+long engine_find(const engine *e, const char *asked)
+{
+    if (!asked || !*asked) return (long)e->def;
+    for (size_t i = 0; i < e->n_reg; i++)
+        if (engine_name_matches(e->reg[i].file, asked)) return (long)i;
+    /* llama-server's clients often send the path they started it with */
+    for (size_t i = 0; i < e->n_reg; i++)
+        if (!strcmp(e->reg[i].path, asked)) return (long)i;
+    return -1;
+}
+
+/* ------------------------------------------------------------------ residency */
+
+/* The model for registry entry idx, resident afterwards (the caller holds
+ * the lock). The resident one is reused when its file is unchanged; any
+ * other is dropped first. */
+static engine_model *make_resident(engine *e, size_t idx, engine_error *er)
+{
+    reg_entry *r = &e->reg[idx];
+    if (e->cur && e->cur->idx == idx) {
+        pin_ident now;
+        if (pin_ident_of(r->path, &now) == 0 && pin_ident_same(&now, &e->cur->ident)) return e->cur;
+        model_free(e->cur);
+        e->cur = NULL;
+        engine_err(er, ENGINE_UNAVAILABLE, "%s changed since bankml verified it: unloaded, and refused; the next "
+                   "request verifies it again", r->file);
+        return NULL;
+    }
+    model_free(e->cur);
+    e->cur = NULL;
+    if (!r->present) {
+        engine_err(er, ENGINE_NOT_FOUND, "%s is pinned but not on this machine", r->file);
+        return NULL;
+    }
+    if (e->o.log_name) fprintf(stderr, "%s: %s: verifying (guard, sha256 pin); loading it\n", e->o.log_name, r->name);
+    e->cur = model_open(e, r->path, r->fork, er);
+    if (e->cur) e->cur->idx = idx;
+    return e->cur;
+}
+
+engine_model *engine_acquire(engine *e, size_t idx, int *loaded, engine_error *er)
+{
+    engine_met_busy(e, 0, 1);
+    pthread_mutex_lock(&e->run);
+    engine_met_busy(e, 0, -1);
+    if (idx >= e->n_reg) {
+        pthread_mutex_unlock(&e->run);
+        engine_err(er, ENGINE_NOT_FOUND, "no such model");
+        return NULL;
+    }
+    if (loaded) *loaded = !(e->cur && e->cur->idx == idx);
+    engine_model *m = make_resident(e, idx, er);
+    if (!m) pthread_mutex_unlock(&e->run);
+    return m;
+}
+
+void engine_release(engine *e, int64_t keep_alive_ms)
+{
+    if (keep_alive_ms == ENGINE_KEEP_DEFAULT) keep_alive_ms = e->o.keep_alive_ms;
+    if (keep_alive_ms == 0) {
+        if (e->cur && e->o.log_name)
+            fprintf(stderr, "%s: %s: keep_alive 0; unloaded\n", e->o.log_name, e->reg[e->cur->idx].name);
+        model_free(e->cur);
+        e->cur = NULL;
+    } else {
+        e->expires_us = keep_alive_ms < 0 ? 0 : bk_mono_us() + keep_alive_ms * 1000;
+    }
+    pthread_mutex_unlock(&e->run);
+}
+
+void engine_lock(engine *e) { pthread_mutex_lock(&e->run); }
+void engine_unlock(engine *e) { pthread_mutex_unlock(&e->run); }
+
+long engine_resident(const engine *e, int64_t *expires_in_ms)
+{
+    if (!e->cur) return -1;
+    if (expires_in_ms) {
+        if (!e->expires_us) {
+            *expires_in_ms = -1;
+        } else {
+            int64_t left = (e->expires_us - bk_mono_us()) / 1000;
+            *expires_in_ms = left > 0 ? left : 0;
+        }
+    }
+    return (long)e->cur->idx;
+}
+
+static void *reaper_main(void *arg)
+{
+    engine *e = arg;
+    while (!e->stop_reaper) {
+        sleep(1);
+        if (pthread_mutex_trylock(&e->run) != 0) continue;
+        if (e->cur && e->expires_us && bk_mono_us() > e->expires_us) {
+            if (e->o.log_name)
+                fprintf(stderr, "%s: %s: keep-alive expired; unloaded\n", e->o.log_name, e->reg[e->cur->idx].name);
+            model_free(e->cur);
+            e->cur = NULL;
+        }
+        pthread_mutex_unlock(&e->run);
+    }
+    return NULL;
+}
+
+int engine_start_reaper(engine *e)
+{
+    if (e->have_reaper) return 0;
+    e->have_reaper = pthread_create(&e->reaper, NULL, reaper_main, e) == 0;
+    return e->have_reaper ? 0 : -1;
+}
+
+void engine_status_get(engine *e, engine_status_info *out)
+{
+    pthread_mutex_lock(&e->run);
+    snprintf(out->verified_json, sizeof out->verified_json, "%s", e->last_verified_json ? e->last_verified_json : "");
+    snprintf(out->last_sha, sizeof out->last_sha, "%s", e->last_sha);
+    out->hashed_at = e->hashed_at;
+    out->resident = e->cur ? (long)e->cur->idx : -1;
+    pthread_mutex_unlock(&e->run);
+}
+
+/* ------------------------------------------------------------------ the resident model */
+
+size_t engine_model_entry(const engine_model *m) { return m->idx; }
+size_t engine_model_n_ctx(const engine_model *m) { return fw_n_ctx(m->fw); }
+int32_t engine_model_n_vocab(const engine_model *m) { return (int32_t)fw_hp(m->fw)->n_vocab; }
+const tok_vocab *engine_model_vocab(const engine_model *m) { return m->vocab; }
+const sampler_params *engine_model_defaults(const engine_model *m) { return &m->defaults; }
+const char *engine_model_bos(const engine_model *m) { return m->bos_piece; }
+const char *engine_model_eos(const engine_model *m) { return m->eos_piece; }
+const char *engine_model_sha256(const engine_model *m) { return bankml_verified_sha256(m->ver); }
+size_t engine_model_n_slot(const engine_model *m) { return m->n_slot; }
+
+const char *engine_model_template(const engine_model *m, size_t *len)
+{
+    if (len) *len = m->tmpl_len;
+    return m->tmpl;
+}
+
+int engine_render(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen)
+{
+    template_opts o;
+    template_opts_init(&o);
+    o.bos_token = m->bos_piece;
+    o.eos_token = m->eos_piece;
+    o.add_bos = tok_add_bos(m->vocab);
+    o.add_eos = tok_add_eos(m->vocab);
+    return template_render(m->tmpl, m->tmpl_len, messages, &o, out, err, errlen);
+}
+
+int engine_tokenize(const engine_model *m, const char *text, size_t len, int32_t **ids, size_t *n, char *err,
+                    size_t errlen)
+{
+    return tok_tokenize(m->vocab, text, len, 1, 1, ids, n, err, errlen);
+}
+
+void engine_content(const engine_model *m, const char *s, size_t n, const char **out, size_t *len)
+{
+    if (m->reasoning) {
+        while (n && isspace((unsigned char)*s)) s++, n--;
+        while (n && isspace((unsigned char)s[n - 1])) n--;
+    }
+    *out = s;
+    *len = n;
+}
+
+static void put_sha_hex(jbuf *b, const void *p, size_t n)
+{
+    uint8_t d[32];
+    char hex[65];
+    sha256(p, n, d);
+    sha256_hex(d, hex);
+    json_put_cstr(b, hex);
+}
+
+void engine_receipt(jbuf *b, const engine_model *m, const engine_result *r, const char *body, size_t body_len,
+                    int64_t wall_ms, const char *text, size_t tn, const char *lp, size_t lpn, int has_lp)
+{
+    jbuf_puts(b, "{\"bankml\":\"" BANKML_VERSION "\",\"engine\":\"" ENGINE_NAME "\",\"model_sha256\":");
+    json_put_cstr(b, bankml_verified_sha256(m->ver));
+    jbuf_printf(b, ",\"guard\":\"play\",\"prompt_tokens\":%zu,\"completion_tokens\":%zu,\"ttft_ms\":", r->n_prompt,
+                r->n_decoded);
+    if (r->t_first_text) jbuf_printf(b, "%lld", (long long)((r->t_first_text - r->t_start) / 1000));
+    else jbuf_puts(b, "null");
+    jbuf_printf(b, ",\"wall_ms\":%lld,\"response_sha256\":", (long long)wall_ms);
+    put_sha_hex(b, text, tn);
+    jbuf_puts(b, ",\"request_sha256\":");
+    put_sha_hex(b, body ? body : "", body_len);
+    if (has_lp) {
+        jbuf_puts(b, ",\"logprobs_sha256\":");
+        put_sha_hex(b, lp, lpn);
+    }
+    jbuf_puts(b, ",\"signed\":false}");
+}
+
+/* ------------------------------------------------------------------ counters */
+
+static void bucket_add(engine_bucket *b, uint64_t n, uint64_t steps, uint64_t us)
+{
+    b->count += n;
+    b->steps += steps;
+    b->us += us;
+}
+
+double engine_bucket_rate(const engine_bucket *b) { return b->us ? (double)b->steps / (double)b->us * 1e6 : 0.0; }
+
+void engine_met_busy(engine *e, int delta_processing, int delta_deferred)
+{
+    pthread_mutex_lock(&e->met_mu);
+    e->met.processing += delta_processing;
+    e->met.deferred += delta_deferred;
+    pthread_mutex_unlock(&e->met_mu);
+}
+
+/* One finished completion, as llama-server counts it: prompt tokens
+ * evaluated (cached ones apart), its decode calls, and the generation rate
+ * over decode steps (the first token comes free with the prompt). */
+void engine_met_record(engine *e, const engine_model *m, const engine_result *g, uint64_t n_calls,
+                       const char *finish)
+{
+    if (g->n_prompt == 0) return;
+    int64_t tp = g->t_prompt_last ? g->t_prompt_last - g->t_start : -1;
+    int64_t te = g->t_prompt_last && g->t_gen_last ? g->t_gen_last - g->t_prompt_last : -1;
+    pthread_mutex_lock(&e->met_mu);
+    engine_metrics *met = &e->met;
+    if (tp >= 0) {
+        bucket_add(&met->prompt, g->n_processed, g->n_processed, (uint64_t)tp);
+        bucket_add(&met->prompt_win, g->n_processed, g->n_processed, (uint64_t)tp);
+    }
+    if (te >= 0 && g->n_decoded) {
+        bucket_add(&met->predict, g->n_decoded, g->n_decoded - 1, (uint64_t)te);
+        bucket_add(&met->predict_win, g->n_decoded, g->n_decoded - 1, (uint64_t)te);
+    }
+    met->cached += g->n_cached;
+    met->n_decode += n_calls;
+    met->n_busy += n_calls;
+    if (m->n_slot > met->n_tokens_max) met->n_tokens_max = m->n_slot;
+    met->tot_prompt += g->n_prompt;
+    met->tot_completion += g->n_decoded;
+    engine_record *r = &met->ring[e->met_head];
+    memset(r, 0, sizeof *r);
+    r->at = (int64_t)time(NULL);
+    if (m->idx < e->n_reg) engine_model_name(e->reg[m->idx].file, r->model, sizeof r->model);
+    r->prompt = g->n_prompt;
+    r->cached = g->n_cached;
+    r->completion = g->n_decoded;
+    r->prompt_ms = tp >= 0 ? (double)tp / 1e3 : -1;
+    r->eval_ms = te >= 0 ? (double)te / 1e3 : -1;
+    r->ttft_ms = g->t_first_text ? (double)(g->t_first_text - g->t_start) / 1e3 : -1;
+    r->finish = finish;
+    e->met_head = (e->met_head + 1) % ENGINE_KEEP_RECORDS;
+    if (met->n_rec < ENGINE_KEEP_RECORDS) met->n_rec++;
+    pthread_mutex_unlock(&e->met_mu);
+}
+
+void engine_metrics_get(engine *e, engine_metrics *out, int reset_window)
+{
+    pthread_mutex_lock(&e->met_mu);
+    *out = e->met;
+    /* the ring oldest first */
+    for (size_t k = 0; k < e->met.n_rec; k++)
+        out->ring[k] = e->met.ring[(e->met_head + ENGINE_KEEP_RECORDS - e->met.n_rec + k) % ENGINE_KEEP_RECORDS];
+    if (reset_window) {
+        memset(&e->met.prompt_win, 0, sizeof e->met.prompt_win);
+        memset(&e->met.predict_win, 0, sizeof e->met.predict_win);
+    }
+    pthread_mutex_unlock(&e->met_mu);
+}

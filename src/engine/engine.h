@@ -1,0 +1,333 @@
+/*
+ * engine.h -- the engine layer's contract: pinned models in a registry, one
+ * resident at a time, its slot run by llama-server b11669's rules (prompt
+ * reuse, micro-batches, stop strings, context and budget limits, token
+ * accounting), the host prompt cache (--cache-ram) and the counters behind
+ * /metrics. Every front-end -- the llama-server routes (api/llama.c), the
+ * Ollama routes (api/ollama.c) and `bankml generate` (cli/) -- reaches a
+ * model only through the calls below.
+ *
+ * The life of a completion:
+ *
+ *   engine_model *m = engine_acquire(e, idx, &loaded, &er);   lock + resident
+ *   ... engine_render / engine_tokenize / engine_defaults (m) ...
+ *   engine_select(e, m, prompt, n);        optional: the slot is chosen now
+ *   engine_complete(e, m, &rq, &sink, &res, &er);
+ *   engine_release(e, keep_ms);            expiry set, lock released
+ *
+ * Locking: engine_acquire takes the engine lock and engine_release (or
+ * engine_unlock) gives it back; every call that takes an engine_model needs
+ * it held, so requests are served one at a time, as llama-server's slot
+ * serves them, and a model switch never has two models in memory.
+ *
+ * Errors: a call that can fail fills an engine_error: a kind the API layer
+ * maps to a status (ENGINE_BAD_INPUT 400, ENGINE_NOT_FOUND 404,
+ * ENGINE_UNAVAILABLE 503, ENGINE_INTERNAL 500) and one line a user can act on.
+ */
+#ifndef BANKML_ENGINE_H
+#define BANKML_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/json.h"
+#include "sampling/sampler.h"
+#include "text/tokenizer.h"
+
+#include "bankml.h"
+
+/* What the engine says it is (/bankml, receipts). */
+#define ENGINE_NAME "bankML " BANKML_VERSION " native: its own forward pass, token-identical to llama.cpp b11669 on its oracle"
+#define ENGINE_MAX_STOPS 64
+
+typedef enum {
+    ENGINE_OK = 0,
+    ENGINE_BAD_INPUT,          /* the request or the model file is refused (400) */
+    ENGINE_NOT_FOUND,          /* no such model, or not on this machine (404) */
+    ENGINE_UNAVAILABLE,        /* the file changed since it was verified (503) */
+    ENGINE_INTERNAL            /* out of memory, a model that failed to run (500) */
+} engine_kind;
+
+typedef struct {
+    engine_kind kind;
+    char msg[1024];
+} engine_error;
+
+/* The HTTP status of an error kind (200 for ENGINE_OK). */
+int engine_status(engine_kind k);
+
+/* ---- the handle ---- */
+
+typedef struct {
+    size_t n_ctx;              /* KV cells per slot (llama-server -c); 0 = 4096 */
+    int llama_threads;         /* llama-server's -t (its split-KV chunks: bits); 0 = 2 */
+    int threads;               /* our pool; 0 = BANKML_THREADS or the online cores */
+    int64_t keep_alive_ms;     /* how long a model stays resident after a request; < 0 forever */
+    int cache_on;              /* the host prompt cache (--cache-ram != 0) */
+    size_t cache_limit;        /* its bytes; 0 = no limit */
+    const char *log_name;      /* prefix of the load/unload lines on stderr; NULL: silent */
+} engine_opts;
+
+typedef struct engine engine;
+typedef struct engine_model engine_model;
+
+/* A new engine with an empty registry and its thread pool. NULL with the
+ * reason in er. */
+engine *engine_new(const engine_opts *o, engine_error *er);
+/* Unloads the resident model and frees everything; the reaper is stopped. */
+void engine_free(engine *e);
+/* The threads the engine uses when engine_opts.threads is 0. */
+int engine_default_threads(void);
+
+/* ---- the registry ---- */
+
+typedef struct {
+    const char *name;          /* stem, lower-cased: what clients ask for */
+    const char *file;          /* base name */
+    const char *path;          /* where it is */
+    const char *fork;          /* the FORK.json that pins it */
+    int present;               /* the file is on this machine */
+} engine_entry;
+
+/* Adds file (at path, pinned by fork); a name already there is kept as it
+ * is. 0, or -1 out of memory. */
+int engine_add(engine *e, const char *file, const char *path, const char *fork, int present);
+/* Every .gguf the FORK.json at fork pins, looked for beside near, then in dir. */
+void engine_add_fork(engine *e, const char *fork, const char *near, const char *dir);
+/* Every *.FORK.json in dir, in name order, through engine_add_fork. */
+void engine_add_dir(engine *e, const char *dir, const char *near);
+size_t engine_n_entries(const engine *e);
+/* 0 with *out filled (strings live as long as the engine), -1 out of range. */
+int engine_entry_get(const engine *e, size_t i, engine_entry *out);
+/* The startup model (what an empty `model` means). */
+size_t engine_default(const engine *e);
+void engine_set_default(engine *e, size_t i);
+/* The entry `asked` names: NULL or empty is the default; else a name,
+ * name:latest or file name, case-insensitively, or the path as given. -1
+ * when none. */
+long engine_find(const engine *e, const char *asked);
+/* engine_opts.n_ctx and keep_alive_ms as in force. */
+size_t engine_n_ctx_opt(const engine *e);
+int64_t engine_keep_alive_ms(const engine *e);
+
+/* ---- residency and the lock ---- */
+
+/* Takes the lock, then makes entry idx resident (guard, pin, plan, map,
+ * vocabulary, weights, in that order, when it is not; *loaded says so).
+ * The model, or NULL with the lock released and er filled. */
+engine_model *engine_acquire(engine *e, size_t idx, int *loaded, engine_error *er);
+/* Gives the lock back and sets the resident model's expiry: keep_alive_ms
+ * from now, 0 unloads it now, < 0 never; ENGINE_KEEP_DEFAULT uses the
+ * engine's keep_alive_ms. */
+#define ENGINE_KEEP_DEFAULT INT64_MIN
+void engine_release(engine *e, int64_t keep_alive_ms);
+/* Takes or gives back the lock alone (the expiry stays as it is). */
+void engine_lock(engine *e);
+void engine_unlock(engine *e);
+/* With the lock held: the resident entry or -1, and the ms until it
+ * expires (-1 never). */
+long engine_resident(const engine *e, int64_t *expires_in_ms);
+/* Starts the thread that unloads an expired model (serve); 0 or -1. */
+int engine_start_reaper(engine *e);
+
+/* ---- the resident model (lock held) ---- */
+
+size_t engine_model_entry(const engine_model *m);
+size_t engine_model_n_ctx(const engine_model *m);        /* cells, after rounding */
+int32_t engine_model_n_vocab(const engine_model *m);
+const tok_vocab *engine_model_vocab(const engine_model *m);
+const sampler_params *engine_model_defaults(const engine_model *m);   /* the GGUF's */
+const char *engine_model_template(const engine_model *m, size_t *len);
+const char *engine_model_bos(const engine_model *m);     /* BOS and EOS pieces */
+const char *engine_model_eos(const engine_model *m);
+const char *engine_model_sha256(const engine_model *m);  /* the pinned file's, hex */
+/* Tokens held in the slot (llama-server's tokens_cached). */
+size_t engine_model_n_slot(const engine_model *m);
+
+/* The conversation through the model's template as llama-server renders it
+ * (/apply-template), appended to out. 0, or -1 with the reason. */
+int engine_render(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen);
+/* A prompt's tokens as llama-server tokenizes one: specials parsed, BOS/EOS
+ * as the vocabulary says. *ids is malloc'd. */
+int engine_tokenize(const engine_model *m, const char *text, size_t len, int32_t **ids, size_t *n, char *err,
+                    size_t errlen);
+/* The answer's message content as llama-server's chat parser gives it
+ * (templates with a <think> block trim surrounding whitespace). */
+void engine_content(const engine_model *m, const char *s, size_t n, const char **out, size_t *len);
+
+/* The bankml_receipt object (§2.5) of a finished answer: request_sha256 of
+ * body[0..body_len), response_sha256 of text[0..tn), logprobs_sha256 of
+ * lp[0..lpn) when has_lp, wall_ms as given. */
+struct engine_result;
+void engine_receipt(jbuf *b, const engine_model *m, const struct engine_result *r, const char *body, size_t body_len,
+                    int64_t wall_ms, const char *text, size_t tn, const char *lp, size_t lpn, int has_lp);
+
+/* ---- one completion ---- */
+
+/* One request, whichever front-end filled it: the llama-server and OpenAI
+ * fields (api/llama_req.c), Ollama's options (api/ollama.c) or the command
+ * line's flags (cli/generate.c). The engine and the sampler read it;
+ * `stream` and `include_usage` are the front-end's own. */
+typedef struct {
+    const int32_t *prompt;     /* the caller's tokens */
+    size_t n_prompt;
+    sampler_params sp;         /* resolved over the model's defaults; owned */
+    int greedy;                /* plain argmax, no sampler (the CLI's default) */
+    int32_t n_predict;         /* -1: no budget */
+    const char *stops[ENGINE_MAX_STOPS];   /* stop strings (the caller's bytes) */
+    size_t stop_lens[ENGINE_MAX_STOPS];
+    size_t n_stops;
+    int cache_prompt;          /* reuse the slot's common prefix (llama-server's default 1) */
+    int selected;              /* engine_select ran for this prompt already */
+    int stream, include_usage; /* the front-end's */
+} engine_request;
+
+void engine_request_init(engine_request *rq);   /* defaults as llama-server's */
+void engine_request_free(engine_request *rq);   /* the sampler params */
+
+enum { ENGINE_STOP_NONE = 0, ENGINE_STOP_EOS, ENGINE_STOP_WORD, ENGINE_STOP_LIMIT };
+
+typedef struct {
+    int32_t id;
+    float p;
+} engine_prob;
+
+/* One reported token (llama-server's completion_token_output). */
+typedef struct {
+    int32_t tok;
+    float p;                   /* its probability (post: after the chain) */
+    char *text;                /* text released with it (text_to_send) */
+    size_t text_len;
+    engine_prob *top;          /* the n_probs most likely, when asked */
+    size_t n_top;
+    int post;                  /* post_sampling_probs */
+} engine_token;
+
+/* What a completion did. The engine fills it as it goes, so a sink sees
+ * the counts so far. */
+typedef struct engine_result {
+    size_t n_prompt, n_cached, n_processed, n_decoded;
+    int stop;                  /* ENGINE_STOP_* */
+    int truncated;             /* the context filled */
+    int gone;                  /* the sink asked to stop (the client left) */
+    size_t stop_word;          /* which stop string matched */
+    jbuf text;                 /* the answer (ends before a stop word) */
+    size_t n_sent;             /* of it, released to the sink */
+    engine_token *probs;       /* the reported tokens, when n_probs > 0 */
+    size_t n_probs_out;
+    int64_t t_start, t_prompt_last, t_gen_last, t_first_text;   /* bk_mono_us */
+} engine_result;
+
+void engine_result_free(engine_result *r);
+/* "stop" or "length", as OpenAI's finish_reason. */
+const char *engine_finish(const engine_result *r);
+
+/* Where the tokens go. on_token gets each token whose text is complete
+ * (stop_now: a stop word already decided the end); nonzero stops the run
+ * and sets gone. cancelled, polled between steps, does the same (may be
+ * NULL). */
+typedef struct {
+    int (*on_token)(void *ud, const engine_token *t, int stop_now, const engine_result *so_far);
+    int (*cancelled)(void *ud);
+    void *ud;
+} engine_sink;
+
+/* llama-server's slot selection for a prompt: the host prompt cache saves
+ * the slot and restores a better saved prompt when the slot would lose most
+ * of itself. engine_complete does it unless rq->selected. */
+void engine_select(engine *e, engine_model *m, const int32_t *prompt, size_t n);
+
+/* Runs rq in the slot: reuse, the prompt in micro-batches, then one token
+ * per step with llama-server's stop-word, context and budget checks. 0 with
+ * *res filled (also when the sink stopped it: res->gone), or -1 with er
+ * (the model failed; the slot is then emptied). The caller frees res. */
+int engine_complete(engine *e, engine_model *m, const engine_request *rq, const engine_sink *sink,
+                    engine_result *res, engine_error *er);
+
+/* ---- counters (their own lock: a scrape never waits for a generation) ---- */
+
+#define ENGINE_KEEP_RECORDS 256
+
+typedef struct {
+    int64_t at;                /* unix s */
+    char model[256];
+    size_t prompt, cached, completion;
+    double prompt_ms, ttft_ms, eval_ms;   /* < 0: not measured */
+    const char *finish;
+} engine_record;
+
+typedef struct {
+    uint64_t count, steps, us;
+} engine_bucket;
+
+typedef struct {
+    int64_t t_start;           /* unix s */
+    engine_bucket prompt, predict, prompt_win, predict_win;
+    uint64_t cached, n_decode, n_busy, n_tokens_max;
+    int processing, deferred;
+    uint64_t tot_prompt, tot_completion;
+    size_t n_rec;
+    engine_record ring[ENGINE_KEEP_RECORDS];   /* oldest first */
+} engine_metrics;
+
+/* A copy of the counters; reset_window empties the two rate buckets
+ * (llama-server does at each /metrics scrape). */
+void engine_metrics_get(engine *e, engine_metrics *out, int reset_window);
+/* tokens per second of a bucket (0 when empty) */
+double engine_bucket_rate(const engine_bucket *b);
+
+/* What /bankml reports of the engine (lock taken inside): the last
+ * verification's JSON (NULL before one), its sha256 hex ("" before) and
+ * unix time (0 before). The strings are copied into the caller's buffers. */
+typedef struct {
+    char verified_json[8192];
+    char last_sha[65];
+    int64_t hashed_at;
+    long resident;             /* entry, or -1 */
+} engine_status_info;
+void engine_status_get(engine *e, engine_status_info *out);
+
+/* ---- the pure rules, exposed for the unit tests ---- */
+
+/* llama-server's slot reuse: how many of the slot's tokens a new prompt
+ * keeps. The longest common prefix, one less when it covers the whole
+ * prompt (at least one token is evaluated), 0 when cache_prompt is off. */
+size_t engine_reuse(const int32_t *slot, size_t n_slot, const int32_t *prompt, size_t n_prompt, int cache_prompt);
+
+/* llama-server's validate_utf8: the length of the longest prefix of s[0..n)
+ * that does not end inside an incomplete UTF-8 sequence. */
+size_t engine_utf8_complete(const char *s, size_t n);
+
+/* string_find_partial_stop: the position where a suffix of text[0..n) that
+ * is a proper-or-whole prefix of word begins, or (size_t)-1. */
+size_t engine_partial_stop(const char *text, size_t n, const char *word, size_t wn);
+
+/* Stop-string state of one answer, as llama-server's process_token keeps
+ * it: the generated text, how much of it was sent, the matched word. */
+typedef struct {
+    jbuf text;                 /* slot.generated_text */
+    size_t n_sent;             /* slot.n_sent_text */
+    const char *const *stops;
+    const size_t *stop_lens;
+    size_t n_stops;
+    int stopped;               /* a stop word matched */
+    size_t stop_word;          /* its index */
+} engine_stopper;
+
+void engine_stopper_init(engine_stopper *s, const char *const *stops, const size_t *lens, size_t n);
+void engine_stopper_free(engine_stopper *s);
+/* One token's piece appended (is_eog: the token ends generation, so nothing
+ * is held back). Returns 1 and sets *send and *send_len to the text released
+ * now (possibly empty) when the text has no incomplete UTF-8 at its end,
+ * else 0 (nothing released; the token is not reported). After a stop word
+ * matched, s->stopped is 1 and the text ends before it. */
+int engine_stopper_push(engine_stopper *s, const char *piece, size_t n, int is_eog, const char **send,
+                        size_t *send_len);
+
+/* Registry names (§2.7): a file's name is its stem lower-cased. 1 when
+ * `asked` names `file` (the name, the name + ":latest", or the file name,
+ * case-insensitively), else 0. */
+void engine_model_name(const char *file, char *out, size_t outlen);
+int engine_name_matches(const char *file, const char *asked);
+
+#endif

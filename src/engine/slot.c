@@ -1,0 +1,571 @@
+/*
+ * slot.c -- the slot: one completion run by llama-server b11669's rules
+ * (server-context.cpp), the host prompt cache (server_prompt_cache) and
+ * DRY's view of the vocabulary. See engine.h.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "engine/internal.h"
+
+/* ------------------------------------------------------------------ DRY's vocabulary view */
+
+
+static const char *vocab_piece(void *ctx, int32_t id, size_t *len)
+{
+    engine_model *m = ctx;
+    if (!m->pieces) {
+        int32_t n = tok_n_tokens(m->vocab);
+        jbuf all;
+        size_t *offs = calloc((size_t)n + 1, sizeof *offs);
+        char err[128];
+        jbuf_init(&all);
+        for (int32_t i = 0; offs && i < n; i++) {
+            offs[i] = all.len;
+            tok_detokenize(m->vocab, &i, 1, 0, 1, &all, err, sizeof err);
+        }
+        if (!offs || all.oom) {
+            free(offs);
+            jbuf_free(&all);
+            *len = 0;
+            return "";
+        }
+        offs[n] = all.len;
+        /* pointers first, bytes after, in one block */
+        char **ptrs = malloc((size_t)n * sizeof *ptrs + all.len + 1);
+        size_t *lens = malloc((size_t)n * sizeof *lens);
+        if (!ptrs || !lens) {
+            free(ptrs);
+            free(lens);
+            free(offs);
+            jbuf_free(&all);
+            *len = 0;
+            return "";
+        }
+        char *bytes = (char *)(ptrs + n);
+        if (all.len) memcpy(bytes, all.p, all.len);
+        bytes[all.len] = 0;
+        for (int32_t i = 0; i < n; i++) {
+            ptrs[i] = bytes + offs[i];
+            lens[i] = offs[i + 1] - offs[i];
+        }
+        free(offs);
+        jbuf_free(&all);
+        m->pieces = ptrs;
+        m->piece_lens = lens;
+    }
+    if (id < 0 || id >= tok_n_tokens(m->vocab)) {
+        *len = 0;
+        return "";
+    }
+    *len = m->piece_lens[id];
+    return m->pieces[id];
+}
+
+static int vocab_tokenize(void *ctx, const char *text, size_t len, int32_t **ids, size_t *n)
+{
+    engine_model *m = ctx;
+    char err[128];
+    return tok_tokenize(m->vocab, text, len, 0, 0, ids, n, err, sizeof err);
+}
+
+void engine_vocab_free(engine_model *m)
+{
+    free(m->pieces);            /* one block: the pointers, then the bytes */
+    free(m->piece_lens);
+    m->pieces = NULL;
+    m->piece_lens = NULL;
+}
+
+/* ------------------------------------------------------------------ requests and results */
+
+void engine_request_init(engine_request *rq)
+{
+    memset(rq, 0, sizeof *rq);
+    sampler_params_init(&rq->sp);
+    rq->n_predict = -1;
+    rq->cache_prompt = 1;
+}
+
+void engine_request_free(engine_request *rq) { sampler_params_free(&rq->sp); }
+
+void engine_result_free(engine_result *r)
+{
+    jbuf_free(&r->text);
+    for (size_t i = 0; i < r->n_probs_out; i++) {
+        free(r->probs[i].text);
+        free(r->probs[i].top);
+    }
+    free(r->probs);
+    r->probs = NULL;
+    r->n_probs_out = 0;
+}
+
+const char *engine_finish(const engine_result *r)
+{
+    return r->stop == ENGINE_STOP_EOS || r->stop == ENGINE_STOP_WORD ? "stop" : "length";
+}
+
+/* ------------------------------------------------------------------ one completion */
+
+static int slot_push(engine_model *m, const int32_t *ids, size_t n)
+{
+    if (m->n_slot + n > m->cap_slot) {
+        size_t cap = m->cap_slot ? m->cap_slot : 256;
+        while (cap < m->n_slot + n) cap *= 2;
+        int32_t *p = realloc(m->slot, cap * sizeof *p);
+        if (!p) return -1;
+        m->slot = p;
+        m->cap_slot = cap;
+    }
+    memcpy(m->slot + m->n_slot, ids, n * sizeof *ids);
+    m->n_slot += n;
+    return 0;
+}
+
+/* The working state of one completion. */
+typedef struct {
+    engine_model *m;
+    const engine_request *rq;
+    const engine_sink *sink;
+    engine_result *res;
+    engine_stopper st;
+    sampler *s;
+    smp_token *work;
+    sampler_prob *top;
+    jbuf piece;
+    uint64_t n_calls;
+} run_state;
+
+static int cancelled(run_state *r)
+{
+    if (r->sink && r->sink->cancelled && r->sink->cancelled(r->sink->ud)) {
+        r->res->gone = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* The prompt after the reused prefix, in micro-batches of 512. 0, 1 when
+ * the client left (the slot keeps what was computed), -1 when the model
+ * failed. */
+static int prefill(run_state *r, engine_error *er)
+{
+    engine_model *m = r->m;
+    const engine_request *rq = r->rq;
+    size_t n_past = engine_reuse(m->slot, m->n_slot, rq->prompt, rq->n_prompt, rq->cache_prompt);
+    fw_truncate(m->fw, n_past);
+    m->n_slot = n_past;
+    r->res->n_cached = n_past;
+    r->res->n_processed = rq->n_prompt - n_past;
+    for (size_t i = n_past; i < rq->n_prompt;) {
+        size_t n = rq->n_prompt - i < 512 ? rq->n_prompt - i : 512;
+        r->n_calls++;
+        if (fw_eval(m->fw, rq->prompt + i, n, NULL, 0, er->msg, sizeof er->msg) != 0 ||
+            slot_push(m, rq->prompt + i, n) != 0) {
+            er->kind = ENGINE_INTERNAL;
+            return -1;
+        }
+        i += n;
+        if (i < rq->n_prompt && cancelled(r)) {
+            fprintf(stderr, "bankml: the client went away; stopped after %zu of %zu prompt tokens (kept in the slot)\n",
+                    i, rq->n_prompt);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The token's text when complete (llama-server's partial result): to the
+ * sink, and kept when probabilities are reported. 0, 1 when the sink asked
+ * to stop, -1 out of memory. */
+static int report(run_state *r, engine_token *t, size_t n_top, const char *send, size_t send_len)
+{
+    engine_result *res = r->res;
+    if (send_len && !res->t_first_text) res->t_first_text = bk_mono_us();
+    t->text = malloc(send_len + 1);
+    if (!t->text) return -1;
+    memcpy(t->text, send, send_len);
+    t->text[send_len] = 0;
+    t->text_len = send_len;
+    if (n_top) {
+        t->top = malloc(n_top * sizeof *t->top);
+        if (!t->top) {
+            free(t->text);
+            return -1;
+        }
+        for (size_t i = 0; i < n_top; i++) t->top[i] = (engine_prob){r->top[i].id, r->top[i].p};
+        t->n_top = n_top;
+    }
+    int cb = r->sink && r->sink->on_token ? r->sink->on_token(r->sink->ud, t, res->stop, res) : 0;
+    if (r->rq->sp.n_probs > 0) {
+        engine_token *np = realloc(res->probs, (res->n_probs_out + 1) * sizeof *np);
+        if (!np) {
+            free(t->text);
+            free(t->top);
+            return -1;
+        }
+        res->probs = np;
+        res->probs[res->n_probs_out++] = *t;
+    } else {
+        free(t->text);
+        free(t->top);
+    }
+    if (cb != 0) {
+        res->gone = 1;
+        fprintf(stderr, "bankml: the client went away; stopped after %zu generated tokens\n", res->n_decoded);
+        return 1;
+    }
+    return 0;
+}
+
+/* One step: sample from the last logits, report, decide the stop. 0 to go
+ * on, 1 when the answer ended (or the client left), -1 on failure. */
+static int step(run_state *r, int32_t *out_tok, engine_error *er)
+{
+    engine_model *m = r->m;
+    engine_result *res = r->res;
+    const sampler_params *sp = &r->rq->sp;
+    int32_t n_vocab = (int32_t)fw_hp(m->fw)->n_vocab;
+    const float *logits = fw_logits(m->fw);
+    int32_t tok = r->s ? sampler_sample(r->s, logits) : fw_argmax(logits, (size_t)n_vocab);
+    if (tok < 0) {
+        engine_err(er, ENGINE_INTERNAL, "the sampler could not draw a token");
+        return -1;
+    }
+    if (r->s && sampler_accept(r->s, tok) != 0) goto oom;
+    int64_t t_now = bk_mono_us();
+    res->n_decoded++;
+    if (res->n_decoded == 1) res->t_prompt_last = t_now;
+    res->t_gen_last = t_now;
+    engine_token t = {tok, 1.0f, NULL, 0, NULL, 0, 0};
+    size_t n_top = 0;
+    if (sp->n_probs > 0 && sp->post_sampling_probs && r->s) {
+        float cp = 0;   /* the chain's candidates, as llama-server's post_sampling_probs */
+        n_top = sampler_post_probs(r->s, (size_t)sp->n_probs, tok, r->top, &cp);
+        t.p = cp;
+        t.post = 1;
+    } else if (sp->n_probs > 0) {
+        float cp = 0;
+        n_top = sampler_token_probs(logits, n_vocab, (size_t)sp->n_probs, tok, r->work, r->top, &cp);
+        t.p = cp;   /* found over the whole vocabulary, as llama-server does */
+    }
+    int is_eog = tok_is_eog(m->vocab, tok);
+    jbuf_reset(&r->piece);
+    tok_piece(m->vocab, tok, 0, &r->piece);
+    const char *send;
+    size_t send_len;
+    int complete = engine_stopper_push(&r->st, r->piece.p ? r->piece.p : "", r->piece.len, is_eog, &send, &send_len);
+    if (r->st.stopped) res->stop = ENGINE_STOP_WORD;
+    if (complete) {
+        int rc = report(r, &t, n_top, send, send_len);
+        if (rc < 0) goto oom;
+        if (rc > 0) return 1;
+    }
+    if (res->stop == ENGINE_STOP_NONE) {
+        if (m->n_slot + 1 >= fw_n_ctx(m->fw)) {
+            res->truncated = 1;
+            res->stop = ENGINE_STOP_LIMIT;
+        } else if (r->rq->n_predict != -1 && (int64_t)r->rq->n_predict - (int64_t)res->n_decoded <= 0) {
+            res->stop = ENGINE_STOP_LIMIT;
+        }
+    }
+    if (is_eog) res->stop = ENGINE_STOP_EOS;
+    if (res->stop != ENGINE_STOP_NONE) return 1;
+    if (cancelled(r)) {
+        fprintf(stderr, "bankml: the client went away; stopped after %zu generated tokens\n", res->n_decoded);
+        return 1;
+    }
+    *out_tok = tok;
+    return 0;
+oom:
+    engine_err(er, ENGINE_INTERNAL, "out of memory");
+    return -1;
+}
+
+/* Sets up the sampler and the probability buffers. 0, -1 when the sampler
+ * refused (nothing is counted then, as in llama-server), -2 out of memory. */
+static int run_begin(run_state *r, engine_error *er)
+{
+    const engine_request *rq = r->rq;
+    int32_t n_vocab = (int32_t)fw_hp(r->m->fw)->n_vocab;
+    if (!rq->greedy) {
+        sampler_vocab sv = {r->m, vocab_piece, vocab_tokenize};
+        r->s = sampler_new(&rq->sp, n_vocab, &sv, NULL, 0, er->msg, sizeof er->msg);
+        if (!r->s) {
+            er->kind = ENGINE_INTERNAL;
+            return -1;
+        }
+    }
+    if (rq->sp.n_probs > 0) {
+        r->work = malloc((size_t)n_vocab * sizeof *r->work);
+        r->top = malloc((size_t)rq->sp.n_probs * sizeof *r->top);
+        if (!r->work || !r->top) goto oom;
+    }
+    for (size_t i = 0; r->s && i < rq->n_prompt; i++)
+        if (sampler_accept(r->s, rq->prompt[i]) != 0) goto oom;
+    return 0;
+oom:
+    engine_err(er, ENGINE_INTERNAL, "out of memory");
+    return -2;
+}
+
+int engine_complete(engine *e, engine_model *m, const engine_request *rq, const engine_sink *sink,
+                    engine_result *res, engine_error *er)
+{
+    run_state r;
+    int rc = -1;
+    memset(&r, 0, sizeof r);
+    memset(res, 0, sizeof *res);
+    jbuf_init(&res->text);
+    r.m = m;
+    r.rq = rq;
+    r.sink = sink;
+    r.res = res;
+    engine_stopper_init(&r.st, rq->stops, rq->stop_lens, rq->n_stops);
+    jbuf_init(&r.piece);
+    res->n_prompt = rq->n_prompt;
+    res->t_start = bk_mono_us();
+    if (rq->n_prompt == 0) {
+        engine_stopper_free(&r.st);
+        return 0;
+    }
+    engine_met_busy(e, 1, 0);
+    int b = run_begin(&r, er);
+    if (b == -1) {
+        engine_met_busy(e, -1, 0);
+        engine_stopper_free(&r.st);
+        return -1;
+    }
+    if (b != 0) goto done;
+    if (!rq->selected) engine_select(e, m, rq->prompt, rq->n_prompt);
+    int p = prefill(&r, er);
+    if (p < 0) goto fail_model;
+    if (p == 0) {
+        for (;;) {
+            int32_t tok;
+            int s = step(&r, &tok, er);
+            if (s < 0) goto done;
+            if (s > 0) break;
+            r.n_calls++;
+            if (fw_decode(m->fw, tok, NULL, er->msg, sizeof er->msg) != 0 || slot_push(m, &tok, 1) != 0) {
+                er->kind = ENGINE_INTERNAL;
+                goto fail_model;
+            }
+        }
+    }
+    rc = 0;
+    goto done;
+fail_model:
+    fw_truncate(m->fw, 0);
+    m->n_slot = 0;
+done:
+    if (rc == 0 && m->n_slot != fw_n_past(m->fw)) {   /* never let the two disagree */
+        fw_truncate(m->fw, 0);
+        m->n_slot = 0;
+    }
+    res->stop_word = r.st.stop_word;
+    res->n_sent = r.st.n_sent;
+    jbuf_free(&res->text);
+    res->text = r.st.text;     /* the answer's bytes move to the result */
+    engine_met_record(e, m, res, r.n_calls, rc != 0 ? "error" : res->gone ? "cancelled" : engine_finish(res));
+    engine_met_busy(e, -1, 0);
+    par_pause(e->pool);        /* the request is over: no spinning while idle */
+    sampler_free(r.s);
+    free(r.work);
+    free(r.top);
+    jbuf_free(&r.piece);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ the host prompt cache */
+
+/* llama-server's server_prompt_cache (--cache-ram, on by default): when a
+ * request would make the slot drop most of what it holds, the slot's cells
+ * are saved to host memory first, and a saved prompt that serves the new
+ * request better than the slot does is put back. Interleaved conversations
+ * therefore resume where llama-server resumes them, which decides both
+ * cache_n and the kernels of the prefill that follows. */
+typedef struct pc_entry {
+    int32_t *toks;
+    size_t n;
+    size_t size;               /* llama-server's state size for these cells: the limits count it */
+    void *kv;                  /* fw_kv_save's bytes */
+    size_t kv_len;
+} pc_entry;
+
+static size_t pc_lcp(const int32_t *a, size_t na, const int32_t *b, size_t nb)
+{
+    size_t i = 0;
+    while (i < na && i < nb && a[i] == b[i]) i++;
+    return i;
+}
+
+/* llama_state_seq_get_size of one sequence of n cells in an f16 cache: the
+ * stream and cell counts, each cell's position, seq count and seq id, then
+ * per layer a type and row size header before the K rows and the V rows. */
+static size_t pc_state_size(const engine_model *m, size_t n)
+{
+    const fw_hparams *hp = fw_hp(m->fw);
+    size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
+    return 4 + 4 + n * 12 + 8 + (size_t)hp->n_layer * 2 * (12 + n * kv_dim * 2);
+}
+
+static void pc_drop(engine_model *m, size_t i)
+{
+    free(m->pc[i].toks);
+    free(m->pc[i].kv);
+    memmove(m->pc + i, m->pc + i + 1, (m->n_pc - i - 1) * sizeof *m->pc);
+    m->n_pc--;
+}
+
+void engine_pc_clear(engine_model *m)
+{
+    while (m->n_pc) pc_drop(m, m->n_pc - 1);
+    free(m->pc);
+    m->pc = NULL;
+    m->cap_pc = 0;
+}
+
+static size_t pc_bytes(const engine_model *m)
+{
+    size_t t = 0;
+    for (size_t i = 0; i < m->n_pc; i++) t += m->pc[i].size;
+    return t;
+}
+
+static size_t pc_tokens(const engine_model *m)
+{
+    size_t t = 0;
+    for (size_t i = 0; i < m->n_pc; i++) t += m->pc[i].n;
+    return t;
+}
+
+/* server_prompt_cache::update: oldest out while over the byte limit, then
+ * while over the token limit (n_ctx, raised to what the byte limit holds at
+ * the cache's average bytes per token). */
+static void pc_update(engine_model *m)
+{
+    if (m->e->o.cache_limit > 0)
+        while (m->n_pc && pc_bytes(m) > m->e->o.cache_limit) pc_drop(m, 0);
+    size_t nt = pc_tokens(m);
+    float per_tok = (float)pc_bytes(m) / (float)(nt ? nt : 1);
+    if (per_tok < 1.0f) per_tok = 1.0f;
+    size_t limit_tokens = fw_n_ctx(m->fw), cur = limit_tokens;
+    if (m->e->o.cache_limit > 0) {
+        size_t fit = (size_t)((float)m->e->o.cache_limit / per_tok);
+        if (fit > cur) cur = fit;
+    }
+    if (limit_tokens > 0)
+        while (m->n_pc && pc_tokens(m) > cur) pc_drop(m, 0);
+}
+
+/* server_prompt_cache::alloc plus the copy: the slot's cells saved, unless
+ * the slot is empty, an entry already holds it whole, or it alone exceeds
+ * the limit. Entries the slot holds whole go; the oldest go until it fits. */
+static void pc_save(engine_model *m)
+{
+    if (m->n_slot == 0) return;
+    for (size_t i = 0; i < m->n_pc; i++)
+        if (pc_lcp(m->pc[i].toks, m->pc[i].n, m->slot, m->n_slot) == m->n_slot) return;
+    size_t size = pc_state_size(m, m->n_slot);
+    if (m->e->o.cache_limit > 0 && size > m->e->o.cache_limit) {
+        fprintf(stderr, "bankml serve: a %zu-token prompt state (%zu bytes) exceeds the prompt cache limit; not cached\n",
+                m->n_slot, size);
+        return;
+    }
+    for (size_t i = 0; i < m->n_pc;) {
+        if (pc_lcp(m->pc[i].toks, m->pc[i].n, m->slot, m->n_slot) == m->pc[i].n) pc_drop(m, i);
+        else i++;
+    }
+    if (m->e->o.cache_limit > 0)
+        while (m->n_pc && pc_bytes(m) + size > m->e->o.cache_limit) pc_drop(m, 0);
+    pc_entry e = {0};
+    e.n = m->n_slot;
+    e.size = size;
+    e.kv_len = fw_kv_bytes(m->fw, e.n);
+    e.toks = malloc(e.n * sizeof *e.toks);
+    e.kv = malloc(e.kv_len ? e.kv_len : 1);
+    if (m->n_pc == m->cap_pc) {
+        size_t cap = m->cap_pc ? m->cap_pc * 2 : 8;
+        pc_entry *np = realloc(m->pc, cap * sizeof *np);
+        if (np) {
+            m->pc = np;
+            m->cap_pc = cap;
+        }
+    }
+    if (!e.toks || !e.kv || m->n_pc == m->cap_pc || fw_kv_save(m->fw, e.n, e.kv, e.kv_len) != 0) {
+        /* as llama-server on bad_alloc: shrink the limit to 40 % of what is held */
+        free(e.toks);
+        free(e.kv);
+        size_t held = pc_bytes(m);
+        m->e->o.cache_limit = held * 2 / 5 > 1 ? held * 2 / 5 : 1;
+        fprintf(stderr, "bankml serve: out of memory for the prompt cache; its limit is now %zu bytes\n",
+                m->e->o.cache_limit);
+        pc_update(m);
+        return;
+    }
+    memcpy(e.toks, m->slot, e.n * sizeof *e.toks);
+    m->pc[m->n_pc++] = e;
+}
+
+/* server_prompt_cache::load: among the entries that keep at least a quarter
+ * of themselves, the one that both keeps a larger fraction of itself and
+ * covers a larger fraction of the prompt than the slot does (and than any
+ * earlier such entry) replaces the slot. -1 when a restore failed. */
+static int pc_load(engine_model *m, const int32_t *prompt, size_t n)
+{
+    size_t lcp = pc_lcp(m->slot, m->n_slot, prompt, n);
+    float f_keep_best = m->n_slot ? (float)lcp / (float)m->n_slot : -1.0f;
+    float f_sim_best = (float)lcp / (float)n;
+    size_t best = (size_t)-1;
+    for (size_t i = 0; i < m->n_pc; i++) {
+        size_t l = pc_lcp(m->pc[i].toks, m->pc[i].n, prompt, n);
+        float f_keep = (float)l / (float)m->pc[i].n;
+        float f_sim = (float)l / (float)n;
+        if (f_keep < 0.25f) continue;
+        if (f_keep_best < f_keep && f_sim_best < f_sim) {
+            f_keep_best = f_keep;
+            f_sim_best = f_sim;
+            best = i;
+        }
+    }
+    if (best == (size_t)-1) return 0;
+    pc_entry *e = &m->pc[best];
+    if (fw_kv_restore(m->fw, e->n, e->kv, e->kv_len) != 0) return -1;
+    free(m->slot);
+    m->slot = e->toks;         /* the entry's tokens become the slot's */
+    m->n_slot = m->cap_slot = e->n;
+    e->toks = NULL;
+    pc_drop(m, best);
+    return 0;
+}
+
+/* get_available_slot's cache update for one slot (-np 1): when the slot is
+ * empty, or shares no more than 10 % of the prompt (--slot-prompt-similarity
+ * 0.1), or would keep less than half of its own tokens, the slot is saved
+ * and the best saved prompt is loaded. Runs once per completion request,
+ * before the context check, as in llama-server. */
+void engine_select(engine *e, engine_model *m, const int32_t *prompt, size_t n)
+{
+    int update = 1;
+    if (!e->o.cache_on || n == 0) return;
+    if (m->n_slot > 0) {
+        size_t lcp = pc_lcp(m->slot, m->n_slot, prompt, n);
+        float f_sim = (float)lcp / (float)n;
+        if (f_sim > 0.0f && f_sim > 0.1f) {
+            float f_keep = (f_sim * (float)n) / (float)m->n_slot;
+            update = f_keep < 0.5f;
+        }
+    }
+    if (!update) return;
+    pc_save(m);
+    if (pc_load(m, prompt, n) != 0) {
+        fw_truncate(m->fw, 0);
+        m->n_slot = 0;
+    }
+    pc_update(m);
+}
+
