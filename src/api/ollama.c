@@ -1,12 +1,12 @@
 /*
- * ollama.c -- Ollama's /api/ routes on native.c's engine, and derived models
+ * ollama.c -- Ollama's /api/ routes on the engine, and derived models
  * (`bankml create`, /api/create, /api/copy, /api/delete). See ollama.h and
  * docs/modules/ollama.md.
  *
  * A request flows one way: serve.c frames it, this file turns Ollama's
- * fields into the engine's (messages, sampler JSON, stop list, limit), and
- * native.c runs it in its one slot under its lock. Nothing here touches a
- * model except through native.h's engine entry points.
+ * fields into one engine_request (messages, the sampler's fields, stop
+ * list, limit), and the engine runs it in its slot under its lock. Nothing
+ * here touches a model except through engine.h.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -28,7 +28,7 @@
 #include "base/base.h"
 #include "file/gguf.h"
 #include "base/json.h"
-#include "api/native.h"
+#include "engine/engine.h"
 #include "api/ollama.h"
 #include "file/pin.h"
 #include "sampling/sampler.h"
@@ -563,7 +563,7 @@ static void put_kv_value(jbuf *b, const gguf_kv *kv)
         jbuf_printf(b, "%lld", (long long)kv->i);
         break;
     case GGUF_VT_F32: case GGUF_VT_F64:
-        native_put_double(b, kv->f);
+        json_put_double(b, kv->f);
         break;
     case GGUF_VT_BOOL:
         jbuf_puts(b, kv->u ? "true" : "false");
@@ -590,7 +590,7 @@ static void fmt_param_f(jbuf *b, const char *k, double v)
     char num[64];
     jbuf t;
     jbuf_init(&t);
-    native_put_double(&t, v);
+    json_put_double(&t, v);
     snprintf(num, sizeof num, "%s", t.p ? t.p : "0");
     jbuf_free(&t);
     size_t l = strlen(num);   /* Go prints 0.5, not 0.50 nor 1.0 */
@@ -704,7 +704,7 @@ static void hinfo_free(hinfo *hi)
 
 /* ------------------------------------------------------------------ pins and derived models */
 
-/* A pinned file as create sees it (from native's registry when serving,
+/* A pinned file as create sees it (from the engine's registry when serving,
  * from the registry folder's FORK.json files on the command line). */
 typedef struct {
     char name[256], file[256], path[4096], fork[4096];
@@ -735,6 +735,7 @@ static struct {
     char ps_parent[300];
     size_t ps_ctx;
     int64_t default_keep_ms;
+    engine *e;                 /* the engine every route answers from */
 } ol = {.mu = PTHREAD_MUTEX_INITIALIZER, .ps_idx = -1, .default_keep_ms = 5 * 60 * 1000};
 
 /* The sha256 a FORK.json pins for a file's base name. */
@@ -867,14 +868,14 @@ static void derived_load_dir(const char *dir, const pin_ent *pins, size_t n_pins
     if (d) closedir(d);
 }
 
-/* The pins create can name: native's registry while serving. */
-static size_t pins_from_native(pin_ent **out)
+/* The pins create can name: the engine's registry while serving. */
+static size_t pins_from_engine(pin_ent **out)
 {
-    size_t n = native_n_entries(), k = 0;
+    size_t n = engine_n_entries(ol.e), k = 0;
     *out = calloc(n ? n : 1, sizeof **out);
     for (size_t i = 0; *out && i < n; i++) {
-        native_entry e;
-        if (native_entry_get(i, &e) != 0) continue;
+        engine_entry e;
+        if (engine_entry_get(ol.e, i, &e) != 0) continue;
         snprintf((*out)[k].name, sizeof (*out)[k].name, "%s", e.name);
         snprintf((*out)[k].file, sizeof (*out)[k].file, "%s", e.file);
         snprintf((*out)[k].path, sizeof (*out)[k].path, "%s", e.path);
@@ -910,7 +911,7 @@ static size_t pins_from_dir(const char *dir, pin_ent **out)
             *out = np;
             pin_ent *pe = &(*out)[n++];
             memset(pe, 0, sizeof *pe);
-            native_model_name(b, pe->name, sizeof pe->name);
+            engine_model_name(b, pe->name, sizeof pe->name);
             snprintf(pe->file, sizeof pe->file, "%s", b);
             snprintf(pe->path, sizeof pe->path, "%s/%s", dir, b);
             snprintf(pe->fork, sizeof pe->fork, "%s", fork);
@@ -1102,7 +1103,7 @@ static int resolve_from(const char *from, const pin_ent *pins, size_t n_pins, co
     *parent = find_derived(ds, n_ds, from);
     const char *want = *parent ? (*parent)->base_name : from;
     for (size_t i = 0; i < n_pins; i++)
-        if ((*parent && !strcmp(pins[i].name, want)) || (!*parent && native_name_matches(pins[i].file, want))) {
+        if ((*parent && !strcmp(pins[i].name, want)) || (!*parent && engine_name_matches(pins[i].file, want))) {
             *base = &pins[i];
             return 0;
         }
@@ -1218,7 +1219,7 @@ static void lb_text(const layer_b *b, const char *base_sha, jbuf *out)
         if (!b->set[k]) continue;
         jbuf_printf(out, "%s\"%s\":", first ? "" : ",", LAYER_PARAMS[k].key);
         if (LAYER_PARAMS[k].is_int) jbuf_printf(out, "%lld", (long long)b->val[k]);
-        else native_put_double(out, b->val[k]);
+        else json_put_double(out, b->val[k]);
         first = 0;
     }
     jbuf_puts(out, "},\"stop\":[");
@@ -1493,7 +1494,7 @@ static int resolve_target(const char *asked, int route, target *t, serve_resp *r
     pthread_mutex_lock(&ol.mu);
     const derived *d = find_derived(ol.d, ol.n_d, asked);
     if (d) {
-        t->idx = native_entry_find(d->base_name);
+        t->idx = engine_find(ol.e, d->base_name);
         snprintf(t->tag, sizeof t->tag, "%s:latest", d->name);
         snprintf(t->digest, sizeof t->digest, "%s", d->digest);
         snprintf(t->parent, sizeof t->parent, "%s:latest", d->base_name);
@@ -1508,13 +1509,13 @@ static int resolve_target(const char *asked, int route, target *t, serve_resp *r
         }
         return 0;
     }
-    t->idx = native_entry_find(asked);
+    t->idx = engine_find(ol.e, asked);
     if (t->idx < 0) {
         reply_not_found(resp, route, asked);
         return -1;
     }
-    native_entry e;
-    native_entry_get((size_t)t->idx, &e);
+    engine_entry e;
+    engine_entry_get(ol.e, (size_t)t->idx, &e);
     snprintf(t->tag, sizeof t->tag, "%s:latest", e.name);
     char sha[65] = "";
     pinned_sha(e.fork, e.file, sha);
@@ -1532,7 +1533,10 @@ static const char *const SAMPLING_OPTS[] = {"temperature", "top_k", "top_p", "mi
  * the sampler's JSON (llama-server's field names are Ollama's), the limit,
  * num_ctx and the stop list. */
 typedef struct {
-    jbuf sjson;                /* {"temperature":..,...} for sampler_resolve */
+    char *keys[64];            /* the sampler's fields by llama-server's names (Ollama's), */
+    size_t key_lens[64];
+    json_value *nums[64];      /* with their numbers, for sampler_resolve */
+    size_t n_nums;
     int32_t n_predict;
     long num_ctx;              /* 0: none */
     const char *stops[64];
@@ -1630,13 +1634,20 @@ static int read_options(const json_value *options, const json_value *layer, opts
             if (j < 64) keys[j] = k, num[j] = v;
         }
     }
-    jbuf_putc(&o->sjson, '{');
     for (size_t i = 0; i < n; i++) {
-        jbuf_printf(&o->sjson, "%s\"%s\":", i ? "," : "", keys[i]);
-        jbuf_put(&o->sjson, num[i]->str, num[i]->len);
+        o->keys[i] = (char *)keys[i];
+        o->key_lens[i] = strlen(keys[i]);
+        o->nums[i] = (json_value *)num[i];
     }
-    jbuf_putc(&o->sjson, '}');
+    o->n_nums = n;
     return 0;
+}
+
+/* The sampler's fields as one object (the request's own values, not copied). */
+static json_value options_object(opts *o)
+{
+    json_value obj = {.type = JSON_OBJECT, .n = o->n_nums, .items = o->nums, .keys = o->keys, .key_lens = o->key_lens};
+    return obj;
 }
 
 /* Ollama's refusals, before anything loads. */
@@ -1781,32 +1792,31 @@ static int build_messages(const json_value *body, const json_value *layer, int g
  * measure): rendered by the resident model's template, then tokenized. */
 typedef struct {
     const json_value *msgs;
+    const engine_model *m;
 } fit_ctx;
 
 static int count_tokens(void *ud, const size_t *idx, size_t n, size_t *tokens, char *err, size_t errlen)
 {
     fit_ctx *f = ud;
-    jbuf sel, prompt;
+    jbuf prompt;
     int32_t *ids = NULL;
     size_t n_ids = 0;
     int rc = -1;
-    jbuf_init(&sel);
-    jbuf_init(&prompt);
-    jbuf_putc(&sel, '[');
-    for (size_t i = 0; i < n; i++) {
-        if (i) jbuf_putc(&sel, ',');
-        json_put_value(&sel, f->msgs->items[idx[i]]);
+    json_value **items = malloc((n ? n : 1) * sizeof *items);
+    if (!items) {
+        bk_err(err, errlen, "out of memory");
+        return -1;
     }
-    jbuf_putc(&sel, ']');
-    json_value *arr = json_parse(sel.p, sel.len, err, errlen);
-    if (arr && native_engine_render(arr, &prompt, err, errlen) == 0 &&
-        native_engine_tokenize(prompt.p ? prompt.p : "", prompt.len, &ids, &n_ids, err, errlen) == 0) {
+    for (size_t i = 0; i < n; i++) items[i] = f->msgs->items[idx[i]];
+    json_value arr = {.type = JSON_ARRAY, .n = n, .items = items};   /* the messages themselves, not copied */
+    jbuf_init(&prompt);
+    if (engine_render(f->m, &arr, &prompt, err, errlen) == 0 &&
+        engine_tokenize(f->m, prompt.p ? prompt.p : "", prompt.len, &ids, &n_ids, err, errlen) == 0) {
         *tokens = n_ids;
         rc = 0;
     }
     free(ids);
-    json_free(arr);
-    jbuf_free(&sel);
+    free(items);
     jbuf_free(&prompt);
     return rc;
 }
@@ -1814,6 +1824,7 @@ static int count_tokens(void *ud, const size_t *idx, size_t n, size_t *tokens, c
 typedef struct {
     serve_req *req;
     serve_resp *resp;
+    const engine_model *m;
     int generate, stream, began, failed;
     const char *tag;
     jbuf raw, sent, line;
@@ -1843,14 +1854,16 @@ static void put_text_field(api_ctx *c, jbuf *b, const char *s, size_t n)
 
 /* Each released piece: the growth of the answer's parsed content, one
  * NDJSON line per piece with text (as /v1's stream sends deltas). */
-static int on_text(void *ud, const char *text, size_t n)
+static int on_token(void *ud, const engine_token *t, int stop_now, const engine_result *so_far)
 {
     api_ctx *c = ud;
     const char *p;
     size_t pl;
+    (void)stop_now;
+    (void)so_far;
     if (!c->stream) return serve_client_gone(c->req) ? -1 : 0;
-    jbuf_put(&c->raw, text, n);
-    native_engine_content(c->raw.p ? c->raw.p : "", c->raw.len, &p, &pl);
+    jbuf_put(&c->raw, t->text, t->text_len);
+    engine_content(c->m, c->raw.p ? c->raw.p : "", c->raw.len, &p, &pl);
     if (pl <= c->sent.len || memcmp(p, c->sent.p ? c->sent.p : "", c->sent.len)) return 0;
     line_head(c, &c->line);
     put_text_field(c, &c->line, p + c->sent.len, pl - c->sent.len);
@@ -1889,97 +1902,286 @@ static void ps_note(const target *t, size_t num_ctx, int loaded)
     pthread_mutex_unlock(&ol.mu);
 }
 
-static void handle_gen(serve_req *req, serve_resp *resp, int generate)
-{
-    json_value *body = parse_body(req, resp), *msgs = NULL, *sdoc = NULL;
-    char err[1024];
+/* One /api/chat or /api/generate request on its way through. */
+typedef struct {
+    serve_req *req;
+    serve_resp *resp;
+    int generate;
+    const json_value *body, *layer;
     target t;
     opts o;
     api_ctx c;
-    jbuf mtext, prompt, fin;
-    int64_t keep_ms = 0, t0 = bk_mono_us(), load_us = 0;
-    int empty = 1, stream = 1, raw = 0, locked = 0, loaded = 0, status = 500, truncate = 1, shift = 0;
-    int32_t *ids = NULL;
-    size_t n_ids = 0, dropped = 0;
-    sampler_params sp;
-    native_run r;
-    if (!body) return;
-    memset(&o, 0, sizeof o);
-    memset(&c, 0, sizeof c);
-    memset(&r, 0, sizeof r);
-    memset(&t, 0, sizeof t);
-    sampler_params_init(&sp);
-    jbuf_init(&o.sjson);
-    jbuf_init(&mtext);
-    jbuf_init(&prompt);
+    int64_t keep_ms, t0, load_us;
+    int stream, raw, truncate, loaded;
+    json_value *msgs;
+    int32_t *ids;
+    size_t n_ids, dropped;
+} gen_call;
+
+/* A request with no messages: load or unload only, one final line. */
+static void load_only(gen_call *g)
+{
+    engine_error er = {0};
+    jbuf fin;
+    if (g->keep_ms == 0) {
+        engine_lock(ol.e);
+        if (engine_resident(ol.e, NULL, NULL) == g->t.idx) engine_release(ol.e, 0);
+        else engine_unlock(ol.e);
+    } else if (!engine_acquire(ol.e, (size_t)g->t.idx, &g->loaded, &er)) {
+        reply_error(g->resp, engine_status(er.kind), er.msg);
+        return;
+    } else {
+        ps_note(&g->t, 0, g->loaded);
+        engine_release(ol.e, g->keep_ms);
+    }
     jbuf_init(&fin);
-    jbuf_init(&c.raw);
-    jbuf_init(&c.sent);
-    jbuf_init(&c.line);
-    c.req = req;
-    c.resp = resp;
-    c.generate = generate;
-    if (resolve_target(body_model(body), generate ? FOR_GENERATE : FOR_CHAT, &t, resp) != 0) goto out;
-    c.tag = t.tag;
-    const json_value *layer = json_get(t.ldoc, "layer") ? json_get(t.ldoc, "layer") : t.ldoc;
-    if (ollama_keep_alive(json_get(body, "keep_alive"), ol.default_keep_ms, &keep_ms, err, sizeof err) != 0) {
-        reply_error(resp, 400, err);
-        goto out;
+    line_head(&g->c, &fin);
+    put_text_field(&g->c, &fin, "", 0);
+    jbuf_printf(&fin, ",\"done\":true,\"done_reason\":\"%s\"}", g->keep_ms == 0 ? "unload" : "load");
+    if (g->stream) {
+        jbuf_putc(&fin, '\n');
+        serve_resp_header(g->resp, "Cache-Control", "no-cache");
+        serve_reply(g->resp, 200, OL_NDJSON, fin.p, fin.len);
+    } else {
+        serve_reply_json(g->resp, 200, &fin);
     }
-    const json_value *sv = json_get(body, "stream");
-    if (sv && sv->type != JSON_NULL && !json_is_bool(sv, &stream)) {
-        reply_error(resp, 400, "stream must be true or false");
-        goto out;
+    jbuf_free(&fin);
+}
+
+/* The request's flags (keep_alive, stream, shift, truncate, raw). 0, or -1
+ * after answering. */
+static int read_flags(gen_call *g)
+{
+    char err[1024];
+    int shift = 0;
+    if (ollama_keep_alive(json_get(g->body, "keep_alive"), ol.default_keep_ms, &g->keep_ms, err, sizeof err) != 0) {
+        reply_error(g->resp, 400, err);
+        return -1;
     }
-    c.stream = stream;
+    const json_value *sv = json_get(g->body, "stream");
+    if (sv && sv->type != JSON_NULL && !json_is_bool(sv, &g->stream)) {
+        reply_error(g->resp, 400, "stream must be true or false");
+        return -1;
+    }
+    g->c.stream = g->stream;
     /* Ollama v0.13's `shift` (default true: when generation fills num_ctx,
      * the runner drops half the context after num_keep and goes on) and
      * `truncate` (default true: chatPrompt drops the oldest messages) */
-    {
-        const json_value *shv = json_get(body, "shift"), *trv = json_get(body, "truncate");
-        if (shv && shv->type != JSON_NULL && !json_is_bool(shv, &shift)) {
-            reply_error(resp, 400, "shift must be true or false");
-            goto out;
-        }
-        if (trv && trv->type != JSON_NULL && !json_is_bool(trv, &truncate)) {
-            reply_error(resp, 400, "truncate must be true or false");
-            goto out;
+    const json_value *shv = json_get(g->body, "shift"), *trv = json_get(g->body, "truncate");
+    if (shv && shv->type != JSON_NULL && !json_is_bool(shv, &shift)) {
+        reply_error(g->resp, 400, "shift must be true or false");
+        return -1;
+    }
+    if (trv && trv->type != JSON_NULL && !json_is_bool(trv, &g->truncate)) {
+        reply_error(g->resp, 400, "truncate must be true or false");
+        return -1;
+    }
+    const json_value *rv = json_get(g->body, "raw");
+    if (g->generate && rv && rv->type == JSON_TRUE) g->raw = 1;
+    return shift;
+}
+
+/* The messages Ollama's chatPrompt keeps within num_ctx (oldest dropped,
+ * the system messages and the last one kept), or all of them. NULL after
+ * a failure (err). *fitted holds what the caller frees. */
+static const json_value *fit_messages(gen_call *g, const engine_model *m, json_value *fitted, char *err,
+                                      size_t errlen)
+{
+    const json_value *msgs = g->msgs;
+    if (!(g->o.num_ctx > 0 && g->truncate && msgs->n > 1)) return msgs;
+    int *is_sys = calloc(msgs->n, sizeof *is_sys);
+    size_t *keep = calloc(msgs->n, sizeof *keep), n_keep = 0;
+    fit_ctx f = {msgs, m};
+    const json_value *use = NULL;
+    int ok = is_sys && keep;
+    for (size_t i = 0; ok && i < msgs->n; i++) {
+        const char *role;
+        size_t rl;
+        is_sys[i] = json_as_str(json_get(msgs->items[i], "role"), &role, &rl) && !strcmp(role, "system");
+    }
+    if (!ok) {
+        bk_err(err, errlen, "out of memory");
+    } else if (ollama_fit(is_sys, msgs->n, (size_t)g->o.num_ctx, count_tokens, &f, keep, &n_keep, &g->dropped, err,
+                          errlen) == 0) {
+        fitted->items = malloc((n_keep ? n_keep : 1) * sizeof *fitted->items);
+        if (fitted->items) {
+            fitted->type = JSON_ARRAY;
+            fitted->n = n_keep;
+            for (size_t i = 0; i < n_keep; i++) fitted->items[i] = msgs->items[keep[i]];   /* not copied */
+            use = fitted;
+        } else {
+            bk_err(err, errlen, "out of memory");
         }
     }
-    const json_value *rv = json_get(body, "raw");
-    if (generate && rv && rv->type == JSON_TRUE) raw = 1;
-    if (build_messages(body, layer, generate, &mtext, &empty, err, sizeof err) != 0) {
+    free(is_sys);
+    free(keep);
+    return use;
+}
+
+/* The prompt's tokens: raw, or the (fitted) conversation through the
+ * template; then Ollama's num_ctx rules. 0, or -1 after answering. */
+static int prompt_tokens(gen_call *g, const engine_model *m)
+{
+    char err[1024];
+    int rc;
+    if (g->raw) {
+        const json_value *p = json_get(g->body, "prompt");
+        rc = engine_tokenize(m, p->str, p->len, &g->ids, &g->n_ids, err, sizeof err);
+    } else {
+        json_value fitted = {.type = JSON_NULL};
+        const json_value *use = fit_messages(g, m, &fitted, err, sizeof err);
+        jbuf prompt;
+        jbuf_init(&prompt);
+        rc = use ? engine_render(m, use, &prompt, err, sizeof err) : -1;
+        if (rc == 0) rc = engine_tokenize(m, prompt.p ? prompt.p : "", prompt.len, &g->ids, &g->n_ids, err, sizeof err);
+        free(fitted.items);
+        jbuf_free(&prompt);
+    }
+    if (rc != 0) {
+        reply_error(g->resp, 400, err);
+        return -1;
+    }
+    long num_ctx = g->o.num_ctx;
+    if (num_ctx > 0 && !g->truncate && g->n_ids > (size_t)num_ctx) {
+        reply_error(g->resp, 400, "the input length exceeds the context length");   /* Ollama's runner's words */
+        return -1;
+    }
+    if (num_ctx > 0 && g->n_ids > (size_t)num_ctx) {
+        char more[96] = "";
+        if (g->dropped) snprintf(more, sizeof more, " with the %zu oldest messages dropped", g->dropped);
+        snprintf(err, sizeof err, "the prompt is %zu tokens, more than num_ctx %ld%s: Ollama would cut tokens out of "
+                                  "its middle (num_keep), which bankML does not reproduce; raise num_ctx or send a "
+                                  "shorter conversation", g->n_ids, num_ctx, more);
+        reply_error(g->resp, 400, err);
+        return -1;
+    }
+    if (g->n_ids >= engine_model_n_ctx(m)) {
+        snprintf(err, sizeof err, "the prompt has %zu tokens; the context is %zu", g->n_ids, engine_model_n_ctx(m));
+        reply_error(g->resp, 400, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The final line: counts, durations and the receipt. */
+static void final_line(gen_call *g, const engine_model *m, const engine_result *res)
+{
+    const char *content = "";
+    size_t cl = 0;
+    jbuf fin;
+    jbuf_init(&fin);
+    if (!g->stream) {
+        engine_content(m, res->text.p ? res->text.p : "", res->text.len, &content, &cl);
+        if (!cl) content = res->text.p ? res->text.p : "", cl = res->text.len;
+    }
+    line_head(&g->c, &fin);
+    put_text_field(&g->c, &fin, content, cl);
+    int64_t total_ns = serve_req_age_ms(g->req) * 1000000;
+    int64_t own_ns = (bk_mono_us() - g->t0) * 1000;
+    int64_t prompt_us = res->t_prompt_last ? res->t_prompt_last - res->t_start : 0;
+    int64_t eval_us = res->t_gen_last && res->t_prompt_last ? res->t_gen_last - res->t_prompt_last : 0;
+    if (own_ns > total_ns) total_ns = own_ns;
+    jbuf_printf(&fin, ",\"done\":true,\"done_reason\":\"%s\",\"total_duration\":%lld,\"load_duration\":%lld,"
+                      "\"prompt_eval_count\":%zu,\"prompt_eval_duration\":%lld,\"eval_count\":%zu,"
+                      "\"eval_duration\":%lld,\"bankml_cache_n\":%zu,\"bankml_receipt\":",
+                engine_finish(res), (long long)total_ns, (long long)g->load_us * 1000, res->n_prompt,
+                (long long)prompt_us * 1000, res->n_decoded, (long long)eval_us * 1000, res->n_cached);
+    if (g->stream)
+        engine_receipt(&fin, m, res, g->req->body, g->req->body_len, serve_req_age_ms(g->req),
+                       g->c.sent.p ? g->c.sent.p : "", g->c.sent.len, "", 0, 0);
+    else
+        engine_receipt(&fin, m, res, g->req->body, g->req->body_len, serve_req_age_ms(g->req), content, cl, "", 0, 0);
+    jbuf_putc(&fin, '}');
+    if (g->stream) serve_ndjson_line(g->resp, fin.p, fin.len);
+    else serve_reply_json(g->resp, 200, &fin);
+    jbuf_free(&fin);
+}
+
+static int client_gone(void *ud) { return serve_client_gone(((api_ctx *)ud)->req); }
+
+/* With the model held: the sampler over its defaults, the prompt, the run
+ * and the answer. */
+static void generate_with(gen_call *g, engine_model *m)
+{
+    char err[1024];
+    engine_request rq;
+    engine_result res;
+    engine_error er = {0};
+    engine_request_init(&rq);
+    memset(&res, 0, sizeof res);
+    json_value sdoc = options_object(&g->o);
+    sampler_params_free(&rq.sp);
+    if (sampler_resolve(&rq.sp, engine_model_defaults(m), &sdoc, err, sizeof err) != 0) {
+        reply_error(g->resp, 400, err);
+        goto out;
+    }
+    rq.sp.n_probs = 0;
+    if (prompt_tokens(g, m) != 0) goto out;
+    if (g->stream) {
+        serve_resp_header(g->resp, "Cache-Control", "no-cache");
+        if (serve_ndjson_begin(g->resp) != 0) goto out;
+        g->c.began = 1;
+    }
+    rq.prompt = g->ids;
+    rq.n_prompt = g->n_ids;
+    rq.n_predict = g->o.n_predict;
+    if (g->o.num_ctx > 0) {
+        /* Ollama's runner with shift off (llamarunner, the one llama models
+         * get) stops once prompt and answer fill num_ctx positions; the
+         * token sampled from the last position is still sent, so at most
+         * num_ctx - prompt + 1 tokens come, done_reason "length". */
+        size_t room = (size_t)g->o.num_ctx - g->n_ids + 1;
+        if (rq.n_predict < 0 || (size_t)rq.n_predict > room) rq.n_predict = (int32_t)room;
+    }
+    for (size_t i = 0; i < g->o.n_stops && i < ENGINE_MAX_STOPS; i++) {
+        rq.stops[i] = g->o.stops[i];
+        rq.stop_lens[i] = g->o.stop_lens[i];
+        rq.n_stops++;
+    }
+    g->c.m = m;
+    engine_sink sink = {on_token, client_gone, &g->c};
+    if (engine_complete(ol.e, m, &rq, &sink, &res, &er) != 0) answer_error(&g->c, 500, er.msg);
+    else if (!res.gone) final_line(g, m, &res);
+out:
+    engine_result_free(&res);
+    engine_request_free(&rq);
+}
+
+static void handle_gen(serve_req *req, serve_resp *resp, int generate)
+{
+    json_value *body = parse_body(req, resp);
+    char err[1024];
+    engine_error er = {0};
+    jbuf mtext;
+    int empty = 1;
+    gen_call g;
+    if (!body) return;
+    memset(&g, 0, sizeof g);
+    g.req = req;
+    g.resp = resp;
+    g.generate = generate;
+    g.body = body;
+    g.stream = 1;
+    g.truncate = 1;
+    g.t0 = bk_mono_us();
+    jbuf_init(&mtext);
+    jbuf_init(&g.c.raw);
+    jbuf_init(&g.c.sent);
+    jbuf_init(&g.c.line);
+    g.c.req = req;
+    g.c.resp = resp;
+    g.c.generate = generate;
+    if (resolve_target(body_model(body), generate ? FOR_GENERATE : FOR_CHAT, &g.t, resp) != 0) goto out;
+    g.c.tag = g.t.tag;
+    g.layer = json_get(g.t.ldoc, "layer") ? json_get(g.t.ldoc, "layer") : g.t.ldoc;
+    int shift = read_flags(&g);
+    if (shift < 0) goto out;
+    if (build_messages(body, g.layer, generate, &mtext, &empty, err, sizeof err) != 0) {
         reply_error(resp, 400, err);
         goto out;
     }
     if (empty) {
-        /* load or unload only: one final line, no counts */
-        native_engine_lock();
-        locked = 1;
-        if (keep_ms == 0) {
-            if (native_engine_resident(NULL) == t.idx) native_engine_release(0);
-            else native_engine_unlock();
-            locked = 0;
-        } else if (native_engine_acquire((size_t)t.idx, &loaded, &status, err, sizeof err) != 0) {
-            native_engine_unlock();
-            locked = 0;
-            reply_error(resp, status, err);
-            goto out;
-        } else {
-            ps_note(&t, 0, loaded);
-            native_engine_release(keep_ms);
-            locked = 0;
-        }
-        line_head(&c, &fin);
-        put_text_field(&c, &fin, "", 0);
-        jbuf_printf(&fin, ",\"done\":true,\"done_reason\":\"%s\"}", keep_ms == 0 ? "unload" : "load");
-        if (stream) {
-            jbuf_putc(&fin, '\n');
-            serve_resp_header(resp, "Cache-Control", "no-cache");
-            serve_reply(resp, 200, OL_NDJSON, fin.p, fin.len);
-        } else {
-            serve_reply_json(resp, 200, &fin);
-        }
+        load_only(&g);
         goto out;
     }
     if (shift) {
@@ -1990,177 +2192,41 @@ static void handle_gen(serve_req *req, serve_resp *resp, int generate)
         goto out;
     }
     if (refusals(body, generate, err, sizeof err) != 0 ||
-        read_options(json_get(body, "options"), layer, &o, err, sizeof err) != 0) {
+        read_options(json_get(body, "options"), g.layer, &g.o, err, sizeof err) != 0) {
         reply_error(resp, 400, err);
         goto out;
     }
-    if (o.num_ctx > 0 && (size_t)o.num_ctx > native_served_ctx()) {
+    if (g.o.num_ctx > 0 && (size_t)g.o.num_ctx > engine_n_ctx_opt(ol.e)) {
         snprintf(err, sizeof err, "num_ctx %ld is larger than the context this server holds (%zu); restart bankml "
-                                  "serve with --ctx %ld if it fits in memory", o.num_ctx, native_served_ctx(), o.num_ctx);
+                                  "serve with --ctx %ld if it fits in memory", g.o.num_ctx, engine_n_ctx_opt(ol.e),
+                 g.o.num_ctx);
         reply_error(resp, 400, err);
         goto out;
     }
-    sdoc = json_parse(o.sjson.p, o.sjson.len, err, sizeof err);
-    msgs = json_parse(mtext.p, mtext.len, err, sizeof err);
-    if (!sdoc || !msgs) {
+    g.msgs = json_parse(mtext.p, mtext.len, err, sizeof err);
+    if (!g.msgs) {
         reply_error(resp, 500, err);
         goto out;
     }
-    native_engine_lock();
-    locked = 1;
-    {
-        int64_t a = bk_mono_us();
-        if (native_engine_acquire((size_t)t.idx, &loaded, &status, err, sizeof err) != 0) {
-            native_engine_unlock();
-            locked = 0;
-            reply_error(resp, status, err);
-            goto out;
-        }
-        if (loaded) load_us = bk_mono_us() - a;
-    }
-    ps_note(&t, o.num_ctx > 0 ? (size_t)o.num_ctx : 0, loaded);
-    sampler_params_free(&sp);
-    if (sampler_resolve(&sp, native_engine_defaults(), sdoc, err, sizeof err) != 0) {
-        reply_error(resp, 400, err);
+    int64_t a = bk_mono_us();
+    engine_model *m = engine_acquire(ol.e, (size_t)g.t.idx, &g.loaded, &er);
+    if (!m) {
+        reply_error(resp, engine_status(er.kind), er.msg);
         goto out;
     }
-    if (raw) {
-        const json_value *p = json_get(body, "prompt");
-        if (native_engine_tokenize(p->str, p->len, &ids, &n_ids, err, sizeof err) != 0) {
-            reply_error(resp, 400, err);
-            goto out;
-        }
-    } else {
-        const json_value *use = msgs;
-        json_value *fitted = NULL;
-        if (o.num_ctx > 0 && truncate && msgs->n > 1) {
-            int *is_sys = calloc(msgs->n, sizeof *is_sys);
-            size_t *keep = calloc(msgs->n, sizeof *keep), n_keep = 0;
-            fit_ctx f = {msgs};
-            int ok = is_sys && keep;
-            for (size_t i = 0; ok && i < msgs->n; i++) {
-                const char *role;
-                size_t rl;
-                is_sys[i] = json_as_str(json_get(msgs->items[i], "role"), &role, &rl) && !strcmp(role, "system");
-            }
-            if (ok && ollama_fit(is_sys, msgs->n, (size_t)o.num_ctx, count_tokens, &f, keep, &n_keep, &dropped, err,
-                                 sizeof err) == 0) {
-                jbuf sel;
-                jbuf_init(&sel);
-                jbuf_putc(&sel, '[');
-                for (size_t i = 0; i < n_keep; i++) {
-                    if (i) jbuf_putc(&sel, ',');
-                    json_put_value(&sel, msgs->items[keep[i]]);
-                }
-                jbuf_putc(&sel, ']');
-                fitted = json_parse(sel.p, sel.len, err, sizeof err);
-                jbuf_free(&sel);
-            } else if (ok) {
-                ok = 0;
-            } else {
-                snprintf(err, sizeof err, "out of memory");
-            }
-            free(is_sys);
-            free(keep);
-            if (!fitted) {
-                reply_error(resp, 400, err);
-                goto out;
-            }
-            use = fitted;
-        }
-        int rc = native_engine_render(use, &prompt, err, sizeof err);
-        if (rc == 0) rc = native_engine_tokenize(prompt.p ? prompt.p : "", prompt.len, &ids, &n_ids, err, sizeof err);
-        json_free(fitted);
-        if (rc != 0) {
-            reply_error(resp, 400, err);
-            goto out;
-        }
-    }
-    if (o.num_ctx > 0 && !truncate && n_ids > (size_t)o.num_ctx) {
-        reply_error(resp, 400, "the input length exceeds the context length");   /* Ollama's runner's words */
-        goto out;
-    }
-    if (o.num_ctx > 0 && n_ids > (size_t)o.num_ctx) {
-        char more[96] = "";
-        if (dropped) snprintf(more, sizeof more, " with the %zu oldest messages dropped", dropped);
-        snprintf(err, sizeof err, "the prompt is %zu tokens, more than num_ctx %ld%s: Ollama would cut tokens out of "
-                                  "its middle (num_keep), which bankML does not reproduce; raise num_ctx or send a "
-                                  "shorter conversation", n_ids, o.num_ctx, more);
-        reply_error(resp, 400, err);
-        goto out;
-    }
-    if (n_ids >= native_engine_n_ctx()) {
-        snprintf(err, sizeof err, "the prompt has %zu tokens; the context is %zu", n_ids, native_engine_n_ctx());
-        reply_error(resp, 400, err);
-        goto out;
-    }
-    if (stream) {
-        serve_resp_header(resp, "Cache-Control", "no-cache");
-        if (serve_ndjson_begin(resp) != 0) goto out;
-        c.began = 1;
-    }
-    r.prompt = ids;
-    r.n_prompt = n_ids;
-    r.sp = &sp;
-    r.n_predict = o.n_predict;
-    if (o.num_ctx > 0) {
-        /* Ollama's runner with shift off (llamarunner, the one llama models
-         * get) stops once prompt and answer fill num_ctx positions; the
-         * token sampled from the last position is still sent, so at most
-         * num_ctx - prompt + 1 tokens come, done_reason "length". */
-        size_t room = (size_t)o.num_ctx - n_ids + 1;
-        if (r.n_predict < 0 || (size_t)r.n_predict > room) r.n_predict = (int32_t)room;
-    }
-    r.stops = o.stops;
-    r.stop_lens = o.stop_lens;
-    r.n_stops = o.n_stops;
-    r.http = req;
-    r.on_text = on_text;
-    r.ud = &c;
-    if (native_engine_run(&r, err, sizeof err) != 0) {
-        answer_error(&c, 500, err);
-        goto out;
-    }
-    if (r.gone) goto out;
-    {
-        const char *content = "";
-        size_t cl = 0;
-        if (!stream) {
-            native_engine_content(r.text ? r.text : "", r.text_len, &content, &cl);
-            if (!cl) content = r.text ? r.text : "", cl = r.text_len;
-        }
-        line_head(&c, &fin);
-        put_text_field(&c, &fin, content, cl);
-        int64_t total_ns = serve_req_age_ms(req) * 1000000;
-        int64_t own_ns = (bk_mono_us() - t0) * 1000;
-        if (own_ns > total_ns) total_ns = own_ns;
-        jbuf_printf(&fin, ",\"done\":true,\"done_reason\":\"%s\",\"total_duration\":%lld,\"load_duration\":%lld,"
-                          "\"prompt_eval_count\":%zu,\"prompt_eval_duration\":%lld,\"eval_count\":%zu,"
-                          "\"eval_duration\":%lld,\"bankml_cache_n\":%zu,\"bankml_receipt\":",
-                    r.stop ? "stop" : "length", (long long)total_ns, (long long)load_us * 1000, r.n_prompt,
-                    (long long)r.prompt_us * 1000, r.n_decoded, (long long)r.eval_us * 1000, r.n_cached);
-        if (stream) native_engine_receipt(&fin, &r, req, c.sent.p ? c.sent.p : "", c.sent.len);
-        else native_engine_receipt(&fin, &r, req, content, cl);
-        jbuf_putc(&fin, '}');
-        if (stream) serve_ndjson_line(resp, fin.p, fin.len);
-        else serve_reply_json(resp, 200, &fin);
-    }
+    if (g.loaded) g.load_us = bk_mono_us() - a;
+    ps_note(&g.t, g.o.num_ctx > 0 ? (size_t)g.o.num_ctx : 0, g.loaded);
+    generate_with(&g, m);
+    engine_release(ol.e, g.keep_ms);
 out:
-    if (locked) native_engine_release(keep_ms);
-    free(ids);
-    free(r.text);
-    sampler_params_free(&sp);
-    target_free(&t);
-    json_free(msgs);
-    json_free(sdoc);
+    free(g.ids);
+    target_free(&g.t);
+    json_free(g.msgs);
     json_free(body);
-    jbuf_free(&o.sjson);
     jbuf_free(&mtext);
-    jbuf_free(&prompt);
-    jbuf_free(&fin);
-    jbuf_free(&c.raw);
-    jbuf_free(&c.sent);
-    jbuf_free(&c.line);
+    jbuf_free(&g.c.raw);
+    jbuf_free(&g.c.sent);
+    jbuf_free(&g.c.line);
 }
 
 static void h_chat(serve_req *req, serve_resp *resp, void *ud) { (void)ud; handle_gen(req, resp, 0); }
@@ -2172,7 +2238,7 @@ static void h_generate(serve_req *req, serve_resp *resp, void *ud) { (void)ud; h
 static const hinfo *hinfo_of(size_t i)
 {
     if (i >= ol.n_hi) {
-        size_t n = native_n_entries();
+        size_t n = engine_n_entries(ol.e);
         hinfo *nh = realloc(ol.hi, (n ? n : 1) * sizeof *nh);
         if (!nh) return NULL;
         for (size_t k = ol.n_hi; k < n; k++) memset(&nh[k], 0, sizeof nh[k]);
@@ -2181,8 +2247,8 @@ static const hinfo *hinfo_of(size_t i)
         if (i >= n) return NULL;
     }
     if (!ol.hi[i].done) {
-        native_entry e;
-        native_entry_get(i, &e);
+        engine_entry e;
+        engine_entry_get(ol.e, i, &e);
         if (e.present) hinfo_fill(&ol.hi[i], e.path);
         else ol.hi[i].done = 1;
     }
@@ -2217,14 +2283,14 @@ static void h_tags(serve_req *req, serve_resp *resp, void *ud)
     (void)ud;
     jbuf b;
     char ts[40];
-    size_t n = native_n_entries(), k = 0;
+    size_t n = engine_n_entries(ol.e), k = 0;
     jbuf_init(&b);
     jbuf_puts(&b, "{\"models\":[");
     pthread_mutex_lock(&ol.mu);
     for (size_t i = 0; i < n; i++) {
-        native_entry e;
+        engine_entry e;
         char sha[65] = "";
-        native_entry_get(i, &e);
+        engine_entry_get(ol.e, i, &e);
         const hinfo *hi = hinfo_of(i);
         pinned_sha(e.fork, e.file, sha);
         ollama_rfc3339(hi ? hi->mtime_ns : 0, ts);
@@ -2241,7 +2307,7 @@ static void h_tags(serve_req *req, serve_resp *resp, void *ud)
     }
     for (size_t i = 0; i < ol.n_d; i++) {
         const derived *d = &ol.d[i];
-        long bi = native_entry_find(d->base_name);
+        long bi = engine_find(ol.e, d->base_name);
         const hinfo *hi = bi >= 0 ? hinfo_of((size_t)bi) : NULL;
         char parent[300];
         snprintf(parent, sizeof parent, "%s:latest", d->base_name);
@@ -2265,14 +2331,14 @@ static void h_ps(serve_req *req, serve_resp *resp, void *ud)
     int64_t left = 0;
     jbuf_init(&b);
     jbuf_puts(&b, "{\"models\":[");
-    native_engine_lock();
-    long idx = native_engine_resident(&left);
-    size_t n_ctx = native_engine_n_ctx();
-    native_engine_unlock();
+    size_t n_ctx = 0;
+    engine_lock(ol.e);
+    long idx = engine_resident(ol.e, &left, &n_ctx);
+    engine_unlock(ol.e);
     if (idx >= 0) {
-        native_entry e;
+        engine_entry e;
         char ts[40], tag[300], digest[80], parent[300], sha[65] = "";
-        native_entry_get((size_t)idx, &e);
+        engine_entry_get(ol.e, (size_t)idx, &e);
         pthread_mutex_lock(&ol.mu);
         const hinfo *hi = hinfo_of((size_t)idx);
         size_t ctx = n_ctx;
@@ -2333,8 +2399,8 @@ static void h_show(serve_req *req, serve_resp *resp, void *ud)
         json_free(body);
         return;
     }
-    native_entry e;
-    native_entry_get((size_t)t.idx, &e);
+    engine_entry e;
+    engine_entry_get(ol.e, (size_t)t.idx, &e);
     jbuf_init(&b);
     jbuf_init(&mf);
     jbuf_init(&params);
@@ -2404,7 +2470,7 @@ static void h_show(serve_req *req, serve_resp *resp, void *ud)
     ollama_rfc3339(hi ? hi->mtime_ns : 0, ts);
     jbuf_printf(&b, ",\"capabilities\":[%s],\"modified_at\":\"%s\",\"bankml\":{\"sha256\":\"%s\",\"native\":%s,"
                     "\"n_ctx\":%zu", e.present ? "\"completion\"" : "", ts, sha, e.present ? "true" : "false",
-                native_served_ctx());
+                engine_n_ctx_opt(ol.e));
     if (layer) {
         jbuf_puts(&b, ",\"layer\":");
         json_put_value(&b, layer);
@@ -2485,7 +2551,7 @@ static void h_create(serve_req *req, serve_resp *resp, void *ud)
         }
         have_mf = 1;
     }
-    size_t n_pins = pins_from_native(&pins);
+    size_t n_pins = pins_from_engine(&pins);
     derived made;
     pthread_mutex_lock(&ol.mu);
     int rc = create_model(ol.dir, name, have_mf ? &mf : NULL, body, pins, n_pins, ol.d, ol.n_d, &made, err, sizeof err);
@@ -2527,7 +2593,7 @@ static void h_copy(serve_req *req, serve_resp *resp, void *ud)
         goto out;
     }
     pthread_mutex_lock(&ol.mu);
-    int src_known = find_derived(ol.d, ol.n_d, src) || native_entry_find(src) >= 0;
+    int src_known = find_derived(ol.d, ol.n_d, src) || engine_find(ol.e, src) >= 0;
     pthread_mutex_unlock(&ol.mu);
     if (!src_known) {
         char q[600];
@@ -2542,12 +2608,12 @@ static void h_copy(serve_req *req, serve_resp *resp, void *ud)
     }
     {
         pin_ent *pins = NULL;
-        size_t n_pins = pins_from_native(&pins);
+        size_t n_pins = pins_from_engine(&pins);
         derived made;
         int rc = -1, code = 400;
         pthread_mutex_lock(&ol.mu);
         const derived *d = find_derived(ol.d, ol.n_d, src);
-        long pi = d ? -1 : native_entry_find(src);
+        long pi = d ? -1 : engine_find(ol.e, src);
         if (!ol.dir) {
             bk_err(err, sizeof err, "bankml serve was started without --registry DIR: there is nowhere to write a "
                                      "derived model");
@@ -2609,7 +2675,7 @@ static void h_delete(serve_req *req, serve_resp *resp, void *ud)
             ollama_go_quote(name, q, sizeof q);
             code = 400;
             bk_err(err, sizeof err, "name %s is invalid", q);
-        } else if (native_entry_find(name) >= 0) {
+        } else if (engine_find(ol.e, name) >= 0) {
             code = 400;
             bk_err(err, sizeof err, "bankml does not delete pins over HTTP: a pinned model is removed from its "
                                      "FORK.json");
@@ -2656,15 +2722,16 @@ static const char MSG_PULL[] = "bankml does not pull: models are imported sha256
 static const char MSG_PUSH[] = "not offered: bankml publishes nothing; a model is shared by its pinned file and "
                                "FORK.json";
 
-int ollama_register(struct serve_server *srv, const char *registry_dir)
+int ollama_register(struct serve_server *srv, engine *e, const char *registry_dir)
 {
+    ol.e = e;
     pin_ent *pins = NULL;
-    int64_t ka = native_keep_alive_ms();   /* `bankml serve --keep-alive D`, as Ollama's OLLAMA_KEEP_ALIVE */
+    int64_t ka = engine_keep_alive_ms(ol.e);   /* `bankml serve --keep-alive D`, as Ollama's OLLAMA_KEEP_ALIVE */
     ol.default_keep_ms = ka < 0 ? -1 : ka;
     pthread_mutex_lock(&ol.mu);
     free(ol.dir);
     ol.dir = registry_dir ? strdup(registry_dir) : NULL;
-    size_t n_pins = pins_from_native(&pins);
+    size_t n_pins = pins_from_engine(&pins);
     derived_load_dir(ol.dir, pins, n_pins, &ol.d, &ol.n_d);
     pthread_mutex_unlock(&ol.mu);
     free(pins);

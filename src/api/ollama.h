@@ -1,8 +1,8 @@
 /*
- * ollama.h -- Ollama's HTTP API (the /api/ routes) on native.c's engine, registry and
- * slot, and `bankml create`. ollama.c only translates shapes: every model
- * touch goes through native.h's engine entry points, so an Ollama client
- * gets what llama-server's routes would answer, in Ollama's JSON.
+ * ollama.h -- Ollama's HTTP API (the /api/ routes) on the engine's registry
+ * and slot, and `bankml create`. ollama.c only translates shapes: every
+ * model touch goes through engine.h, so an Ollama client gets what
+ * llama-server's routes would answer, in Ollama's JSON.
  *
  * The pure parts (durations, names, num_ctx fitting, Modelfiles) are
  * exposed for tests/test_ollama.c.
@@ -14,6 +14,13 @@
 #include <stdint.h>
 
 #include "base/json.h"
+
+struct serve_server;
+struct engine;
+
+/* Registers Ollama's /api/ routes on srv, answering from e; registry_dir
+ * (NULL when none) is where derived models live. 0, or -1. */
+int ollama_register(struct serve_server *srv, struct engine *e, const char *registry_dir);
 
 /* `bankml create NAME -f Modelfile [--registry DIR]` (argv after "create"). */
 int ollama_cmd_create(int argc, char **argv);

@@ -14,11 +14,12 @@
 #include <time.h>
 
 #include "bankml.h"
+#include "cli/args.h"
 #include "base/base.h"
 #include "graph/forward.h"
 #include "file/gguf.h"
 #include "base/json.h"
-#include "api/native.h"
+#include "cli/commands.h"
 #include "api/ollama.h"
 #include "file/pin.h"
 #include "base/sha256.h"
@@ -26,96 +27,9 @@
 #include "text/tokenizer.h"
 #include "file/verify.h"
 
-/* ---- arguments ---------------------------------------------------------- */
-
-/* One command's grammar: its positional count and the options it takes.
- * Options listed in `valued` take the next argument as their value. */
-typedef struct {
-    const char *name;
-    const char *usage;
-    int n_pos;
-    const char *flags[8];
-    const char *valued[8];
-} command_spec;
-
-typedef struct {
-    const char *pos[4];
-    const char *opt_name[16];
-    const char *opt_value[16];   /* NULL for a flag */
-    int n_opt;
-} parsed_args;
-
-static void usage_line(const command_spec *c)
-{
-    fprintf(stderr, "usage: bankml %s\n", c->usage);
-}
-
-static int in_list(const char *const *list, const char *s)
-{
-    for (int i = 0; i < 8 && list[i]; i++)
-        if (strcmp(list[i], s) == 0) return 1;
-    return 0;
-}
-
-/* Parses argv (after the command word). Returns 0, or 1 after printing why
- * and the usage line. */
-static int parse_args(const command_spec *c, int argc, char **argv, parsed_args *a)
-{
-    int n_pos = 0;
-    memset(a, 0, sizeof *a);
-    for (int i = 0; i < argc; i++) {
-        const char *s = argv[i];
-        if (s[0] == '-' && s[1]) {
-            int valued = in_list(c->valued, s);
-            if (!valued && !in_list(c->flags, s)) {
-                fprintf(stderr, "bankml %s: unknown option %s\n", c->name, s);
-                usage_line(c);
-                return 1;
-            }
-            if (a->n_opt == 16) {
-                fprintf(stderr, "bankml %s: too many options\n", c->name);
-                usage_line(c);
-                return 1;
-            }
-            a->opt_name[a->n_opt] = s;
-            if (valued) {
-                if (i + 1 >= argc) {
-                    fprintf(stderr, "bankml %s: %s needs a value\n", c->name, s);
-                    usage_line(c);
-                    return 1;
-                }
-                a->opt_value[a->n_opt] = argv[++i];
-            }
-            a->n_opt++;
-        } else {
-            if (n_pos == c->n_pos) {
-                fprintf(stderr, "bankml %s: unexpected argument %s\n", c->name, s);
-                usage_line(c);
-                return 1;
-            }
-            a->pos[n_pos++] = s;
-        }
-    }
-    if (n_pos < c->n_pos) {
-        fprintf(stderr, "bankml %s: missing argument\n", c->name);
-        usage_line(c);
-        return 1;
-    }
-    return 0;
-}
-
-/* The last value given for an option (or "" for a flag), or NULL. */
-static const char *opt(const parsed_args *a, const char *name)
-{
-    const char *v = NULL;
-    for (int i = 0; i < a->n_opt; i++)
-        if (strcmp(a->opt_name[i], name) == 0) v = a->opt_value[i] ? a->opt_value[i] : "";
-    return v;
-}
-
 static int engine_of(const command_spec *c, const parsed_args *a, gguf_engine *e)
 {
-    const char *v = opt(a, "--engine");
+    const char *v = args_opt(a, "--engine");
     *e = GGUF_ENGINE_MAINLINE;
     if (!v || strcmp(v, "mainline") == 0) return 0;
     if (strcmp(v, "prism") == 0) {
@@ -123,7 +37,7 @@ static int engine_of(const command_spec *c, const parsed_args *a, gguf_engine *e
         return 0;
     }
     fprintf(stderr, "bankml %s: --engine takes mainline or prism, not %s\n", c->name, v);
-    usage_line(c);
+    args_usage(c);
     return 1;
 }
 
@@ -140,7 +54,7 @@ static void print_jbuf(FILE *f, jbuf *b)
 
 static const command_spec guard_spec = {
     "guard", "guard FILE [--engine mainline|prism] [--json]", 1,
-    {"--json"}, {"--engine"}};
+    {"--json"}, {"--engine"}, 0};
 
 static int cmd_guard(int argc, char **argv)
 {
@@ -151,14 +65,14 @@ static int cmd_guard(int argc, char **argv)
     jbuf b;
     int rc;
 
-    if (parse_args(&guard_spec, argc, argv, &a) || engine_of(&guard_spec, &a, &engine))
+    if (args_parse(&guard_spec, argc, argv, &a) || engine_of(&guard_spec, &a, &engine))
         return BANKML_EXIT_IO;
     if (gguf_guard_file(a.pos[0], engine, &r, err, sizeof err) != 0) {
         fprintf(stderr, "bankml guard: cannot read %s: %s\n", a.pos[0], err);
         return BANKML_EXIT_IO;
     }
     jbuf_init(&b);
-    if (opt(&a, "--json")) {
+    if (args_opt(&a, "--json")) {
         gguf_report_json(&r, &b);
         jbuf_putc(&b, '\n');
     } else {
@@ -171,7 +85,7 @@ static int cmd_guard(int argc, char **argv)
     return rc;
 }
 
-static const command_spec sha256_spec = {"sha256", "sha256 FILE", 1, {0}, {0}};
+static const command_spec sha256_spec = {"sha256", "sha256 FILE", 1, {0}, {0}, 0};
 
 static int cmd_sha256(int argc, char **argv)
 {
@@ -179,7 +93,7 @@ static int cmd_sha256(int argc, char **argv)
     uint8_t d[32];
     char hex[65];
 
-    if (parse_args(&sha256_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (args_parse(&sha256_spec, argc, argv, &a)) return BANKML_EXIT_IO;
     if (sha256_file(a.pos[0], d) != 0) {
         fprintf(stderr, "bankml sha256: cannot read %s: %s\n", a.pos[0], strerror(errno));
         return BANKML_EXIT_IO;
@@ -190,7 +104,7 @@ static int cmd_sha256(int argc, char **argv)
 }
 
 static const command_spec pin_spec = {
-    "pin", "pin FILE --fork FORK.json [--write]", 1, {"--write"}, {"--fork"}};
+    "pin", "pin FILE --fork FORK.json [--write]", 1, {"--write"}, {"--fork"}, 0};
 
 static int cmd_pin(int argc, char **argv)
 {
@@ -199,14 +113,14 @@ static int cmd_pin(int argc, char **argv)
     char sha[65], err[1024];
     int rc;
 
-    if (parse_args(&pin_spec, argc, argv, &a)) return BANKML_EXIT_IO;
-    fork = opt(&a, "--fork");
+    if (args_parse(&pin_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    fork = args_opt(&a, "--fork");
     if (!fork) {
         fprintf(stderr, "bankml pin: --fork FORK.json is required\n");
-        usage_line(&pin_spec);
+        args_usage(&pin_spec);
         return BANKML_EXIT_IO;
     }
-    if (opt(&a, "--write"))
+    if (args_opt(&a, "--write"))
         rc = pin_write(a.pos[0], fork, sha, err, sizeof err);
     else
         rc = pin_check(a.pos[0], fork, sha, err, sizeof err);
@@ -224,7 +138,7 @@ static int cmd_pin(int argc, char **argv)
 
 static const command_spec verify_spec = {
     "verify", "verify FILE --fork FORK.json [--engine mainline|prism] [--json]", 1,
-    {"--json"}, {"--fork", "--engine"}};
+    {"--json"}, {"--fork", "--engine"}, 0};
 
 static int cmd_verify(int argc, char **argv)
 {
@@ -236,17 +150,17 @@ static int cmd_verify(int argc, char **argv)
     jbuf b;
     int rc;
 
-    if (parse_args(&verify_spec, argc, argv, &a) || engine_of(&verify_spec, &a, &engine))
+    if (args_parse(&verify_spec, argc, argv, &a) || engine_of(&verify_spec, &a, &engine))
         return BANKML_EXIT_IO;
-    fork = opt(&a, "--fork");
+    fork = args_opt(&a, "--fork");
     if (!fork) {
         fprintf(stderr, "bankml verify: --fork FORK.json is required\n");
-        usage_line(&verify_spec);
+        args_usage(&verify_spec);
         return BANKML_EXIT_IO;
     }
     rc = bankml_verify(a.pos[0], fork, (bankml_engine)engine, &v, err, sizeof err);
     jbuf_init(&b);
-    if (opt(&a, "--json")) {
+    if (args_opt(&a, "--json")) {
         if (rc == BANKML_OK) verify_json(v, &b);
         else verify_refusal_json(err, &b);
         jbuf_putc(&b, '\n');
@@ -306,7 +220,7 @@ static int open_vocab(const char *cmd, const char *path, tok_vocab **v, gguf_rep
 }
 
 static const command_spec tokenize_spec = {
-    "tokenize", "tokenize MODEL [--no-special] < text", 1, {"--no-special"}, {0}};
+    "tokenize", "tokenize MODEL [--no-special] < text", 1, {"--no-special"}, {0}, 0};
 
 /* As llama-server's /tokenize with add_special false: no BOS/EOS added,
  * special-token texts parsed unless --no-special. */
@@ -320,7 +234,7 @@ static int cmd_tokenize(int argc, char **argv)
     jbuf in, out;
     int rc;
 
-    if (parse_args(&tokenize_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (args_parse(&tokenize_spec, argc, argv, &a)) return BANKML_EXIT_IO;
     if ((rc = open_vocab("tokenize", a.pos[0], &v, NULL))) return rc;
     jbuf_init(&in);
     if (read_stdin("tokenize", &in)) {
@@ -328,7 +242,7 @@ static int cmd_tokenize(int argc, char **argv)
         tok_free(v);
         return BANKML_EXIT_IO;
     }
-    rc = tok_tokenize(v, in.p, in.len, 0, !opt(&a, "--no-special"), &ids, &n, err, sizeof err);
+    rc = tok_tokenize(v, in.p, in.len, 0, !args_opt(&a, "--no-special"), &ids, &n, err, sizeof err);
     jbuf_free(&in);
     tok_free(v);
     if (rc != 0) {
@@ -348,7 +262,7 @@ static int cmd_tokenize(int argc, char **argv)
 }
 
 static const command_spec detokenize_spec = {
-    "detokenize", "detokenize MODEL < ids.json", 1, {0}, {0}};
+    "detokenize", "detokenize MODEL < ids.json", 1, {0}, {0}, 0};
 
 /* As llama-server's /detokenize: each token's piece, specials included,
  * joined. Input: a JSON array of ids, or an object with "tokens". */
@@ -362,7 +276,7 @@ static int cmd_detokenize(int argc, char **argv)
     jbuf in, out;
     int rc = BANKML_OK;
 
-    if (parse_args(&detokenize_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (args_parse(&detokenize_spec, argc, argv, &a)) return BANKML_EXIT_IO;
     if ((rc = open_vocab("detokenize", a.pos[0], &v, NULL))) return rc;
     jbuf_init(&in);
     if (read_stdin("detokenize", &in)) {
@@ -404,7 +318,7 @@ static int cmd_detokenize(int argc, char **argv)
 
 static const command_spec chat_template_spec = {
     "chat-template", "chat-template MODEL [--template-file F] [--no-generation-prompt] < messages.json", 1,
-    {"--no-generation-prompt"}, {"--template-file"}};
+    {"--no-generation-prompt"}, {"--template-file"}, 0};
 
 /* Prints the prompt llama-server's /apply-template returns for the messages
  * on stdin: the model's own template (or --template-file, or llama-server's
@@ -421,14 +335,14 @@ static int cmd_chat_template(int argc, char **argv)
     jbuf in, out, tf, bos, eos;
     int rc;
 
-    if (parse_args(&chat_template_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (args_parse(&chat_template_spec, argc, argv, &a)) return BANKML_EXIT_IO;
     if ((rc = open_vocab("chat-template", a.pos[0], &v, &r))) return rc;
     jbuf_init(&in);
     jbuf_init(&out);
     jbuf_init(&tf);
     jbuf_init(&bos);
     jbuf_init(&eos);
-    file = opt(&a, "--template-file");
+    file = args_opt(&a, "--template-file");
     tmpl = gguf_kv_str(gguf_kv_find(&r.header, "tokenizer.chat_template"), &tmpl_len);
     if (file) {
         FILE *f = fopen(file, "rb");
@@ -450,7 +364,7 @@ static int cmd_chat_template(int argc, char **argv)
         goto done;
     }
     template_opts_init(&o);
-    if (opt(&a, "--no-generation-prompt")) o.add_generation_prompt = 0;
+    if (args_opt(&a, "--no-generation-prompt")) o.add_generation_prompt = 0;
     if (tok_bos(v) != TOK_NULL) tok_piece(v, tok_bos(v), 1, &bos);
     if (tok_eos(v) != TOK_NULL) tok_piece(v, tok_eos(v), 1, &eos);
     jbuf_put(&bos, "", 0);
@@ -480,25 +394,14 @@ done:
 
 static const command_spec bench_spec = {
     "bench", "bench MODEL [-p N] [-n N] [-t N] [-r N] [--fork F.json]", 1,
-    {0}, {"-p", "-n", "-t", "-r", "--fork"}};
+    {0}, {"-p", "-n", "-t", "-r", "--fork"}, 0};
 
-/* Reads option name as an integer in [lo, hi]; def when absent. -1 after
+/* Option name as an integer in [lo, hi], def when absent; -1 after
  * printing why when it is not one. */
-static long int_opt(const command_spec *c, const parsed_args *a, const char *name, long def,
-                    long lo, long hi)
+static long int_opt(const command_spec *c, const parsed_args *a, const char *name, long def, long lo, long hi)
 {
-    const char *v = opt(a, name);
-    char *end;
     long x;
-    if (!v) return def;
-    errno = 0;
-    x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi) {
-        fprintf(stderr, "bankml %s: %s takes a whole number from %ld to %ld, not %s\n", c->name, name, lo, hi, v);
-        usage_line(c);
-        return -1;
-    }
-    return x;
+    return args_long(c, name, args_opt(a, name), lo, hi, def, &x) ? -1 : x;
 }
 
 static void mean_sd(const double *x, int n, double *mean, double *sd)
@@ -530,13 +433,13 @@ static int cmd_bench(int argc, char **argv)
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     int rc;
 
-    if (parse_args(&bench_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (args_parse(&bench_spec, argc, argv, &a)) return BANKML_EXIT_IO;
     if ((p = int_opt(&bench_spec, &a, "-p", 512, 0, 1 << 20)) < 0 ||
         (n = int_opt(&bench_spec, &a, "-n", 128, 0, 1 << 20)) < 0 ||
         (t = int_opt(&bench_spec, &a, "-t", 2, 1, 256)) < 0 ||
         (r = int_opt(&bench_spec, &a, "-r", 5, 1, 64)) < 0)
         return BANKML_EXIT_IO;
-    fork = opt(&a, "--fork");
+    fork = args_opt(&a, "--fork");
     rc = bankml_verify(a.pos[0], fork ? fork : "models.FORK.json", BANKML_ENGINE_MAINLINE, &v, err, sizeof err);
     if (rc != BANKML_OK) {
         fprintf(stderr, "bankml bench: refuse: %s\n", err);
@@ -637,10 +540,8 @@ static void usage(FILE *f)
                "usage:\n", BANKML_VERSION);
     for (size_t i = 0; i < sizeof all_specs / sizeof all_specs[0]; i++)
         fprintf(f, "  bankml %s\n", all_specs[i]->usage);
-    fprintf(f, "  bankml generate MODEL [--max N] [--json] [--sample [--temp T] [--top-k K] [--top-p P] "
-               "[--min-p P] [--seed S]] [--fork F] < messages.json|text\n"
-               "  bankml serve [MODEL] [--fork F] [--registry DIR] [--ctx N] [--listen H:P] [--upstream H:P] "
-               "[--api-key K] [--allow-origin O] [--keep-alive D] [--threads N] [--llama-threads N]\n"
+    fprintf(f, "  bankml %s\n  bankml %s\n", generate_spec.usage, serve_spec.usage);
+    fprintf(f,
                "  bankml create NAME -f Modelfile [--registry DIR]\n"
                "  bankml version\n"
                "  bankml help\n"
@@ -665,8 +566,8 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(rest, args);
     if (!strcmp(cmd, "chat-template")) return cmd_chat_template(rest, args);
     if (!strcmp(cmd, "bench")) return cmd_bench(rest, args);
-    if (!strcmp(cmd, "generate")) return native_cmd_generate(rest, args);
-    if (!strcmp(cmd, "serve")) return native_cmd_serve(rest, args);
+    if (!strcmp(cmd, "generate")) return cmd_generate(rest, args);
+    if (!strcmp(cmd, "serve")) return cmd_serve(rest, args);
     if (!strcmp(cmd, "create")) return ollama_cmd_create(rest, args);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
         printf("bankml %s\n", BANKML_VERSION);

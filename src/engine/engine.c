@@ -371,8 +371,11 @@ engine_model *engine_acquire(engine *e, size_t idx, int *loaded, engine_error *e
 
 void engine_release(engine *e, int64_t keep_alive_ms)
 {
-    if (keep_alive_ms == ENGINE_KEEP_DEFAULT) keep_alive_ms = e->o.keep_alive_ms;
-    if (keep_alive_ms == 0) {
+    if (keep_alive_ms == ENGINE_KEEP_DEFAULT) {
+        /* --keep-alive: the reaper unloads after it, even when it is 0 */
+        keep_alive_ms = e->o.keep_alive_ms;
+        e->expires_us = keep_alive_ms < 0 ? 0 : bk_mono_us() + keep_alive_ms * 1000;
+    } else if (keep_alive_ms == 0) {
         if (e->cur && e->o.log_name)
             fprintf(stderr, "%s: %s: keep_alive 0; unloaded\n", e->o.log_name, e->reg[e->cur->idx].name);
         model_free(e->cur);
@@ -386,9 +389,10 @@ void engine_release(engine *e, int64_t keep_alive_ms)
 void engine_lock(engine *e) { pthread_mutex_lock(&e->run); }
 void engine_unlock(engine *e) { pthread_mutex_unlock(&e->run); }
 
-long engine_resident(const engine *e, int64_t *expires_in_ms)
+long engine_resident(const engine *e, int64_t *expires_in_ms, size_t *n_ctx)
 {
     if (!e->cur) return -1;
+    if (n_ctx) *n_ctx = fw_n_ctx(e->cur->fw);
     if (expires_in_ms) {
         if (!e->expires_us) {
             *expires_in_ms = -1;
@@ -427,7 +431,7 @@ int engine_start_reaper(engine *e)
 void engine_status_get(engine *e, engine_status_info *out)
 {
     pthread_mutex_lock(&e->run);
-    snprintf(out->verified_json, sizeof out->verified_json, "%s", e->last_verified_json ? e->last_verified_json : "");
+    out->verified_json = e->last_verified_json ? strdup(e->last_verified_json) : NULL;
     snprintf(out->last_sha, sizeof out->last_sha, "%s", e->last_sha);
     out->hashed_at = e->hashed_at;
     out->resident = e->cur ? (long)e->cur->idx : -1;

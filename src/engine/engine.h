@@ -117,16 +117,16 @@ int64_t engine_keep_alive_ms(const engine *e);
  * The model, or NULL with the lock released and er filled. */
 engine_model *engine_acquire(engine *e, size_t idx, int *loaded, engine_error *er);
 /* Gives the lock back and sets the resident model's expiry: keep_alive_ms
- * from now, 0 unloads it now, < 0 never; ENGINE_KEEP_DEFAULT uses the
- * engine's keep_alive_ms. */
+ * from now, 0 unloads it now, < 0 never; ENGINE_KEEP_DEFAULT is the
+ * engine's keep_alive_ms from now (the reaper unloads it then, also at 0). */
 #define ENGINE_KEEP_DEFAULT INT64_MIN
 void engine_release(engine *e, int64_t keep_alive_ms);
 /* Takes or gives back the lock alone (the expiry stays as it is). */
 void engine_lock(engine *e);
 void engine_unlock(engine *e);
-/* With the lock held: the resident entry or -1, and the ms until it
- * expires (-1 never). */
-long engine_resident(const engine *e, int64_t *expires_in_ms);
+/* With the lock held: the resident entry or -1, the ms until it expires
+ * (-1 never) and its context cells (each out may be NULL). */
+long engine_resident(const engine *e, int64_t *expires_in_ms, size_t *n_ctx);
 /* Starts the thread that unloads an expired model (serve); 0 or -1. */
 int engine_start_reaper(engine *e);
 
@@ -277,10 +277,10 @@ void engine_metrics_get(engine *e, engine_metrics *out, int reset_window);
 double engine_bucket_rate(const engine_bucket *b);
 
 /* What /bankml reports of the engine (lock taken inside): the last
- * verification's JSON (NULL before one), its sha256 hex ("" before) and
- * unix time (0 before). The strings are copied into the caller's buffers. */
+ * verification's JSON (malloc'd, the caller frees it; NULL before one), its
+ * sha256 hex ("" before) and unix time (0 before), the resident entry. */
 typedef struct {
-    char verified_json[8192];
+    char *verified_json;
     char last_sha[65];
     int64_t hashed_at;
     long resident;             /* entry, or -1 */

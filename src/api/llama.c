@@ -1,0 +1,725 @@
+/*
+ * llama.c -- llama-server b11669's routes on the engine: /v1/chat/completions
+ * and /completion (streamed and not), /tokenize, /detokenize,
+ * /apply-template, /props, /health, /v1/models, and its 404s. Requests are
+ * read by llama_req.c and answers shaped by llama_out.c. See llama.h and
+ * docs/modules/llama.md.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "api/llama.h"
+#include "api/llama_json.h"
+#include "base/base.h"
+
+struct llama_api {
+    engine *e;
+    serve_server *srv;
+};
+
+static void random_id(char *out, size_t n)
+{
+    static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char r[64];
+    if (n > sizeof r + 1) n = sizeof r + 1;
+    if (getrandom(r, n - 1, 0) != (ssize_t)(n - 1))
+        for (size_t i = 0; i + 1 < n; i++) r[i] = (unsigned char)rand();
+    for (size_t i = 0; i + 1 < n; i++) out[i] = al[r[i] % 62];
+    out[n - 1] = 0;
+}
+
+/* The model a request names, resident and locked. NULL after answering the
+ * error. */
+static engine_model *lock_model(engine *e, const json_value *body, serve_resp *resp)
+{
+    const char *asked = NULL;
+    size_t al;
+    engine_error er = {0};
+    if (body) json_as_str(json_get(body, "model"), &asked, &al);
+    long idx = engine_find(e, asked);
+    if (idx < 0) {
+        jbuf names, msg;
+        engine_entry en;
+        jbuf_init(&names);
+        jbuf_init(&msg);
+        for (size_t i = 0; engine_entry_get(e, i, &en) == 0; i++) jbuf_printf(&names, "%s%s", i ? ", " : "", en.name);
+        jbuf_printf(&msg, "model '%s' not found: bankml serves pinned models only (%s)", asked,
+                    names.p ? names.p : "");
+        llama_reply_err(resp, 404, msg.oom ? "model not found" : msg.p);
+        jbuf_free(&names);
+        jbuf_free(&msg);
+        return NULL;
+    }
+    engine_model *m = engine_acquire(e, (size_t)idx, NULL, &er);
+    if (!m) llama_reply_err(resp, engine_status(er.kind), er.msg);
+    return m;
+}
+
+static const char *model_path(engine *e, const engine_model *m)
+{
+    engine_entry en;
+    return engine_entry_get(e, engine_model_entry(m), &en) == 0 ? en.path : "";
+}
+
+/* ------------------------------------------------------------------ completions */
+
+/* One completion's answer in the making. */
+typedef struct {
+    serve_resp *resp;
+    serve_req *req;
+    const engine_model *m;
+    const engine_request *rq;
+    int chat, began, has_new_line;
+    char id[48];
+    long long created;
+    const char *model_name;
+    jbuf raw;                  /* text sent so far (partials) */
+    jbuf sent;                 /* parsed content sent so far (chat deltas) */
+    jbuf lp;                   /* streamed logprobs entries joined (receipt) */
+    size_t n_lp;
+    jbuf ev;
+} sctx;
+
+static int send_event(sctx *c)
+{
+    if (!c->began) {
+        c->began = 1;
+        if (serve_sse_begin(c->resp) != 0) return -1;
+    }
+    return serve_sse_event(c->resp, c->ev.p, c->ev.len);
+}
+
+static void chunk_head(sctx *c)
+{
+    jbuf_reset(&c->ev);
+    jbuf_puts(&c->ev, "{\"choices\":[{\"finish_reason\":null,\"index\":0,\"delta\":");
+}
+
+static void chunk_tail(sctx *c)
+{
+    jbuf_printf(&c->ev, ",\"created\":%lld,\"id\":\"%s\",\"model\":", c->created, c->id);
+    json_put_cstr(&c->ev, c->model_name);
+    jbuf_puts(&c->ev, ",\"system_fingerprint\":\"" LLAMA_FINGERPRINT "\",\"object\":\"chat.completion.chunk\"");
+}
+
+/* /completion's partial result for one token. */
+static int completion_partial(sctx *c, const engine_token *t, int stop_now, const engine_result *g)
+{
+    jbuf_reset(&c->ev);
+    jbuf_puts(&c->ev, "{\"index\":0,\"content\":");
+    json_put_str(&c->ev, t->text, t->text_len);
+    jbuf_printf(&c->ev, ",\"tokens\":[%d],\"stop\":false,\"id_slot\":-1,\"tokens_predicted\":%zu,"
+                        "\"tokens_evaluated\":%zu", (int)t->tok, g->n_decoded, g->n_prompt);
+    if (stop_now) {
+        jbuf_puts(&c->ev, ",\"timings\":");
+        llama_put_timings(&c->ev, g);
+    }
+    if (c->rq->sp.n_probs > 0) {
+        jbuf_puts(&c->ev, ",\"completion_probabilities\":");
+        llama_put_probs(&c->ev, c->m, t, 0, 1);
+    }
+    jbuf_putc(&c->ev, '}');
+    return send_event(c);
+}
+
+/* The chat stream's chunks for one token: a role delta first, then the
+ * parsed content's growth. */
+static int chat_partial(sctx *c, const engine_token *t, int stop_now, const engine_result *g)
+{
+    const char *p;
+    size_t n;
+    int have_delta = 0, rc = 0;
+    jbuf delta;
+    jbuf_init(&delta);
+    engine_content(c->m, c->raw.p ? c->raw.p : "", c->raw.len, &p, &n);
+    if (n > c->sent.len && !memcmp(p, c->sent.p ? c->sent.p : "", c->sent.len)) {
+        jbuf_puts(&delta, "{\"content\":");
+        json_put_str(&delta, p + c->sent.len, n - c->sent.len);
+        jbuf_putc(&delta, '}');
+        jbuf_put(&c->sent, p + c->sent.len, n - c->sent.len);
+        have_delta = 1;
+    }
+    if (g->n_decoded == 1) {
+        chunk_head(c);
+        jbuf_puts(&c->ev, "{\"role\":\"assistant\",\"content\":null}");
+        if (!have_delta) goto extras;
+        jbuf_puts(&c->ev, "}]");
+        chunk_tail(c);
+        jbuf_putc(&c->ev, '}');
+        if (send_event(c) != 0) rc = -1;
+    }
+    if (!have_delta) goto done;
+    chunk_head(c);
+    jbuf_put(&c->ev, delta.p, delta.len);
+extras:
+    if (c->rq->sp.n_probs > 0) {
+        jbuf_puts(&c->ev, ",\"logprobs\":{\"content\":");
+        size_t s0 = c->ev.len;
+        llama_put_probs(&c->ev, c->m, t, 0, 1);
+        /* the receipt joins each chunk's entries without brackets */
+        if (c->n_lp++) jbuf_puts(&c->lp, ", ");
+        jbuf_put(&c->lp, c->ev.p + s0 + 1, c->ev.len - s0 - 2);
+        jbuf_putc(&c->ev, '}');
+    }
+    jbuf_puts(&c->ev, "}]");
+    chunk_tail(c);
+    if (stop_now) {
+        jbuf_puts(&c->ev, ",\"timings\":");
+        llama_put_timings(&c->ev, g);
+    }
+    jbuf_putc(&c->ev, '}');
+    if (send_event(c) != 0) rc = -1;
+done:
+    jbuf_free(&delta);
+    return rc;
+}
+
+/* The engine's sink: a partial result (one token), as llama-server streams it. */
+static int on_token(void *ud, const engine_token *t, int stop_now, const engine_result *g)
+{
+    sctx *c = ud;
+    if (memchr(t->text, '\n', t->text_len)) c->has_new_line = 1;
+    if (!c->rq->stream) return serve_client_gone(c->req) ? -1 : 0;
+    jbuf_put(&c->raw, t->text, t->text_len);
+    return c->chat ? chat_partial(c, t, stop_now, g) : completion_partial(c, t, stop_now, g);
+}
+
+static int client_gone(void *ud) { return serve_client_gone(((sctx *)ud)->req); }
+
+static void exceed_ctx(serve_resp *resp, size_t n, size_t n_ctx)
+{
+    char msg[256], extra[128];
+    snprintf(msg, sizeof msg, "request (%zu tokens) exceeds the available context size (%zu tokens), try increasing it",
+             n, n_ctx);
+    snprintf(extra, sizeof extra, "\"n_prompt_tokens\":%zu,\"n_ctx\":%zu", n, n_ctx);
+    serve_reply_error(resp, 400, "exceed_context_size_error", msg, extra);
+}
+
+/* /completion's final result (the last event when streaming). */
+static void completion_final(sctx *c, const engine_result *g, const int32_t *ids, size_t n_ids)
+{
+    static const char *const st_names[] = {"none", "eos", "word", "limit"};
+    const engine_request *rq = c->rq;
+    char err[256];
+    jbuf out, d;
+    jbuf_init(&out);
+    jbuf_init(&d);
+    jbuf_puts(&out, "{\"index\":0,\"content\":");
+    if (rq->stream) jbuf_puts(&out, "\"\"");
+    else json_put_str(&out, g->text.p ? g->text.p : "", g->text.len);
+    jbuf_puts(&out, ",\"tokens\":[],\"id_slot\":0,\"stop\":true,\"model\":");
+    json_put_cstr(&out, c->model_name);
+    jbuf_printf(&out, ",\"tokens_predicted\":%zu,\"tokens_evaluated\":%zu,\"generation_settings\":", g->n_decoded,
+                g->n_prompt);
+    llama_put_gen_settings(&out, rq, rq->stream);
+    jbuf_puts(&out, ",\"prompt\":");
+    tok_detokenize(engine_model_vocab(c->m), ids, n_ids, 0, 1, &d, err, sizeof err);
+    json_put_str(&out, d.p ? d.p : "", d.len);
+    jbuf_printf(&out, ",\"has_new_line\":%s,\"truncated\":%s,\"stop_type\":\"%s\",\"stopping_word\":",
+                c->has_new_line ? "true" : "false", g->truncated ? "true" : "false", st_names[g->stop]);
+    if (g->stop == ENGINE_STOP_WORD) json_put_str(&out, rq->stops[g->stop_word], rq->stop_lens[g->stop_word]);
+    else jbuf_puts(&out, "\"\"");
+    jbuf_printf(&out, ",\"tokens_cached\":%zu,\"timings\":", engine_model_n_slot(c->m));
+    llama_put_timings(&out, g);
+    if (!rq->stream && rq->sp.n_probs > 0 && g->n_probs_out) {
+        jbuf_puts(&out, ",\"completion_probabilities\":");
+        llama_put_probs(&out, c->m, g->probs, 0, llama_probs_kept(c->m, rq, g));
+    }
+    jbuf_putc(&out, '}');
+    if (rq->stream) {
+        jbuf_reset(&c->ev);
+        jbuf_put(&c->ev, out.p, out.len);
+        send_event(c);
+    } else {
+        serve_reply_json(c->resp, 200, &out);
+    }
+    jbuf_free(&d);
+    jbuf_free(&out);
+}
+
+/* The chat answer, not streamed. */
+static void chat_final(sctx *c, const engine_result *g)
+{
+    const engine_request *rq = c->rq;
+    const char *content;
+    size_t cl, lp0 = 0, lp1 = 0;
+    jbuf out;
+    jbuf_init(&out);
+    engine_content(c->m, g->text.p ? g->text.p : "", g->text.len, &content, &cl);
+    if (!cl) {   /* an empty parse: llama-server answers the raw text */
+        content = g->text.p ? g->text.p : "";
+        cl = g->text.len;
+    }
+    jbuf_printf(&out, "{\"choices\":[{\"finish_reason\":\"%s\",\"index\":0,\"message\":{\"role\":\"assistant\","
+                      "\"content\":", engine_finish(g));
+    json_put_str(&out, content, cl);
+    jbuf_putc(&out, '}');
+    if (rq->sp.n_probs > 0 && g->n_probs_out) {
+        jbuf_puts(&out, ",\"logprobs\":{\"content\":");
+        lp0 = out.len;
+        llama_put_probs(&out, c->m, g->probs, 0, llama_probs_kept(c->m, rq, g));
+        lp1 = out.len;
+        jbuf_putc(&out, '}');
+    }
+    jbuf_printf(&out, "}],\"created\":%lld,\"model\":", c->created);
+    json_put_cstr(&out, c->model_name);
+    jbuf_puts(&out, ",\"system_fingerprint\":\"" LLAMA_FINGERPRINT "\",\"object\":\"chat.completion\",\"usage\":");
+    llama_put_usage(&out, g);
+    jbuf_printf(&out, ",\"id\":\"%s\",\"timings\":", c->id);
+    llama_put_timings(&out, g);
+    jbuf_puts(&out, ",\"bankml_receipt\":");
+    {
+        jbuf lpc;
+        jbuf_init(&lpc);
+        if (lp1 > lp0) jbuf_put(&lpc, out.p + lp0, lp1 - lp0);
+        engine_receipt(&out, c->m, g, c->req->body, c->req->body_len, serve_req_age_ms(c->req), content, cl,
+                       lpc.p ? lpc.p : "", lpc.len, lp1 > lp0);
+        jbuf_free(&lpc);
+    }
+    jbuf_putc(&out, '}');
+    serve_reply_json(c->resp, 200, &out);
+    jbuf_free(&out);
+}
+
+/* The chat stream's end: the final chunk, usage when asked, the receipt,
+ * [DONE]. */
+static void chat_stream_end(sctx *c, const engine_result *g)
+{
+    if (g->n_decoded == 0) {   /* nothing was generated: the role delta was never sent */
+        chunk_head(c);
+        jbuf_puts(&c->ev, "{\"role\":\"assistant\",\"content\":null}}]");
+        chunk_tail(c);
+        jbuf_putc(&c->ev, '}');
+        send_event(c);
+    }
+    jbuf_reset(&c->ev);
+    jbuf_printf(&c->ev, "{\"choices\":[{\"finish_reason\":\"%s\",\"index\":0,\"delta\":{}}]", engine_finish(g));
+    chunk_tail(c);
+    if (c->rq->include_usage) {
+        jbuf_putc(&c->ev, '}');
+        if (send_event(c) != 0) return;
+        jbuf_reset(&c->ev);
+        jbuf_puts(&c->ev, "{\"choices\":[]");
+        chunk_tail(c);
+        jbuf_puts(&c->ev, ",\"usage\":");
+        llama_put_usage(&c->ev, g);
+    }
+    jbuf_puts(&c->ev, ",\"timings\":");
+    llama_put_timings(&c->ev, g);
+    jbuf_putc(&c->ev, '}');
+    if (send_event(c) != 0) return;
+    jbuf_reset(&c->ev);
+    jbuf_puts(&c->ev, "{\"bankml_receipt\":");
+    {
+        jbuf lpa;
+        jbuf_init(&lpa);
+        jbuf_putc(&lpa, '[');
+        jbuf_put(&lpa, c->lp.p ? c->lp.p : "", c->lp.len);
+        jbuf_putc(&lpa, ']');
+        engine_receipt(&c->ev, c->m, g, c->req->body, c->req->body_len, serve_req_age_ms(c->req),
+                       c->sent.p ? c->sent.p : "", c->sent.len, lpa.p, lpa.len, c->rq->sp.n_probs > 0);
+        jbuf_free(&lpa);
+    }
+    jbuf_putc(&c->ev, '}');
+    if (send_event(c) != 0) return;
+    jbuf_reset(&c->ev);
+    jbuf_puts(&c->ev, "[DONE]");
+    send_event(c);
+}
+
+/* The prompt of a request: the conversation through the template, or
+ * /completion's prompt. 0, or -1 after answering. */
+static int prompt_of(engine_model *m, const llama_pre *pre, serve_resp *resp, int32_t **ids, size_t *n_ids)
+{
+    char err[1024];
+    int rc;
+    if (pre->chat) {
+        jbuf prompt;
+        jbuf_init(&prompt);
+        rc = engine_render(m, pre->messages, &prompt, err, sizeof err);
+        if (rc == 0) rc = engine_tokenize(m, prompt.p ? prompt.p : "", prompt.len, ids, n_ids, err, sizeof err);
+        jbuf_free(&prompt);
+    } else {
+        rc = llama_read_prompt(m, pre->prompt, ids, n_ids, err, sizeof err);
+    }
+    if (rc != 0) llama_reply_err(resp, 400, err);
+    return rc;
+}
+
+/* The completion in the slot, and its answer. */
+static void run(engine *e, engine_model *m, sctx *c, engine_request *rq, const int32_t *ids, size_t n_ids)
+{
+    engine_result g;
+    engine_error er = {0};
+    engine_sink sink = {on_token, client_gone, c};
+    if (engine_complete(e, m, rq, &sink, &g, &er) != 0) {
+        if (c->began) {
+            jbuf_reset(&c->ev);
+            jbuf_puts(&c->ev, "{\"error\":");
+            json_put_cstr(&c->ev, er.msg);
+            jbuf_putc(&c->ev, '}');
+            send_event(c);
+        } else {
+            llama_reply_err(c->resp, 500, er.msg);
+        }
+    } else if (!g.gone) {
+        if (!c->chat) completion_final(c, &g, ids, n_ids);
+        else if (!rq->stream) chat_final(c, &g);
+        else chat_stream_end(c, &g);
+    }
+    engine_result_free(&g);
+}
+
+/* /v1/chat/completions (chat = 1) and /completion (chat = 0). */
+static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, int chat)
+{
+    json_value *body = llama_parse_body(req, resp);
+    char err[1024];
+    int status;
+    llama_pre pre;
+    engine_request rq;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    engine_model *m;
+    if (!body) return;
+    engine_request_init(&rq);
+    if (body->type != JSON_OBJECT) {
+        llama_reply_err(resp, 400, chat ? "'messages' is required" : "[json.exception.out_of_range.403] key 'prompt' not found");
+        goto out;
+    }
+    if (llama_read_pre(body, chat, &pre, &status, err, sizeof err) != 0) {
+        llama_reply_err(resp, status, err);
+        goto out;
+    }
+    if (!(m = lock_model(api->e, body, resp))) goto out;
+    if (llama_read_request(m, body, &pre, &rq, err, sizeof err) != 0) {
+        llama_reply_err(resp, 400, err);
+    } else if (prompt_of(m, &pre, resp, &ids, &n_ids) == 0) {
+        engine_select(api->e, m, ids, n_ids);   /* llama-server: at slot selection, before the context check */
+        rq.selected = 1;
+        if (n_ids >= engine_model_n_ctx(m)) {
+            exceed_ctx(resp, n_ids, engine_model_n_ctx(m));
+        } else {
+            sctx c;
+            memset(&c, 0, sizeof c);
+            jbuf_init(&c.raw);
+            jbuf_init(&c.sent);
+            jbuf_init(&c.lp);
+            jbuf_init(&c.ev);
+            c.resp = resp;
+            c.req = req;
+            c.m = m;
+            c.rq = &rq;
+            c.chat = chat;
+            c.created = (long long)time(NULL);
+            memcpy(c.id, "chatcmpl-", 9);
+            random_id(c.id + 9, 33);
+            c.model_name = model_path(api->e, m);
+            rq.prompt = ids;
+            rq.n_prompt = n_ids;
+            run(api->e, m, &c, &rq, ids, n_ids);
+            jbuf_free(&c.raw);
+            jbuf_free(&c.sent);
+            jbuf_free(&c.lp);
+            jbuf_free(&c.ev);
+        }
+    }
+    engine_release(api->e, ENGINE_KEEP_DEFAULT);
+out:
+    engine_request_free(&rq);
+    free(ids);
+    json_free(body);
+}
+
+static void h_chat(serve_req *req, serve_resp *resp, void *ud) { handle_completion(ud, req, resp, 1); }
+static void h_completion(serve_req *req, serve_resp *resp, void *ud) { handle_completion(ud, req, resp, 0); }
+
+/* ------------------------------------------------------------------ the other routes */
+
+/* /tokenize's content: a string, or strings and ids mixed (tokenize_mixed;
+ * BOS only before a first element that is a string). 0, or -1 with err. */
+static int tokenize_content(const tok_vocab *v, const json_value *ct, int add_special, int parse_special,
+                            int32_t **ids, size_t *n, char *err, size_t errlen)
+{
+    if (ct->type == JSON_STRING) return tok_tokenize(v, ct->str, ct->len, add_special, parse_special, ids, n, err, errlen);
+    int bad = 0;
+    for (size_t i = 0; !bad && i < ct->n; i++) {
+        const json_value *it = ct->items[i];
+        int32_t *part = NULL, one;
+        size_t np = 0;
+        if (it->type == JSON_STRING) {
+            bad = tok_tokenize(v, it->str, it->len, i == 0 && add_special, parse_special, &part, &np, err, errlen);
+        } else {
+            one = llama_token_id(it);
+            part = &one;
+            np = 1;
+        }
+        int32_t *nn = bad ? NULL : realloc(*ids, (*n + np + 1) * sizeof *nn);
+        if (!bad && !nn) {
+            bk_err(err, errlen, "out of memory");
+            bad = -1;
+        }
+        if (nn) {
+            *ids = nn;
+            if (np) memcpy(*ids + *n, part, np * sizeof **ids);
+            *n += np;
+        }
+        if (part != &one) free(part);
+    }
+    return bad;
+}
+
+static void h_tokenize(serve_req *req, serve_resp *resp, void *ud)
+{
+    llama_api *api = ud;
+    json_value *body = llama_parse_body(req, resp);
+    char err[512];
+    int add_special = 0, parse_special = 1, pieces = 0;
+    if (!body) return;
+    const json_value *ct = json_get(body, "content");
+    /* content: absent (no tokens), a string, or strings and ids mixed;
+     * anything else is nlohmann's get<std::string> error */
+    for (size_t i = 0; ct && ct->type == JSON_ARRAY && i < ct->n; i++)
+        if (ct->items[i]->type != JSON_STRING && ct->items[i]->type != JSON_NUMBER &&
+            ct->items[i]->type != JSON_TRUE && ct->items[i]->type != JSON_FALSE) {
+            bk_err(err, sizeof err, "[json.exception.type_error.302] type must be number, but is %s",
+                   llama_jtype(ct->items[i]));
+            llama_reply_err(resp, 400, err);
+            json_free(body);
+            return;
+        }
+    if (ct && ct->type != JSON_STRING && ct->type != JSON_ARRAY) {
+        bk_err(err, sizeof err, "[json.exception.type_error.302] type must be string, but is %s", llama_jtype(ct));
+        llama_reply_err(resp, 400, err);
+        json_free(body);
+        return;
+    }
+    llama_field_bool(body, "add_special", &add_special, err, sizeof err);
+    llama_field_bool(body, "parse_special", &parse_special, err, sizeof err);
+    llama_field_bool(body, "with_pieces", &pieces, err, sizeof err);
+    engine_model *m = lock_model(api->e, NULL, resp);
+    if (!m) {
+        json_free(body);
+        return;
+    }
+    const tok_vocab *v = engine_model_vocab(m);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    jbuf out, pc;
+    jbuf_init(&out);
+    jbuf_init(&pc);
+    if (ct && tokenize_content(v, ct, add_special, parse_special, &ids, &n, err, sizeof err)) {
+        llama_reply_err(resp, 400, err);
+    } else {
+        jbuf_puts(&out, "{\"tokens\":[");
+        for (size_t i = 0; i < n; i++) {
+            if (i) jbuf_putc(&out, ',');
+            if (!pieces) {
+                jbuf_printf(&out, "%d", (int)ids[i]);
+                continue;
+            }
+            jbuf_reset(&pc);
+            tok_piece(v, ids[i], 1, &pc);
+            jbuf_printf(&out, "{\"id\":%d,\"piece\":", (int)ids[i]);
+            if (engine_utf8_complete(pc.p ? pc.p : "", pc.len) == pc.len) json_put_str(&out, pc.p ? pc.p : "", pc.len);
+            else llama_put_bytes(&out, pc.p, pc.len);
+            jbuf_putc(&out, '}');
+        }
+        jbuf_puts(&out, "]}");
+        serve_reply_json(resp, 200, &out);
+    }
+    engine_release(api->e, ENGINE_KEEP_DEFAULT);
+    free(ids);
+    jbuf_free(&out);
+    jbuf_free(&pc);
+    json_free(body);
+}
+
+static void h_detokenize(serve_req *req, serve_resp *resp, void *ud)
+{
+    llama_api *api = ud;
+    json_value *body = llama_parse_body(req, resp);
+    if (!body) return;
+    engine_model *m = lock_model(api->e, NULL, resp);
+    if (!m) {
+        json_free(body);
+        return;
+    }
+    const tok_vocab *v = engine_model_vocab(m);
+    jbuf text, out;
+    jbuf_init(&text);
+    jbuf_init(&out);
+    const json_value *t = json_get(body, "tokens");
+    /* tokens: get<llama_tokens>(), nlohmann's errors for another shape */
+    const json_value *badv = t && t->type != JSON_ARRAY ? t : NULL;
+    for (size_t i = 0; t && !badv && t->type == JSON_ARRAY && i < t->n; i++)
+        if (t->items[i]->type != JSON_NUMBER && t->items[i]->type != JSON_TRUE && t->items[i]->type != JSON_FALSE)
+            badv = t->items[i];
+    if (badv) {
+        char err[160];
+        bk_err(err, sizeof err, "[json.exception.type_error.302] type must be %s, but is %s",
+               badv == t ? "array" : "number", llama_jtype(badv));
+        llama_reply_err(resp, 400, err);
+        t = NULL;
+    }
+    for (size_t i = 0; t && t->type == JSON_ARRAY && i < t->n; i++) {
+        int32_t id = llama_token_id(t->items[i]);
+        if (id >= 0 && id < tok_n_tokens(v)) tok_piece(v, id, 1, &text);
+    }
+    if (!badv) {
+        jbuf_puts(&out, "{\"content\":");
+        json_put_str(&out, text.p ? text.p : "", text.len);
+        jbuf_putc(&out, '}');
+        serve_reply_json(resp, 200, &out);
+    }
+    engine_release(api->e, ENGINE_KEEP_DEFAULT);
+    jbuf_free(&text);
+    jbuf_free(&out);
+    json_free(body);
+}
+
+static void h_apply_template(serve_req *req, serve_resp *resp, void *ud)
+{
+    llama_api *api = ud;
+    json_value *body = llama_parse_body(req, resp);
+    char err[1024];
+    int st;
+    if (!body) return;
+    const json_value *msgs = json_get(body, "messages");
+    if (!msgs || msgs->type != JSON_ARRAY) {
+        llama_reply_err(resp, 400, msgs ? "Expected 'messages' to be an array" : "'messages' is required");
+        json_free(body);
+        return;
+    }
+    if (llama_check_messages(msgs, &st, err, sizeof err) != 0) {
+        llama_reply_err(resp, st, err);
+        json_free(body);
+        return;
+    }
+    engine_model *m = lock_model(api->e, body, resp);
+    if (!m) {
+        json_free(body);
+        return;
+    }
+    jbuf p, out;
+    jbuf_init(&p);
+    jbuf_init(&out);
+    if (engine_render(m, msgs, &p, err, sizeof err) != 0) {
+        llama_reply_err(resp, 400, err);
+    } else {
+        jbuf_puts(&out, "{\"prompt\":");
+        json_put_str(&out, p.p ? p.p : "", p.len);
+        jbuf_putc(&out, '}');
+        serve_reply_json(resp, 200, &out);
+    }
+    engine_release(api->e, ENGINE_KEEP_DEFAULT);
+    jbuf_free(&p);
+    jbuf_free(&out);
+    json_free(body);
+}
+
+static void h_health(serve_req *req, serve_resp *resp, void *ud)
+{
+    (void)req;
+    (void)ud;
+    serve_reply(resp, 200, SERVE_JSON, "{\"status\":\"ok\"}", 15);
+}
+
+static void h_props(serve_req *req, serve_resp *resp, void *ud)
+{
+    llama_api *api = ud;
+    (void)req;
+    engine_model *m = lock_model(api->e, NULL, resp);
+    if (!m) return;
+    engine_request rq;
+    jbuf out;
+    engine_request_init(&rq);
+    jbuf_init(&out);
+    if (sampler_params_copy(&rq.sp, engine_model_defaults(m)) != 0) {
+        llama_reply_err(resp, 500, "out of memory");
+    } else {
+        size_t tl;
+        const char *path = model_path(api->e, m), *tmpl = engine_model_template(m, &tl);
+        jbuf_puts(&out, "{\"default_generation_settings\":{\"params\":");
+        llama_put_gen_settings(&out, &rq, 0);
+        jbuf_printf(&out, ",\"n_ctx\":%zu},\"total_slots\":1,\"model_alias\":", engine_model_n_ctx(m));
+        json_put_cstr(&out, path);
+        jbuf_puts(&out, ",\"model_path\":");
+        json_put_cstr(&out, path);
+        jbuf_puts(&out, ",\"modalities\":{\"vision\":false,\"video\":false,\"audio\":false},\"endpoint_slots\":false,"
+                        "\"endpoint_props\":false,\"endpoint_metrics\":false,\"chat_template\":");
+        json_put_str(&out, tmpl, tl);
+        jbuf_puts(&out, ",\"bos_token\":");
+        json_put_cstr(&out, engine_model_bos(m));
+        jbuf_puts(&out, ",\"eos_token\":");
+        json_put_cstr(&out, engine_model_eos(m));
+        jbuf_printf(&out, ",\"n_ctx\":%zu,\"build_info\":\"bankML " BANKML_VERSION " native\"}", engine_model_n_ctx(m));
+        serve_reply_json(resp, 200, &out);
+    }
+    engine_release(api->e, ENGINE_KEEP_DEFAULT);
+    engine_request_free(&rq);
+    jbuf_free(&out);
+}
+
+static void h_models(serve_req *req, serve_resp *resp, void *ud)
+{
+    llama_api *api = ud;
+    engine_entry en;
+    jbuf out;
+    (void)req;
+    jbuf_init(&out);
+    jbuf_puts(&out, "{\"object\":\"list\",\"data\":[");
+    for (size_t i = 0; engine_entry_get(api->e, i, &en) == 0; i++) {
+        jbuf_puts(&out, i ? ",{\"id\":" : "{\"id\":");
+        json_put_cstr(&out, en.file);
+        jbuf_puts(&out, ",\"object\":\"model\",\"owned_by\":\"bankML\"}");
+    }
+    jbuf_puts(&out, "]}");
+    serve_reply_json(resp, 200, &out);
+    jbuf_free(&out);
+}
+
+/* Unknown routes: under /v1/ llama-server's own JSON 404 (OpenAI clients
+ * parse it); elsewhere a text line that lists every route. */
+static void h_not_found(serve_req *req, serve_resp *resp, void *ud)
+{
+    llama_api *api = ud;
+    if (!strncmp(req->path, "/v1/", 4)) {
+        static const char body[] = "{\"error\":{\"message\":\"File Not Found\",\"type\":\"not_found_error\",\"code\":404}}";
+        serve_reply(resp, 404, "application/json; charset=utf-8", body, sizeof body - 1);
+        return;
+    }
+    jbuf out;
+    jbuf_init(&out);
+    jbuf_puts(&out, "bankml serve: ");
+    serve_route_list(api->srv, &out);
+    jbuf_putc(&out, '\n');
+    serve_reply(resp, 404, "text/plain; charset=utf-8", out.p, out.len);
+    jbuf_free(&out);
+}
+
+llama_api *llama_api_register(serve_server *srv, engine *e)
+{
+    llama_api *api = calloc(1, sizeof *api);
+    if (!api) return NULL;
+    api->e = e;
+    api->srv = srv;
+    serve_route(srv, "GET", "/health", h_health, api, SERVE_PUBLIC);
+    serve_route(srv, "GET", "/v1/health", h_health, api, SERVE_PUBLIC);
+    serve_route(srv, "GET", "/props", h_props, api, 0);
+    serve_route(srv, "GET", "/v1/models", h_models, api, 0);
+    serve_route(srv, "GET", "/models", h_models, api, 0);
+    serve_route(srv, "POST", "/v1/chat/completions", h_chat, api, 0);
+    serve_route(srv, "POST", "/chat/completions", h_chat, api, 0);
+    serve_route(srv, "POST", "/completion", h_completion, api, 0);
+    serve_route(srv, "POST", "/completions", h_completion, api, 0);
+    serve_route(srv, "POST", "/tokenize", h_tokenize, api, 0);
+    serve_route(srv, "POST", "/detokenize", h_detokenize, api, 0);
+    serve_route(srv, "POST", "/apply-template", h_apply_template, api, 0);
+    serve_set_not_found(srv, h_not_found, api);
+    return api;
+}
+
+void llama_api_free(llama_api *api) { free(api); }

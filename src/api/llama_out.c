@@ -1,0 +1,192 @@
+/*
+ * llama_out.c -- llama-server b11669's answer shapes: timings, usage,
+ * probabilities and generation_settings, byte for byte. See llama_json.h.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "api/llama_json.h"
+
+void llama_put_timings(jbuf *b, const engine_result *g)
+{
+    double pms = g->t_prompt_last ? (double)(g->t_prompt_last - g->t_start) / 1000.0 : 0.0;
+    int64_t gus = g->t_gen_last ? (g->t_gen_last - g->t_prompt_last > 1 ? g->t_gen_last - g->t_prompt_last : 1) : 0;
+    double gms = (double)gus / 1000.0;
+    size_t steps = g->n_decoded > 0 ? g->n_decoded - 1 : 0;
+    jbuf_printf(b, "{\"cache_n\":%zu,\"prompt_n\":%zu,\"prompt_ms\":", g->n_cached, g->n_processed);
+    json_put_double(b, pms);
+    jbuf_puts(b, ",\"prompt_per_token_ms\":");
+    json_put_double(b, g->n_processed ? pms / (double)g->n_processed : 0.0);
+    jbuf_puts(b, ",\"prompt_per_second\":");
+    json_put_double(b, pms > 0 ? 1e3 / pms * (double)g->n_processed : 0.0);
+    jbuf_printf(b, ",\"predicted_n\":%zu,\"predicted_ms\":", g->n_decoded);
+    json_put_double(b, gms);
+    jbuf_puts(b, ",\"predicted_per_token_ms\":");
+    json_put_double(b, steps ? gms / (double)steps : 0.0);
+    jbuf_puts(b, ",\"predicted_per_second\":");
+    json_put_double(b, gms > 0 ? 1e3 / gms * (double)steps : 0.0);
+    jbuf_putc(b, '}');
+}
+
+void llama_put_usage(jbuf *b, const engine_result *g)
+{
+    jbuf_printf(b, "{\"completion_tokens\":%zu,\"prompt_tokens\":%zu,\"total_tokens\":%zu,"
+                   "\"prompt_tokens_details\":{\"cached_tokens\":%zu}}",
+                g->n_decoded, g->n_prompt, g->n_decoded + g->n_prompt, g->n_cached);
+}
+
+/* A token's text as llama-server prints it: cut at an incomplete UTF-8 end
+ * (validate_utf8), other bytes as they are. */
+static void put_tok_text(jbuf *b, const char *s, size_t n)
+{
+    json_put_str(b, s, engine_utf8_complete(s, n));
+}
+
+void llama_put_bytes(jbuf *b, const char *s, size_t n)
+{
+    jbuf_putc(b, '[');
+    for (size_t i = 0; i < n; i++) jbuf_printf(b, i ? ",%u" : "%u", (unsigned char)s[i]);
+    jbuf_putc(b, ']');
+}
+
+static void put_logprob(jbuf *b, float p)
+{
+    json_put_double(b, (double)(p == 0.0f ? -FLT_MAX : logf(p)));
+}
+
+/* probs_vector_to_json over tokens [a, z). */
+void llama_put_probs(jbuf *b, const engine_model *m, const engine_token *t, size_t a, size_t z)
+{
+    jbuf piece;
+    jbuf_init(&piece);
+    jbuf_putc(b, '[');
+    for (size_t i = a; i < z; i++) {
+        if (i > a) jbuf_putc(b, ',');
+        jbuf_printf(b, "{\"id\":%d,\"token\":", (int)t[i].tok);
+        put_tok_text(b, t[i].text, t[i].text_len);
+        jbuf_puts(b, ",\"bytes\":");
+        llama_put_bytes(b, t[i].text, t[i].text_len);
+        if (t[i].post) {
+            jbuf_puts(b, ",\"prob\":");
+            json_put_double(b, (double)t[i].p);
+            jbuf_puts(b, ",\"top_probs\":[");
+        } else {
+            jbuf_puts(b, ",\"logprob\":");
+            put_logprob(b, t[i].p);
+            jbuf_puts(b, ",\"top_logprobs\":[");
+        }
+        for (size_t k = 0; k < t[i].n_top; k++) {
+            jbuf_reset(&piece);
+            tok_piece(engine_model_vocab(m), t[i].top[k].id, 0, &piece);
+            const char *ps = piece.p ? piece.p : "";
+            jbuf_printf(b, "%s{\"id\":%d,\"token\":", k ? "," : "", (int)t[i].top[k].id);
+            put_tok_text(b, ps, piece.len);
+            jbuf_puts(b, ",\"bytes\":");
+            llama_put_bytes(b, ps, piece.len);
+            if (t[i].post) {
+                jbuf_puts(b, ",\"prob\":");
+                json_put_double(b, (double)t[i].top[k].p);
+            } else {
+                jbuf_puts(b, ",\"logprob\":");
+                put_logprob(b, t[i].top[k].p);
+            }
+            jbuf_putc(b, '}');
+        }
+        jbuf_puts(b, "]}");
+    }
+    jbuf_putc(b, ']');
+    jbuf_free(&piece);
+}
+
+/* The answer's message content as llama-server's chat parser gives it.
+ * Templates with a <think> block get a parser that trims the content's
+ * surrounding whitespace (a whitespace-only answer parses to nothing);
+ * the others are content-only. */
+static const char *sampler_name(int s)
+{
+    switch (s) {
+    case SMP_DRY: return "dry";
+    case SMP_TOP_K: return "top_k";
+    case SMP_TOP_P: return "top_p";
+    case SMP_MIN_P: return "min_p";
+    case SMP_TYPICAL_P: return "typ_p";
+    case SMP_TEMPERATURE: return "temperature";
+    case SMP_XTC: return "xtc";
+    case SMP_INFILL: return "infill";
+    case SMP_PENALTIES: return "penalties";
+    case SMP_TOP_N_SIGMA: return "top_n_sigma";
+    default: return "adaptive_p";
+    }
+}
+
+static void putf(jbuf *b, const char *key, float v)
+{
+    jbuf_printf(b, ",\"%s\":", key);
+    json_put_double(b, (double)v);
+}
+
+/* task_params::to_json as /completion prints generation_settings. */
+void llama_put_gen_settings(jbuf *b, const engine_request *g, int stream)
+{
+    const sampler_params *p = &g->sp;
+    jbuf_printf(b, "{\"seed\":%u", p->seed);
+    putf(b, "temperature", p->temp);
+    putf(b, "dynatemp_range", p->dynatemp_range);
+    putf(b, "dynatemp_exponent", p->dynatemp_exponent);
+    jbuf_printf(b, ",\"top_k\":%d", (int)p->top_k);
+    putf(b, "top_p", p->top_p);
+    putf(b, "min_p", p->min_p);
+    putf(b, "top_n_sigma", p->top_n_sigma);
+    putf(b, "xtc_probability", p->xtc_probability);
+    putf(b, "xtc_threshold", p->xtc_threshold);
+    putf(b, "typical_p", p->typ_p);
+    jbuf_printf(b, ",\"repeat_last_n\":%d", (int)p->penalty_last_n);
+    putf(b, "repeat_penalty", p->penalty_repeat);
+    putf(b, "presence_penalty", p->penalty_present);
+    putf(b, "frequency_penalty", p->penalty_freq);
+    putf(b, "dry_multiplier", p->dry_multiplier);
+    putf(b, "dry_base", p->dry_base);
+    jbuf_printf(b, ",\"dry_allowed_length\":%d,\"dry_penalty_last_n\":%d,\"dry_sequence_breakers\":[",
+                (int)p->dry_allowed_length, (int)p->dry_penalty_last_n);
+    for (size_t i = 0; i < p->n_dry_breakers; i++) {
+        if (i) jbuf_putc(b, ',');
+        json_put_str(b, p->dry_breakers[i], p->dry_breaker_lens[i]);
+    }
+    jbuf_printf(b, "],\"mirostat\":%d", (int)p->mirostat);
+    putf(b, "mirostat_tau", p->mirostat_tau);
+    putf(b, "mirostat_eta", p->mirostat_eta);
+    putf(b, "adaptive_target", p->adaptive_target);
+    putf(b, "adaptive_decay", p->adaptive_decay);
+    jbuf_puts(b, ",\"stop\":[");
+    for (size_t i = 0; i < g->n_stops; i++) {
+        if (i) jbuf_putc(b, ',');
+        json_put_str(b, g->stops[i], g->stop_lens[i]);
+    }
+    jbuf_printf(b, "],\"max_tokens\":%d,\"n_predict\":%d,\"n_keep\":0,\"n_discard\":0,\"ignore_eos\":false,"
+                   "\"stream\":%s,\"logit_bias\":[],\"n_probs\":%d,\"min_keep\":%d,\"grammar\":\"\","
+                   "\"grammar_lazy\":false,\"grammar_triggers\":[],\"preserved_tokens\":[],"
+                   "\"chat_format\":\"Content-only\",\"reasoning_format\":\"deepseek\",\"reasoning_in_content\":false,"
+                   "\"generation_prompt\":\"\",\"samplers\":[",
+                (int)g->n_predict, (int)g->n_predict, stream ? "true" : "false", (int)p->n_probs, (int)p->min_keep);
+    for (size_t i = 0; i < p->n_order; i++) jbuf_printf(b, "%s\"%s\"", i ? "," : "", sampler_name(p->order[i]));
+    jbuf_printf(b, "],\"speculative.types\":\"none\",\"timings_per_token\":false,\"post_sampling_probs\":%s,"
+                   "\"backend_sampling\":false,\"lora\":[]}",
+                p->post_sampling_probs ? "true" : "false");
+}
+
+
+size_t llama_probs_kept(const engine_model *m, const engine_request *rq, const engine_result *r)
+{
+    size_t keep = r->n_probs_out;
+    if (r->stop == ENGINE_STOP_WORD) {
+        int32_t *sw = NULL;
+        size_t nsw = 0;
+        char err[128];
+        tok_tokenize(engine_model_vocab(m), rq->stops[r->stop_word], rq->stop_lens[r->stop_word], 0, 0, &sw, &nsw,
+                     err, sizeof err);
+        keep -= nsw < keep ? nsw : keep;
+        free(sw);
+    }
+    return keep;
+}

@@ -1,0 +1,407 @@
+/*
+ * llama_req.c -- every field of a llama-server request, read in one place
+ * with llama-server b11669's rules and nlohmann's errors. See llama_json.h.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "api/llama_json.h"
+
+int llama_reply_err(serve_resp *resp, int code, const char *msg)
+{
+    return serve_reply_error(resp, code, NULL, msg, NULL);
+}
+
+/* The request's JSON, or NULL after answering 400: first as llama-server's
+ * nlohmann parser would take it (its exact error text; a byte order mark
+ * skipped), then json.c's tree (whose own refusal remains for what only it
+ * refuses, such as nesting past JSON_MAX_DEPTH). */
+json_value *llama_parse_body(serve_req *req, serve_resp *resp)
+{
+    char err[512];
+    const char *text = req->body ? req->body : "";
+    size_t a = 0, z = req->body_len;
+    jbuf why;
+    jbuf_init(&why);
+    int rc = serve_llama_json_check(text, req->body_len, &why, &a, &z);
+    if (rc == 1) {
+        llama_reply_err(resp, 400, why.oom ? "invalid JSON" : why.p);
+        jbuf_free(&why);
+        return NULL;
+    }
+    jbuf_free(&why);
+    if (rc != 0) {
+        a = 0;
+        z = req->body_len;
+    }
+    json_value *doc = json_parse(text + a, z - a, err, sizeof err);
+    if (!doc) llama_reply_err(resp, 400, err);
+    return doc;
+}
+
+const char *llama_jtype(const json_value *v)
+{
+    switch (v->type) {
+    case JSON_NULL: return "null";
+    case JSON_FALSE: case JSON_TRUE: return "boolean";
+    case JSON_NUMBER: return "number";
+    case JSON_STRING: return "string";
+    case JSON_ARRAY: return "array";
+    default: return "object";
+    }
+}
+
+/* field_bool of llama-server's schema: null is absent. */
+int llama_field_bool(const json_value *o, const char *name, int *val, char *err, size_t errlen)
+{
+    const json_value *v = json_get(o, name);
+    if (!v || v->type == JSON_NULL) return 0;
+    if (v->type != JSON_TRUE && v->type != JSON_FALSE) {
+        bk_err(err, errlen, "Field '%s': [json.exception.type_error.302] type must be boolean, but is %s", name,
+                llama_jtype(v));
+        return -1;
+    }
+    *val = v->type == JSON_TRUE;
+    return 0;
+}
+
+/* A field_num<int32_t> of llama-server's schema with hard limits: the first
+ * present (non-null) name of names[] is read as nlohmann's get<int32_t>
+ * reads it (booleans as 0/1, fractions truncated, other integers wrapped),
+ * then refused outside [lo, hi] with llama-server's message. */
+static int field_i32(const json_value *o, const char *const *names, int n_names, int32_t lo, int32_t hi,
+                     int32_t *val, char *err, size_t errlen)
+{
+    for (int k = 0; k < n_names; k++) {
+        const json_value *v = json_get(o, names[k]);
+        if (!v || v->type == JSON_NULL) continue;
+        int64_t x;
+        if (v->type == JSON_TRUE || v->type == JSON_FALSE) {
+            x = v->type == JSON_TRUE;
+        } else if (v->type != JSON_NUMBER) {
+            bk_err(err, errlen, "Field '%s': [json.exception.type_error.302] type must be number, but is %s",
+                    names[k], llama_jtype(v));
+            return -1;
+        } else if (!json_as_i64(v, &x)) {
+            double d = strtod(v->str, NULL);
+            x = d > -2147483649.0 && d < 2147483648.0 ? (int64_t)d : INT32_MIN;
+        } else if (x < INT32_MIN || x > INT32_MAX) {
+            x = (int32_t)(uint32_t)(uint64_t)x;
+        }
+        if (x < lo || x > hi) {
+            bk_err(err, errlen, "Field '%s': Value must be between %d <= value <= %d, but got %d", names[k],
+                    (int)lo, (int)hi, (int)x);
+            return -1;
+        }
+        *val = (int32_t)x;
+        return 0;
+    }
+    return 0;
+}
+
+/* n_predict with its aliases and hard limits [-1, INT32_MAX]. */
+static int field_n_predict(const json_value *o, int32_t *val, char *err, size_t errlen)
+{
+    static const char *const names[] = {"n_predict", "max_completion_tokens", "max_tokens"};
+    return field_i32(o, names, 3, -1, INT32_MAX, val, err, errlen);
+}
+
+/* n_cmpl (alias n): completions per prompt, at most the slot count, which
+ * is one here, as llama-server -np 1 limits it. */
+static int field_n_cmpl(const json_value *o, char *err, size_t errlen)
+{
+    static const char *const names[] = {"n_cmpl", "n"};
+    int32_t n = 1;
+    return field_i32(o, names, 2, 1, 1, &n, err, errlen);
+}
+
+/* v as nlohmann::ordered_json's dump() prints it, which llama-server puts
+ * in some of its error messages: no spaces, members in their order,
+ * integers as written, other numbers as its doubles, strings with
+ * \b \f \n \r \t and \u00xx for the other control bytes. */
+static void put_nl_dump(jbuf *b, const json_value *v)
+{
+    switch (v->type) {
+    case JSON_NULL: jbuf_puts(b, "null"); return;
+    case JSON_FALSE: jbuf_puts(b, "false"); return;
+    case JSON_TRUE: jbuf_puts(b, "true"); return;
+    case JSON_NUMBER: {
+        int64_t x;
+        /* nlohmann keeps a literal without '.', 'e' or 'E' as an integer
+         * when it fits (uint64 for positive values), else a double */
+        if (!strpbrk(v->str, ".eE")) {
+            if (json_as_i64(v, &x)) {
+                jbuf_printf(b, "%lld", (long long)x);
+                return;
+            }
+            if (v->str[0] != '-') {
+                errno = 0;
+                unsigned long long u = strtoull(v->str, NULL, 10);
+                if (errno == 0) {
+                    jbuf_printf(b, "%llu", u);
+                    return;
+                }
+            }
+        }
+        json_put_double(b, strtod(v->str, NULL));
+        return;
+    }
+    case JSON_STRING:
+        jbuf_putc(b, '"');
+        for (size_t i = 0; i < v->len; i++) {
+            unsigned char c = (unsigned char)v->str[i];
+            switch (c) {
+            case '"': jbuf_puts(b, "\\\""); break;
+            case '\\': jbuf_puts(b, "\\\\"); break;
+            case '\b': jbuf_puts(b, "\\b"); break;
+            case '\f': jbuf_puts(b, "\\f"); break;
+            case '\n': jbuf_puts(b, "\\n"); break;
+            case '\r': jbuf_puts(b, "\\r"); break;
+            case '\t': jbuf_puts(b, "\\t"); break;
+            default:
+                if (c < 0x20) jbuf_printf(b, "\\u%04x", c);
+                else jbuf_putc(b, (char)c);
+            }
+        }
+        jbuf_putc(b, '"');
+        return;
+    case JSON_ARRAY:
+        jbuf_putc(b, '[');
+        for (size_t i = 0; i < v->n; i++) {
+            if (i) jbuf_putc(b, ',');
+            put_nl_dump(b, v->items[i]);
+        }
+        jbuf_putc(b, ']');
+        return;
+    case JSON_OBJECT:
+        jbuf_putc(b, '{');
+        for (size_t i = 0; i < v->n; i++) {
+            json_value k = {.type = JSON_STRING, .str = v->keys[i], .len = v->key_lens[i]};
+            if (i) jbuf_putc(b, ',');
+            put_nl_dump(b, &k);
+            jbuf_putc(b, ':');
+            put_nl_dump(b, v->items[i]);
+        }
+        jbuf_putc(b, '}');
+        return;
+    }
+}
+
+static int jis(const json_value *v, const char *s)
+{
+    return v && v->type == JSON_STRING && v->len == strlen(s) && !memcmp(v->str, s, v->len);
+}
+
+/* The checks llama-server makes on `messages` before any template runs
+ * (oaicompat_chat_params_parse, then common_chat_msgs_parse_oaicompat), in
+ * its order and with its words, so a malformed conversation gets the same
+ * status and body: 400 for its invalid_argument, 500 for the ones it wraps
+ * in "Failed to parse messages: ". 0 when llama-server would go on (the
+ * template may still refuse what bankml cannot render). msgs is an array. */
+int llama_check_messages(const json_value *msgs, int *status, char *err, size_t errlen)
+{
+    *status = 400;
+    for (size_t i = 0; i < msgs->n; i++) {
+        const json_value *m = msgs->items[i];
+        const json_value *role = json_get(m, "role"), *content = json_get(m, "content");
+        /* json_value(msg, "role", ""): a role of another type reads as "" */
+        if (!jis(role, "assistant") && !content) {
+            bk_err(err, errlen, "All non-assistant messages must contain 'content'");
+            return -1;
+        }
+        if (jis(role, "assistant") && !content) {
+            if (json_get(m, "tool_calls")) continue;
+            bk_err(err, errlen, "Assistant message must contain either 'content' or 'tool_calls'!");
+            return -1;
+        }
+        if (content->type == JSON_STRING || content->type == JSON_NULL) continue;
+        if (content->type != JSON_ARRAY) {
+            bk_err(err, errlen, "Expected 'content' to be a string or an array");
+            return -1;
+        }
+        for (size_t k = 0; k < content->n; k++) {
+            const json_value *ty = json_get(content->items[k], "type");
+            static const char *const media[][2] = {{"image_url", "image"}, {"input_audio", "audio"},
+                                                   {"input_video", "video"}, {"video_url", "video"}};
+            for (size_t j = 0; j < sizeof media / sizeof media[0]; j++)
+                if (jis(ty, media[j][0])) {
+                    *status = 500;
+                    bk_err(err, errlen, "%s input is not supported - hint: if this is unexpected, you may need "
+                                         "to provide the mmproj", media[j][1]);
+                    return -1;
+                }
+            if (!jis(ty, "text")) {
+                bk_err(err, errlen, "unsupported content[].type");
+                return -1;
+            }
+        }
+    }
+    /* common_chat_msgs_parse_oaicompat: every failure is a 500 */
+    *status = 500;
+    for (size_t i = 0; i < msgs->n; i++) {
+        const json_value *m = msgs->items[i], *role = json_get(m, "role"), *content = json_get(m, "content");
+        if (!role) {
+            jbuf d;
+            jbuf_init(&d);
+            put_nl_dump(&d, m);
+            bk_err(err, errlen, "Failed to parse messages: Missing 'role' in message: %s", d.p ? d.p : "");
+            jbuf_free(&d);
+            return -1;
+        }
+        if (role->type != JSON_STRING) {
+            bk_err(err, errlen, "Failed to parse messages: [json.exception.type_error.302] type must be string, "
+                                 "but is %s", llama_jtype(role));
+            return -1;
+        }
+        for (size_t k = 0; content && content->type == JSON_ARRAY && k < content->n; k++) {
+            const json_value *t = json_get(content->items[k], "text");
+            if (!t) {
+                bk_err(err, errlen, "Failed to parse messages: [json.exception.out_of_range.403] key 'text' "
+                                     "not found");
+                return -1;
+            }
+            if (t->type != JSON_STRING) {
+                bk_err(err, errlen, "Failed to parse messages: [json.exception.type_error.302] type must be "
+                                     "string, but is %s", llama_jtype(t));
+                return -1;
+            }
+        }
+        static const char *const strs[] = {"reasoning_content", "name", "tool_call_id"};
+        for (size_t j = 0; j < 3; j++) {
+            const json_value *v = json_get(m, strs[j]);
+            if (v && v->type != JSON_STRING) {
+                bk_err(err, errlen, "Failed to parse messages: [json.exception.type_error.302] type must be "
+                                     "string, but is %s", llama_jtype(v));
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* A token id as nlohmann's get<llama_token>() reads a number or a boolean
+ * (fractions truncated, wider integers cut to 32 bits); v is one of those. */
+int32_t llama_token_id(const json_value *v)
+{
+    int64_t x;
+    if (v->type != JSON_NUMBER) return v->type == JSON_TRUE;
+    if (json_as_i64(v, &x)) return (int32_t)(uint32_t)(uint64_t)x;
+    double d = strtod(v->str, NULL);
+    return d > -2147483649.0 && d < 2147483648.0 ? (int32_t)d : INT32_MIN;
+}
+
+int llama_read_pre(const json_value *body, int chat, llama_pre *pre, int *status, char *err, size_t errlen)
+{
+    memset(pre, 0, sizeof *pre);
+    pre->chat = chat;
+    *status = 400;
+    pre->messages = json_get(body, "messages");
+    pre->prompt = json_get(body, "prompt");
+    if (chat && !pre->messages) {
+        bk_err(err, errlen, "'messages' is required");
+        return -1;
+    }
+    if (chat && pre->messages->type != JSON_ARRAY) {
+        bk_err(err, errlen, "Expected 'messages' to be an array");
+        return -1;
+    }
+    if (!chat && !pre->prompt) {
+        bk_err(err, errlen, "[json.exception.out_of_range.403] key 'prompt' not found");
+        return -1;
+    }
+    if (chat && llama_check_messages(pre->messages, status, err, errlen) != 0) return -1;
+    *status = 400;
+    if (chat && sampler_oai_logprobs(body, &pre->logprobs_n, &pre->logprobs_set, err, errlen) != 0) return -1;
+    return 0;
+}
+
+/* stop: a string, or an array of strings (anything else: none, as
+ * json_value's default). */
+static void read_stops(const json_value *st, engine_request *rq)
+{
+    if (st && st->type == JSON_STRING && st->len) {
+        rq->stops[0] = st->str;
+        rq->stop_lens[0] = st->len;
+        rq->n_stops = 1;
+    } else if (st && st->type == JSON_ARRAY) {
+        int all = 1;
+        for (size_t i = 0; i < st->n; i++) all &= st->items[i]->type == JSON_STRING;
+        for (size_t i = 0; all && i < st->n && rq->n_stops < ENGINE_MAX_STOPS; i++)
+            if (st->items[i]->len) {
+                rq->stops[rq->n_stops] = st->items[i]->str;
+                rq->stop_lens[rq->n_stops++] = st->items[i]->len;
+            }
+    }
+}
+
+int llama_read_request(const engine_model *m, const json_value *body, const llama_pre *pre, engine_request *rq,
+                       char *err, size_t errlen)
+{
+    const json_value *so = json_get(body, "stream_options");
+    if (llama_field_bool(body, "stream", &rq->stream, err, errlen)) return -1;
+    if (so && so->type == JSON_OBJECT && llama_field_bool(so, "include_usage", &rq->include_usage, err, errlen))
+        return -1;
+    if (llama_field_bool(body, "cache_prompt", &rq->cache_prompt, err, errlen)) return -1;
+    if (field_n_predict(body, &rq->n_predict, err, errlen)) return -1;
+    if (field_n_cmpl(body, err, errlen)) return -1;
+    sampler_params_free(&rq->sp);
+    if (sampler_resolve(&rq->sp, engine_model_defaults(m), body, err, errlen) != 0) return -1;
+    if (pre && pre->logprobs_set) rq->sp.n_probs = pre->logprobs_n;
+    read_stops(json_get(body, "stop"), rq);
+    return 0;
+}
+
+/* Appends ids[0..n) to *out. 0, or -1 out of memory. */
+static int append_ids(int32_t **out, size_t *n_out, const int32_t *ids, size_t n)
+{
+    int32_t *nn = realloc(*out, (*n_out + n + 1) * sizeof *nn);
+    if (!nn) return -1;
+    *out = nn;
+    if (n) memcpy(nn + *n_out, ids, n * sizeof *ids);
+    *n_out += n;
+    return 0;
+}
+
+int llama_read_prompt(const engine_model *m, const json_value *pr, int32_t **ids, size_t *n, char *err,
+                      size_t errlen)
+{
+    const tok_vocab *v = engine_model_vocab(m);
+    *ids = NULL;
+    *n = 0;
+    if (pr->type == JSON_STRING) return engine_tokenize(m, pr->str, pr->len, ids, n, err, errlen);
+    /* a list of ids, or of strings and ids mixed */
+    int ok = pr->type == JSON_ARRAY;
+    for (size_t i = 0; ok && i < pr->n; i++) {
+        const json_value *it = pr->items[i];
+        int64_t id;
+        if (it->type == JSON_STRING) {
+            int32_t *part = NULL;
+            size_t np = 0;
+            if (tok_tokenize(v, it->str, it->len, i == 0, 1, &part, &np, err, errlen) != 0) {
+                ok = 0;
+                break;
+            }
+            ok = append_ids(ids, n, part, np) == 0;
+            free(part);
+        } else if (json_as_i64(it, &id)) {
+            if (id < 0 || id >= tok_n_tokens(v)) {
+                bk_err(err, errlen, "Prompt contains invalid tokens");
+                return -1;
+            }
+            int32_t one = (int32_t)id;
+            ok = append_ids(ids, n, &one, 1) == 0;
+        } else {
+            ok = 0;
+        }
+    }
+    if (!ok) {
+        bk_err(err, errlen, "\"prompt\" elements must be a string, a list of tokens, a JSON object containing a "
+                            "prompt string, or a list of mixed strings & tokens.");
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,327 @@
+/*
+ * status.c -- bankML's own routes about the server: /bankml (what is
+ * verified and resident), /metrics (llama-server's --metrics names),
+ * /bankml/metrics (the last completions), /bankml/usage (/proc and RAPL)
+ * and the page at /. See status.h.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "api/llama_json.h"
+#include "api/status.h"
+#include "base/base.h"
+
+struct status_api {
+    engine *e;
+    const char *upstream;
+};
+
+static void h_bankml(serve_req *req, serve_resp *resp, void *ud)
+{
+    status_api *api = ud;
+    engine_status_info st;
+    engine_entry en;
+    jbuf out;
+    (void)req;
+    jbuf_init(&out);
+    engine_status_get(api->e, &st);
+    jbuf_puts(&out, "{\"verified\":");
+    jbuf_puts(&out, st.verified_json ? st.verified_json : "null");
+    jbuf_puts(&out, ",\"model\":");
+    if (st.resident >= 0 && engine_entry_get(api->e, (size_t)st.resident, &en) == 0) json_put_cstr(&out, en.path);
+    else if (st.verified_json && engine_entry_get(api->e, engine_default(api->e), &en) == 0) json_put_cstr(&out, en.path);
+    else jbuf_puts(&out, "null");
+    jbuf_puts(&out, ",\"upstream\":");
+    json_put_cstr(&out, api->upstream);
+    jbuf_puts(&out, ",\"engine\":\"" ENGINE_NAME "\",\"hashed_at\":");
+    if (st.hashed_at) jbuf_printf(&out, "%lld", (long long)st.hashed_at);
+    else jbuf_puts(&out, "null");
+    jbuf_puts(&out, ",\"resident\":");
+    if (st.resident >= 0 && engine_entry_get(api->e, (size_t)st.resident, &en) == 0) json_put_cstr(&out, en.name);
+    else jbuf_puts(&out, "null");
+    jbuf_puts(&out, ",\"models\":[");
+    for (size_t i = 0; engine_entry_get(api->e, i, &en) == 0; i++) {
+        if (i) jbuf_putc(&out, ',');
+        json_put_cstr(&out, en.name);
+    }
+    jbuf_puts(&out, "]}");
+    free(st.verified_json);
+    serve_reply_json(resp, 200, &out);
+    jbuf_free(&out);
+}
+
+/* GET /metrics: llama-server's --metrics text, the same names, HELP and
+ * TYPE lines in its order; values printed as its ostream prints doubles
+ * (%g). The gauges cover the time since the previous scrape, as there. */
+static void h_metrics(serve_req *req, serve_resp *resp, void *ud)
+{
+    (void)req;
+    static const struct { const char *name, *help; } cn[] = {
+        {"prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens"},
+        {"prompt_tokens_cached_total", "Number of prompt tokens reused from the cache"},
+        {"prompt_seconds_total", "Total time spent processing prompts"},
+        {"tokens_predicted_total", "Number of generation tokens processed"},
+        {"tokens_predicted_seconds_total", "Total time spent generating tokens"},
+        {"n_decode_total", "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding"},
+        {"n_tokens_max", "Largest observed sequence length (prompt + generation)"},
+        {"spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated"},
+        {"spec_decode_num_accepted_tokens_total", "Speculative: Total draft tokens accepted by the target model"},
+        {"spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps"},
+        {"prompt_tokens_seconds", "Average prompt throughput in tokens/s"},
+        {"predicted_tokens_seconds", "Average generation throughput in tokens/s"},
+        {"requests_processing", "Number of requests processing"},
+        {"requests_deferred", "Number of requests deferred"},
+        {"n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call"},
+    };
+    double v[15];
+    char start[32];
+    engine_metrics *met = malloc(sizeof *met);
+    if (!met) {
+        llama_reply_err(resp, 500, "out of memory");
+        return;
+    }
+    engine_metrics_get(((status_api *)ud)->e, met, 1);
+    v[0] = (double)met->prompt.count;
+    v[1] = (double)met->cached;
+    v[2] = (double)met->prompt.us / 1e6;
+    v[3] = (double)met->predict.count;
+    v[4] = (double)met->predict.us / 1e6;
+    v[5] = (double)met->n_decode;
+    v[6] = (double)met->n_tokens_max;
+    v[7] = v[8] = v[9] = 0;
+    v[10] = engine_bucket_rate(&met->prompt_win);
+    v[11] = engine_bucket_rate(&met->predict_win);
+    v[12] = met->processing;
+    v[13] = met->deferred;
+    v[14] = (double)met->n_busy / (met->n_decode > 1 ? (double)met->n_decode : 1.0);
+    snprintf(start, sizeof start, "%lld", (long long)met->t_start);
+    free(met);
+    jbuf out;
+    jbuf_init(&out);
+    for (size_t i = 0; i < 15; i++)
+        jbuf_printf(&out, "# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %g\n", cn[i].name, cn[i].help,
+                    cn[i].name, i < 10 ? "counter" : "gauge", cn[i].name, v[i]);
+    serve_resp_header(resp, "Process-Start-Time-Unix", start);
+    serve_reply(resp, 200, "text/plain; version=0.0.4", out.p ? out.p : "", out.len);
+    jbuf_free(&out);
+}
+
+static void put_ms(jbuf *b, const char *key, double ms)
+{
+    jbuf_printf(b, ",\"%s\":", key);
+    if (ms < 0) jbuf_puts(b, "null");
+    else json_put_double(b, ms);
+}
+
+/* GET /bankml/metrics: the last ENGINE_KEEP_RECORDS completions, oldest
+ * first, with totals since start. Energy is not measured here (null). */
+static void h_bankml_metrics(serve_req *req, serve_resp *resp, void *ud)
+{
+    (void)req;
+    engine_metrics *met = malloc(sizeof *met);
+    jbuf out;
+    if (!met) {
+        llama_reply_err(resp, 500, "out of memory");
+        return;
+    }
+    engine_metrics_get(((status_api *)ud)->e, met, 0);
+    jbuf_init(&out);
+    jbuf_printf(&out, "{\"kept\":%zu,\"keep\":%d,\"prompt_tokens\":%llu,\"completion_tokens\":%llu,"
+                      "\"energy_j\":null,\"joules_per_token\":null,\"records\":[",
+                met->n_rec, ENGINE_KEEP_RECORDS, (unsigned long long)met->tot_prompt,
+                (unsigned long long)met->tot_completion);
+    for (size_t k = 0; k < met->n_rec; k++) {
+        const engine_record *r = &met->ring[k];
+        if (k) jbuf_putc(&out, ',');
+        jbuf_printf(&out, "{\"at\":%lld,\"model\":", (long long)r->at);
+        json_put_cstr(&out, r->model);
+        jbuf_printf(&out, ",\"prompt_tokens\":%zu,\"cached_tokens\":%zu,\"completion_tokens\":%zu", r->prompt,
+                    r->cached, r->completion);
+        put_ms(&out, "prompt_ms", r->prompt_ms);
+        put_ms(&out, "ttft_ms", r->ttft_ms);
+        put_ms(&out, "eval_ms", r->eval_ms);
+        jbuf_printf(&out, ",\"finish\":\"%s\",\"grammar_ms\":null,\"resampled\":null,\"energy_j\":null", r->finish);
+        put_ms(&out, "prompt_tps", r->prompt_ms > 0 ? (double)(r->prompt - r->cached) / r->prompt_ms * 1e3 : -1);
+        put_ms(&out, "eval_tps", r->eval_ms > 0 && r->completion > 1 ? (double)(r->completion - 1) / r->eval_ms * 1e3
+                                                                     : -1);
+        jbuf_puts(&out, ",\"joules_per_token\":null}");
+    }
+    jbuf_puts(&out, "]}");
+    free(met);
+    serve_reply_json(resp, 200, &out);
+    jbuf_free(&out);
+}
+
+/* ---- /bankml/usage: the machine and this process, from /proc ---- */
+
+static long long meminfo_kb(const char *text, const char *key)
+{
+    const char *p = strstr(text, key);
+    return p ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
+/* utime + stime in ticks and the resident pages of this process. */
+static int self_stat(unsigned long long *ticks, long long *rss_pages)
+{
+    char buf[2048];
+    size_t len;
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (!f) return -1;
+    len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = 0;
+    const char *p = strrchr(buf, ')');   /* the name may hold spaces */
+    unsigned long long ut = 0, st = 0;
+    long long rss = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d %*u %*u %lld",
+                     &ut, &st, &rss) != 3)
+        return -1;
+    *ticks = ut + st;
+    *rss_pages = rss;
+    return 0;
+}
+
+static long long rapl_uj(void)
+{
+    FILE *f = fopen("/sys/class/powercap/intel-rapl:0/energy_uj", "r");
+    long long v = -1;
+    if (!f) return -1;
+    if (fscanf(f, "%lld", &v) != 1) v = -1;
+    fclose(f);
+    return v;
+}
+
+static struct {
+    pthread_mutex_t mu;
+    int64_t at_us;             /* when the cached answer was taken */
+    char *json;
+} usage = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* §2.3: sampled over 250 ms, the answer cached for up to 1 s so that a
+ * polling UI does not keep a core busy measuring. */
+static void h_bankml_usage(serve_req *req, serve_resp *resp, void *ud)
+{
+    (void)req;
+    (void)ud;
+    pthread_mutex_lock(&usage.mu);
+    if (!usage.json || bk_mono_us() - usage.at_us > 1000000) {
+        unsigned long long t0 = 0, t1 = 0;
+        long long rss = 0, e0 = rapl_uj(), e1;
+        int64_t w0 = bk_mono_us();
+        self_stat(&t0, &rss);
+        usleep(250000);
+        int64_t w1 = bk_mono_us();
+        self_stat(&t1, &rss);
+        e1 = rapl_uj();
+        long hz = sysconf(_SC_CLK_TCK);
+        double secs = (double)(w1 - w0) / 1e6;
+        double cpu = hz > 0 && secs > 0 ? (double)(t1 - t0) / (double)hz / secs * 100.0 : 0.0;
+        long long rss_b = rss * (long long)sysconf(_SC_PAGESIZE);
+        char mi[8192] = "";
+        FILE *f = fopen("/proc/meminfo", "r");
+        if (f) {
+            size_t n = fread(mi, 1, sizeof mi - 1, f);
+            mi[n] = 0;
+            fclose(f);
+        }
+        jbuf out;
+        jbuf_init(&out);
+        jbuf_printf(&out, "{\"source\":\"proc\",\"cores\":%ld,\"mem_total_bytes\":%lld,\"mem_available_bytes\":%lld,"
+                          "\"swap_total_bytes\":%lld,\"swap_free_bytes\":%lld,\"rss_bytes\":%lld,\"cpu_percent\":",
+                    sysconf(_SC_NPROCESSORS_ONLN), meminfo_kb(mi, "MemTotal:") * 1024,
+                    meminfo_kb(mi, "MemAvailable:") * 1024, meminfo_kb(mi, "SwapTotal:") * 1024,
+                    meminfo_kb(mi, "SwapFree:") * 1024, rss_b);
+        json_put_double(&out, (double)(int64_t)(cpu * 10 + 0.5) / 10);
+        jbuf_printf(&out, ",\"interval_ms\":%lld,\"processes\":[{\"name\":\"bankml serve\",\"pid\":%ld,"
+                          "\"rss_bytes\":%lld,\"cpu_percent\":", (long long)((w1 - w0) / 1000), (long)getpid(),
+                    rss_b);
+        json_put_double(&out, (double)(int64_t)(cpu * 10 + 0.5) / 10);
+        jbuf_puts(&out, "}],\"package_watts\":");
+        if (e0 >= 0 && e1 >= 0 && e1 >= e0 && secs > 0) json_put_double(&out, (double)(e1 - e0) / 1e6 / secs);
+        else jbuf_puts(&out, "null");   /* unreadable, or wrapped in this short interval */
+        jbuf_puts(&out, ",\"gpus\":[],\"gpu_limiter\":null}");
+        if (!out.oom) {
+            free(usage.json);
+            usage.json = strdup(out.p);
+            usage.at_us = bk_mono_us();
+        }
+        jbuf_free(&out);
+    }
+    if (usage.json) serve_reply(resp, 200, "application/json; charset=utf-8", usage.json, strlen(usage.json));
+    else llama_reply_err(resp, 500, "out of memory");
+    pthread_mutex_unlock(&usage.mu);
+}
+
+static void put_html(jbuf *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '<') jbuf_puts(b, "&lt;");
+        else if (*s == '>') jbuf_puts(b, "&gt;");
+        else if (*s == '&') jbuf_puts(b, "&amp;");
+        else if (*s == '"') jbuf_puts(b, "&quot;");
+        else jbuf_putc(b, *s);
+    }
+}
+
+/* GET /: a page for a browser (it asks for text/html), a line for others. */
+static void h_root(serve_req *req, serve_resp *resp, void *ud)
+{
+    const char *accept = serve_header_get(req, "Accept");
+    if (!accept || !strstr(accept, "text/html")) {
+        serve_reply_text(resp, 200, "bankml is running (Ollama's API at /api, native only)\n");
+        return;
+    }
+    jbuf out;
+    jbuf_init(&out);
+    jbuf_puts(&out, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"3\">"
+                    "<title>bankml serve</title></head><body style=\"font-family:monospace\">\n<h1>bankml serve "
+                    BANKML_VERSION "</h1>\n<p>");
+    status_api *api = ud;
+    engine_status_info st;
+    engine_entry en;
+    engine_metrics *met = malloc(sizeof *met);
+    engine_status_get(api->e, &st);
+    free(st.verified_json);
+    jbuf_puts(&out, "resident: ");
+    put_html(&out, st.resident >= 0 && engine_entry_get(api->e, (size_t)st.resident, &en) == 0 ? en.name : "none");
+    jbuf_printf(&out, "; sha256 %s</p>\n<p>models:", st.last_sha[0] ? st.last_sha : "(none yet)");
+    for (size_t i = 0; engine_entry_get(api->e, i, &en) == 0; i++) {
+        jbuf_putc(&out, ' ');
+        put_html(&out, en.name);
+        if (!en.present) jbuf_puts(&out, " (absent)");
+    }
+    if (met) {
+        engine_metrics_get(api->e, met, 0);
+        jbuf_printf(&out, "</p>\n<p>completions: %llu prompt tokens, %llu generated; %s</p>\n",
+                    (unsigned long long)met->tot_prompt, (unsigned long long)met->tot_completion,
+                    met->processing ? "generating now" : "idle");
+        free(met);
+    }
+    jbuf_puts(&out, "<p><a href=\"/bankml\">/bankml</a> &middot; <a href=\"/bankml/usage\">/bankml/usage</a> &middot; "
+                    "<a href=\"/bankml/metrics\">/bankml/metrics</a> &middot; <a href=\"/metrics\">/metrics</a> "
+                    "&middot; <a href=\"/v1/models\">/v1/models</a></p>\n</body></html>\n");
+    serve_reply(resp, 200, "text/html; charset=utf-8", out.p, out.len);
+    jbuf_free(&out);
+}
+
+/* Unknown routes: under /v1/ llama-server's own JSON 404 (OpenAI clients
+ * parse it); elsewhere a text line that lists every route. */
+
+status_api *status_register(serve_server *srv, engine *e, const char *upstream)
+{
+    status_api *api = calloc(1, sizeof *api);
+    if (!api) return NULL;
+    api->e = e;
+    api->upstream = upstream ? upstream : "";
+    serve_route(srv, "GET", "/bankml", h_bankml, api, 0);
+    serve_route(srv, "GET", "/metrics", h_metrics, api, 0);
+    serve_route(srv, "GET", "/bankml/usage", h_bankml_usage, api, 0);
+    serve_route(srv, "GET", "/bankml/metrics", h_bankml_metrics, api, 0);
+    serve_route(srv, "GET", "/", h_root, api, SERVE_PUBLIC);
+    return api;
+}
+
+void status_free(status_api *api) { free(api); }

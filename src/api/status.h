@@ -1,0 +1,18 @@
+/*
+ * status.h -- bankML's routes about the server itself (api/status.c):
+ * /bankml, /metrics, /bankml/metrics, /bankml/usage and the page at /.
+ */
+#ifndef BANKML_STATUS_H
+#define BANKML_STATUS_H
+
+#include "api/serve.h"
+#include "engine/engine.h"
+
+typedef struct status_api status_api;
+
+/* Registers the routes on srv; upstream is the llama-server address
+ * /bankml names (NULL: none). NULL out of memory. */
+status_api *status_register(serve_server *srv, engine *e, const char *upstream);
+void status_free(status_api *api);
+
+#endif
