@@ -1,0 +1,91 @@
+/*
+ * ollama_int.h -- what the Ollama module's files share inside src/api:
+ * ollama_names.c (the pure parts), ollama_store.c (header listings, pins,
+ * derived models and their manifests, `bankml create`) and ollama.c (the
+ * HTTP routes). Nothing outside these three includes it.
+ */
+#ifndef BANKML_OLLAMA_INT_H
+#define BANKML_OLLAMA_INT_H
+
+#include <pthread.h>
+
+#include "api/ollama.h"
+#include "base/json.h"
+#include "engine/engine.h"
+#include "file/gguf.h"
+#include "file/pin.h"
+
+/* What /api/tags, /api/show and /api/ps say about a file, from its header
+ * alone: reading the header never maps or verifies the weights, so a
+ * listing does not evict the resident model. */
+typedef struct {
+    int done, ok;
+    char *details;             /* the members after parent_model: "format":..,"quantization_level":.. */
+    char *model_info;          /* {...} */
+    char *tmpl;                /* tokenizer.chat_template, or "" */
+    char *params;              /* the GGUF's sampling defaults as Modelfile lines */
+    size_t ctx_len;
+    int64_t size, mtime_ns;
+} hinfo;
+
+/* A pinned file as create sees it (from the engine's registry when serving,
+ * from the registry folder's FORK.json files on the command line). */
+typedef struct {
+    char name[256], file[256], path[4096], fork[4096];
+    int present;
+} pin_ent;
+
+typedef struct {
+    char name[132];            /* bare, lower-cased */
+    char created_at[40];
+    char digest[80];           /* "sha256:<hex>" */
+    char base_name[256];       /* the pin's registry name */
+    char base_sha[65];
+    char *layer;               /* the layer's canonical JSON text */
+    char *manifest;
+} derived;
+
+typedef struct {
+    pthread_mutex_t mu;        /* the derived list, the header cache, what /api/ps names */
+    char *dir;                 /* --registry, or NULL */
+    derived *d;
+    size_t n_d;
+    hinfo *hi;                 /* per registry entry */
+    size_t n_hi;
+    /* /api/ps: the model whose request (re)loaded the weights */
+    long ps_idx;
+    char ps_tag[300];
+    char ps_digest[80];
+    char ps_parent[300];
+    size_t ps_ctx;
+    int64_t default_keep_ms;
+    engine *e;                 /* the engine every route answers from */
+} ol_state;
+
+/* The module's one state (ollama_store.c defines it). */
+extern ol_state ol;
+
+
+void ol_rfc3339_parts(int64_t sec, long nsec, char out[40]);
+char *ol_dup_n(const char *s, size_t n);
+void ol_fmt_param(jbuf *b, const char *k, const char *v);
+void ol_hinfo_fill(hinfo *hi, const char *path);
+void ol_hinfo_free(hinfo *hi);
+int ol_pinned_sha(const char *fork, const char *file, char sha[65]);
+const derived *ol_find_derived(const derived *d, size_t n, const char *asked);
+void ol_derived_free(derived *d);
+void ol_derived_load_dir(const char *dir, const pin_ent *pins, size_t n_pins, derived **out, size_t *n_out);
+size_t ol_pins_from_engine(pin_ent **out);
+size_t ol_pins_from_dir(const char *dir, pin_ent **out);
+int ol_in_list(const char *const *l, const char *s);
+int ol_write_manifest(const char *dir, const char *name, const pin_ent *base, const char *base_sha,
+                          const char *layer_text, derived *out, char *err, size_t errlen);
+int ol_create_model(const char *dir, const char *asked, const ollama_modelfile *mf, const json_value *req,
+                        const pin_ent *pins, size_t n_pins, const derived *ds, size_t n_ds, derived *out,
+                        char *err, size_t errlen);
+
+/* Options that only place the model (threads, GPUs, mmap): Ollama takes
+ * them, they change no answer. */
+extern const char *const OL_RESOURCE_OPTS[];
+
+#endif
