@@ -20,10 +20,10 @@
 
 const command_spec serve_spec = {
     "serve",
-    "serve [MODEL] [--fork F] [--registry DIR] [--ctx N] [--listen H:P] [--host H --port P] [--upstream H:P] "
+    "serve [MODEL] [--native] [--fork F] [--registry DIR] [--ctx N] [--listen H:P] [--host H --port P] [--upstream H:P] "
     "[--api-key K] [--allow-origin O] [--keep-alive D] [--threads N] [--llama-threads N] [--cache-ram MiB]",
     0,
-    {0},
+    {"--native"},   /* the Rust original's mode flag (Savante passes it): native is the only mode here */
     {"--fork", "--registry", "--ctx", "-c", "--threads", "--llama-threads", "-t", "--keep-alive", "--cache-ram",
      "-cram", "--listen", "--host", "--port", "--upstream", "--api-key", "--allow-origin"},
     1};
