@@ -3,7 +3,7 @@
 token counts and cache_n equal on every turn, cache_prompt false, a context overflow, a stop string across
 token boundaries, /tokenize, /detokenize, /apply-template and error bodies.
 
-The bankml binary is BANKML_BIN or ./bankml; it must have `serve` wired to native_cmd_serve.
+The bankml binary is BANKML_BIN or ./bankml; it must have `serve` wired to cli/serve_cmd.c.
 Standard library only."""
 import json, os, subprocess, sys, tempfile
 

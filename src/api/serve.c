@@ -5,7 +5,7 @@
  * model): it reads one request per connection, refuses what §2.1 of the
  * reference refuses, finds the handler for the method and path, and gives it
  * the means to answer whole or as a stream. What a route means lives in the
- * handlers (native.c, ollama.c).
+ * handlers (api/llama.c, api/status.c, api/ollama.c).
  *
  * Threads: serve_run() polls the listeners and a wake pipe on the caller's
  * thread; each accepted connection gets a detached thread of its own, at

@@ -1,7 +1,7 @@
 /*
  * serve.h -- the HTTP/1.1 transport of `bankml serve`: sockets, framing,
  * the loopback/API-key/CORS gates and a method+path router. No model logic:
- * handlers registered here (native.c, ollama.c) own what a route means.
+ * handlers registered here (api/llama.c, api/status.c, api/ollama.c) own what a route means.
  *
  * One request per connection; every answer carries `Connection: close`, and
  * a Content-Length unless it is a stream (then the body ends when the socket
