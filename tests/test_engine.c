@@ -6,9 +6,9 @@
  * and its error kinds, and seeded sampling.
  */
 #include <pthread.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
@@ -355,6 +355,116 @@ TEST(engine_host_cache_resumes_a_conversation)
     abba(1, 1, c, &same);
     CHECK_INT(c[2], 1);
     CHECK_INT(same, 1);
+}
+
+/* --slot-prompt-similarity 0.1: a slot that keeps all but one of its 3
+ * cells but covers only 2/nT <= 0.1 of a long prompt is saved all the
+ * same, and a later prompt that continues the saved cells gets them back. */
+TEST(engine_host_cache_saves_a_dissimilar_slot)
+{
+    NEED_MODEL();
+    engine *e;
+    engine_model *m = load(&e, 1, 0, 0);
+    if (!m) return;
+    int32_t *s, *t, *q;
+    size_t ns = tokens(m, "Once", &s);
+    size_t nt = tokens(m, "Once there was a big dog who liked to run and play in the park with his friend Tom.", &t);
+    size_t nq = tokens(m, P_LILY, &q);
+    rec r;
+    engine_result res;
+    CHECK_INT(ns, 2);
+    rec_init(&r);
+    CHECK_INT(run(e, m, s, ns, 2, 1, &r, &res), 0);     /* the slot: BOS "Once" " upon" */
+    CHECK_INT(r.toks[0], q[2]);
+    CHECK_INT(engine_model_n_slot(m), 3);
+    engine_result_free(&res);
+    /* T shares 2 of the slot's 3 cells (f_keep 0.67) and 2/nT of itself */
+    CHECK(nt >= 20 && nt < 40 && t[1] == s[1] && t[2] != q[2]);
+    rec_init(&r);
+    CHECK_INT(run(e, m, t, nt, 4, 1, &r, &res), 0);
+    CHECK_INT(res.n_cached, 2);
+    engine_result_free(&res);
+    /* Q = BOS "Once" " upon" ...: 2/16 of it in the slot, which would keep
+     * 2 of its cells: saved, and the 3 cells saved above come back */
+    rec_init(&r);
+    CHECK_INT(run(e, m, q, nq, 8, 1, &r, &res), 0);
+    CHECK_INT(res.n_cached, 3);
+    CHECK(same_tokens(&r, LILY_GREEDY, 8));
+    engine_result_free(&res);
+    free(s);
+    free(t);
+    free(q);
+    unload(e);
+}
+
+/* Prompts texts[0..n) in turn, 8 tokens each, in one engine: each
+ * n_cached, and whether the last answer is LILY_GREEDY. */
+static void conversations(int cache_on, const char *const *texts, size_t n, size_t *cached, int *lily)
+{
+    engine *e;
+    engine_model *m = load(&e, cache_on, 0, 0);
+    *lily = 0;
+    for (size_t i = 0; i < n; i++) cached[i] = 999;
+    if (!m) return;
+    for (size_t i = 0; i < n; i++) {
+        int32_t *p;
+        size_t np = tokens(m, texts[i], &p);
+        rec r;
+        engine_result res;
+        rec_init(&r);
+        CHECK_INT(run(e, m, p, np, 8, 1, &r, &res), 0);
+        cached[i] = res.n_cached;
+        if (i == n - 1) *lily = same_tokens(&r, LILY_GREEDY, 8);
+        engine_result_free(&res);
+        free(p);
+    }
+    unload(e);
+}
+
+/* A slot similar to the prompt (10/16 > 0.1) but keeping less than half of
+ * itself (10/23) is saved, so Lily's conversation comes back after Tim's. */
+TEST(engine_host_cache_saves_a_slot_that_keeps_under_half)
+{
+    NEED_MODEL();
+    const char *lily_tim_lily[] = {P_LILY, P_TIM, P_LILY};
+    size_t c[3];
+    int lily;
+    conversations(1, lily_tim_lily, 3, c, &lily);
+    CHECK_INT(c[0], 0);
+    CHECK_INT(c[1], 10);
+    CHECK_INT(c[2], 15);
+    CHECK_INT(lily, 1);
+    conversations(0, lily_tim_lily, 3, c, &lily);
+    CHECK_INT(c[2], 10);
+    CHECK_INT(lily, 1);
+}
+
+#define P_MAX "Once upon a time, there was a big dog named Max. Max liked to run in the park and play with " \
+              "his red ball every day. One day, Max saw a cat."
+
+/* A saved prompt that would keep less than a quarter of itself is not
+ * restored, even when it serves the prompt better than the slot (Cat's
+ * cells share only BOS with Lily; Max's share 9 of 60). */
+TEST(engine_host_cache_skips_an_entry_under_a_quarter)
+{
+    NEED_MODEL();
+    engine *e;
+    engine_model *m = load(&e, 0, 0, 0);
+    if (!m) return;
+    int32_t *x, *l;
+    size_t nx = tokens(m, P_MAX, &x), nl = tokens(m, P_LILY, &l);
+    CHECK_INT(lcp(x, nx, l, nl), 9);
+    CHECK_INT(nx + 7, 60);                  /* its cells; 9/60 < 0.25 */
+    free(x);
+    free(l);
+    unload(e);
+    const char *max_cat_lily[] = {P_MAX, P_CAT, P_LILY};
+    size_t c[3];
+    int lily;
+    conversations(1, max_cat_lily, 3, c, &lily);
+    CHECK_INT(c[1], 1);
+    CHECK_INT(c[2], 1);
+    CHECK_INT(lily, 1);
 }
 
 TEST(engine_select_runs_before_the_slot_is_used)
