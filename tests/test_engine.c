@@ -985,7 +985,7 @@ TEST(engine_same_seed_same_tokens)
     CHECK_INT(run_sampled(e, m, p, n, 42, 1, &r, &res), 0);
     CHECK_INT(r.n, 24);
     memcpy(first, r.toks, sizeof first);
-    CHECK(memcmp(first, LILY_GREEDY, sizeof LILY_GREEDY) != 0);   /* temp 0.8: not the greedy answer */
+    CHECK(memcmp(first, LILY_GREEDY, sizeof first) != 0);   /* temp 0.8: not the greedy answer */
     CHECK_INT(res.n_probs_out, 24);
     for (size_t i = 0; i < res.n_probs_out && i < 24; i++) {
         CHECK_INT(res.probs[i].tok, first[i]);
