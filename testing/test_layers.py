@@ -20,7 +20,8 @@ Known violations go in testing/layers-allow.txt, one a line:
 where <thing> is, per check: layers `from->to` (modules, e.g. file/verify->engine/engine),
 cycles the modules of the cycle sorted and joined by `,`, lines the path
 (src/api/native.c), functions `path:name`, helpers the function's name.
-'#' starts a comment. An entry no violation needs any more is a failure, so
+BANKML_VERBOSE=1 lists the allowed violations under each check.
+A line starting with '#' is a comment. An entry no violation needs any more is a failure, so
 the file shrinks as the code is fixed; it is empty at the end of the refactor.
 BANKML_LAYERS_ALLOW names another allowlist; BANKML_LAYERS_ALLOW=none uses
 none (the tree as it is).
@@ -70,8 +71,8 @@ def read_allowlist():
         return allowed, bad, None if path in ("", "none") else path
     with open(path, encoding="utf-8") as f:
         for i, raw in enumerate(f, 1):
-            line = raw.split("#", 1)[0].strip()
-            if not line:
+            line = raw.strip()
+            if not line or line.startswith("#"):
                 continue
             parts = line.split(None, 2)
             if len(parts) < 3 or parts[0] not in CHECKS:
@@ -95,8 +96,9 @@ def report(name, what, found, allowed, used):
             note([f"{t}"] + [f"  {d}" for d in new[t]])
     else:
         check(f"{name}: {what}", True, info=f"{len(old)} allowed" if old else "")
-    for t in sorted(old):
-        note([f"allowed: {t} ({allowed[(name, t)]})"])
+    if os.environ.get("BANKML_VERBOSE") == "1":
+        for t in sorted(old):
+            note([f"allowed: {t} ({allowed[(name, t)]})"])
 
 
 # ---- modules and symbols ----
