@@ -934,7 +934,7 @@ TEST(engine_acquire_errors_have_their_kinds)
     CHECK_STR(engine_model_sha256(a.m), sha);
     CHECK_INT(engine_model_n_vocab(a.m), 512);
     int64_t left = 0;
-    CHECK_INT(engine_resident(e, &left), 1);
+    CHECK_INT(engine_resident(e, &left, NULL), 1);
     engine_release(e, -1);
     engine_model *first = a.m;
     if (acquire_timed(e, 1, &a)) return;
@@ -942,7 +942,7 @@ TEST(engine_acquire_errors_have_their_kinds)
     CHECK_INT(a.loaded, 0);
     engine_release(e, 60000);
     engine_lock(e);
-    CHECK_INT(engine_resident(e, &left), 1);
+    CHECK_INT(engine_resident(e, &left, NULL), 1);
     CHECK(left > 59000 && left <= 60000);
     engine_unlock(e);
     engine_status_info *si = malloc(sizeof *si);
@@ -958,7 +958,7 @@ TEST(engine_acquire_errors_have_their_kinds)
     CHECK_INT(a.loaded, 0);
     engine_release(e, 0);
     engine_lock(e);
-    CHECK_INT(engine_resident(e, NULL), -1);
+    CHECK_INT(engine_resident(e, NULL, NULL), -1);
     engine_unlock(e);
     engine_free(e);
 }

@@ -349,7 +349,7 @@ static int prompt_of(engine_model *m, const llama_pre *pre, serve_resp *resp, in
 }
 
 /* The completion in the slot, and its answer. */
-static void run(engine *e, engine_model *m, sctx *c, engine_request *rq, const int32_t *ids, size_t n_ids)
+static void run_completion(engine *e, engine_model *m, sctx *c, engine_request *rq, const int32_t *ids, size_t n_ids)
 {
     engine_result g;
     engine_error er = {0};
@@ -419,7 +419,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
             c.model_name = model_path(api->e, m);
             rq.prompt = ids;
             rq.n_prompt = n_ids;
-            run(api->e, m, &c, &rq, ids, n_ids);
+            run_completion(api->e, m, &c, &rq, ids, n_ids);
             jbuf_free(&c.raw);
             jbuf_free(&c.sent);
             jbuf_free(&c.lp);

@@ -494,7 +494,7 @@ static void put_text_field(api_ctx *c, jbuf *b, const char *s, size_t n)
 
 /* Each released piece: the growth of the answer's parsed content, one
  * NDJSON line per piece with text (as /v1's stream sends deltas). */
-static int on_token(void *ud, const engine_token *t, int stop_now, const engine_result *so_far)
+static int ol_on_token(void *ud, const engine_token *t, int stop_now, const engine_result *so_far)
 {
     api_ctx *c = ud;
     const char *p;
@@ -737,7 +737,7 @@ static void final_line(gen_call *g, const engine_model *m, const engine_result *
     jbuf_free(&fin);
 }
 
-static int client_gone(void *ud) { return serve_client_gone(((api_ctx *)ud)->req); }
+static int ol_client_gone(void *ud) { return serve_client_gone(((api_ctx *)ud)->req); }
 
 /* With the model held: the sampler over its defaults, the prompt, the run
  * and the answer. */
@@ -779,7 +779,7 @@ static void generate_with(gen_call *g, engine_model *m)
         rq.n_stops++;
     }
     g->c.m = m;
-    engine_sink sink = {on_token, client_gone, &g->c};
+    engine_sink sink = {ol_on_token, ol_client_gone, &g->c};
     if (engine_complete(ol.e, m, &rq, &sink, &res, &er) != 0) answer_error(&g->c, 500, er.msg);
     else if (!res.gone) final_line(g, m, &res);
 out:
@@ -869,8 +869,8 @@ out:
     jbuf_free(&g.c.line);
 }
 
-static void h_chat(serve_req *req, serve_resp *resp, void *ud) { (void)ud; handle_gen(req, resp, 0); }
-static void h_generate(serve_req *req, serve_resp *resp, void *ud) { (void)ud; handle_gen(req, resp, 1); }
+static void h_api_chat(serve_req *req, serve_resp *resp, void *ud) { (void)ud; handle_gen(req, resp, 0); }
+static void h_api_generate(serve_req *req, serve_resp *resp, void *ud) { (void)ud; handle_gen(req, resp, 1); }
 
 /* ------------------------------------------------------------------ the other routes */
 
@@ -1380,8 +1380,8 @@ int ollama_register(struct serve_server *srv, engine *e, const char *registry_di
     rc |= serve_route(srv, "GET", "/api/tags", h_tags, NULL, 0);
     rc |= serve_route(srv, "GET", "/api/ps", h_ps, NULL, 0);
     rc |= serve_route(srv, "POST", "/api/show", h_show, NULL, 0);
-    rc |= serve_route(srv, "POST", "/api/chat", h_chat, NULL, 0);
-    rc |= serve_route(srv, "POST", "/api/generate", h_generate, NULL, 0);
+    rc |= serve_route(srv, "POST", "/api/chat", h_api_chat, NULL, 0);
+    rc |= serve_route(srv, "POST", "/api/generate", h_api_generate, NULL, 0);
     rc |= serve_route(srv, "POST", "/api/create", h_create, NULL, 0);
     rc |= serve_route(srv, "POST", "/api/copy", h_copy, NULL, 0);
     rc |= serve_route(srv, "DELETE", "/api/delete", h_delete, NULL, 0);

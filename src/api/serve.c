@@ -94,14 +94,6 @@ const char *serve_reason(int status)
 // --------------------------------------------------------------------------
 // parsing
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* %XX-decodes src[0..n) into out (room for n+1). A '%' not followed by two
  * hex digits stays as it is, as llama-server's decoder leaves it. plus: '+'
  * means a space (query strings). -1 if the result would hold a NUL, which
@@ -111,8 +103,8 @@ static int pct_decode(const char *src, size_t n, char *out, int plus)
     size_t i, o = 0;
     for (i = 0; i < n; i++) {
         int c = (unsigned char)src[i];
-        if (c == '%' && i + 2 < n && hexval(src[i + 1]) >= 0 && hexval(src[i + 2]) >= 0) {
-            c = hexval(src[i + 1]) << 4 | hexval(src[i + 2]);
+        if (c == '%' && i + 2 < n && bk_hexval(src[i + 1]) >= 0 && bk_hexval(src[i + 2]) >= 0) {
+            c = bk_hexval(src[i + 1]) << 4 | bk_hexval(src[i + 2]);
             i += 2;
             if (c == 0) return -1;
         } else if (c == '+' && plus) {
@@ -855,7 +847,7 @@ static ssize_t read_some(int fd, void *p, size_t n, int timeout_ms)
 /* Sends all of p, giving the socket timeout_ms each time it is full.
  * 0, or -1 when the peer is gone or too slow. more: MSG_MORE (a head that a
  * body follows at once). */
-static int write_all(int fd, const void *p, size_t n, int timeout_ms, int more)
+static int send_all(int fd, const void *p, size_t n, int timeout_ms, int more)
 {
     const char *c = p;
     while (n > 0) {
@@ -946,8 +938,8 @@ int serve_reply(serve_resp *resp, int status, const char *content_type, const vo
     jbuf_init(&h);
     put_head(resp, &h, status, content_type, 1, len);
     if (h.oom) { jbuf_free(&h); resp->failed = 1; return -1; }
-    rc = write_all(resp->fd, h.p, h.len, resp->write_timeout_ms, len > 0 && !resp->head_only);
-    if (rc == 0 && len > 0 && !resp->head_only) rc = write_all(resp->fd, body, len, resp->write_timeout_ms, 0);
+    rc = send_all(resp->fd, h.p, h.len, resp->write_timeout_ms, len > 0 && !resp->head_only);
+    if (rc == 0 && len > 0 && !resp->head_only) rc = send_all(resp->fd, body, len, resp->write_timeout_ms, 0);
     jbuf_free(&h);
     if (rc != 0) resp->failed = 1;
     return rc;
@@ -1012,7 +1004,7 @@ int serve_stream_begin(serve_resp *resp, int status, const char *content_type)
     resp->status = status;
     jbuf_init(&h);
     put_head(resp, &h, status, content_type, 0, 0);
-    rc = h.oom ? -1 : write_all(resp->fd, h.p, h.len, resp->write_timeout_ms, 0);
+    rc = h.oom ? -1 : send_all(resp->fd, h.p, h.len, resp->write_timeout_ms, 0);
     jbuf_free(&h);
     if (rc != 0) resp->failed = 1;
     return rc;
@@ -1022,7 +1014,7 @@ int serve_stream_write(serve_resp *resp, const void *p, size_t n)
 {
     if (!resp->streaming || resp->failed) return -1;
     if (resp->head_only) return -1;    /* HEAD: nothing more to say */
-    if (write_all(resp->fd, p, n, resp->write_timeout_ms, 0) != 0) {
+    if (send_all(resp->fd, p, n, resp->write_timeout_ms, 0) != 0) {
         resp->failed = 1;
         return -1;
     }
@@ -1433,7 +1425,7 @@ static void *conn_main(void *arg)
     if (have < body_len) {
         const char *expect = serve_header_get(r, "Expect");
         if (expect && strcasecmp(expect, "100-continue") == 0)
-            write_all(c->fd, "HTTP/1.1 100 Continue\r\n\r\n", 25, s->o.write_timeout_ms, 0);
+            send_all(c->fd, "HTTP/1.1 100 Continue\r\n\r\n", 25, s->o.write_timeout_ms, 0);
         while (have < body_len) {
             ssize_t got = read_some(c->fd, body + have, body_len - have, s->o.read_timeout_ms);
             if (got == -2) { serve_reply_text(resp, 408, "request timed out"); goto out; }

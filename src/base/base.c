@@ -14,6 +14,14 @@ void bk_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
+int bk_hexval(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 static int64_t clock_ns(clockid_t id)
 {
     struct timespec ts;

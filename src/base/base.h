@@ -16,6 +16,9 @@
  * when err is NULL or errlen is 0. */
 void bk_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* The value of a hex digit, or -1. */
+int bk_hexval(int c);
+
 /* CLOCK_MONOTONIC in ns and in us: timings, deadlines, keep-alive expiry. */
 int64_t bk_mono_ns(void);
 int64_t bk_mono_us(void);

@@ -16,7 +16,7 @@ static int in_list(const char *const *list, size_t n, const char *s)
     return 0;
 }
 
-static int fail(const command_spec *c, const char *what, const char *s)
+static int refuse_args(const command_spec *c, const char *what, const char *s)
 {
     fprintf(stderr, "bankml %s: %s%s\n", c->name, what, s ? s : "");
     args_usage(c);
@@ -31,8 +31,8 @@ int args_parse(const command_spec *c, int argc, char **argv, parsed_args *a)
         const char *s = argv[i];
         if (s[0] == '-' && s[1]) {
             int valued = in_list(c->valued, ARGS_MAX_VALUED, s);
-            if (!valued && !in_list(c->flags, ARGS_MAX_FLAGS, s)) return fail(c, "unknown option ", s);
-            if (a->n_opt == ARGS_MAX_OPTS) return fail(c, "too many options", NULL);
+            if (!valued && !in_list(c->flags, ARGS_MAX_FLAGS, s)) return refuse_args(c, "unknown option ", s);
+            if (a->n_opt == ARGS_MAX_OPTS) return refuse_args(c, "too many options", NULL);
             a->opt_name[a->n_opt] = s;
             if (valued) {
                 if (i + 1 >= argc) {
@@ -44,11 +44,11 @@ int args_parse(const command_spec *c, int argc, char **argv, parsed_args *a)
             }
             a->n_opt++;
         } else {
-            if (a->n_pos == max_pos || a->n_pos == 4) return fail(c, "unexpected argument ", s);
+            if (a->n_pos == max_pos || a->n_pos == 4) return refuse_args(c, "unexpected argument ", s);
             a->pos[a->n_pos++] = s;
         }
     }
-    if (a->n_pos < c->n_pos) return fail(c, "missing argument", NULL);
+    if (a->n_pos < c->n_pos) return refuse_args(c, "missing argument", NULL);
     return 0;
 }
 

@@ -203,8 +203,9 @@ typedef struct {
     int post;                  /* post_sampling_probs */
 } engine_token;
 
-/* What a completion did. The engine fills it as it goes, so a sink sees
- * the counts so far. */
+/* What a completion did. The engine fills the counts, the stop and the
+ * timestamps as it goes, so a sink sees them so far; text, n_sent,
+ * stop_word and the reported tokens are filled when the run ends. */
 typedef struct engine_result {
     size_t n_prompt, n_cached, n_processed, n_decoded;
     int stop;                  /* ENGINE_STOP_* */

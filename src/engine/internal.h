@@ -67,7 +67,9 @@ struct engine {
     size_t met_head;           /* the ring's next record */
 };
 
-/* engine.c */
+/* metrics.c */
+/* One line on stderr, "<log_name>: <text>", when the engine has a log name. */
+void engine_log(const engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void engine_met_busy(engine *e, int delta_processing, int delta_deferred);
 void engine_met_record(engine *e, const engine_model *m, const engine_result *r, uint64_t n_calls,
                        const char *finish);

@@ -170,8 +170,8 @@ static int prefill(run_state *r, engine_error *er)
         }
         i += n;
         if (i < rq->n_prompt && cancelled(r)) {
-            fprintf(stderr, "bankml: the client went away; stopped after %zu of %zu prompt tokens (kept in the slot)\n",
-                    i, rq->n_prompt);
+            engine_log(r->m->e, "the client went away; stopped after %zu of %zu prompt tokens (kept in the slot)", i,
+                       rq->n_prompt);
             return 1;
         }
     }
@@ -215,7 +215,7 @@ static int report(run_state *r, engine_token *t, size_t n_top, const char *send,
     }
     if (cb != 0) {
         res->gone = 1;
-        fprintf(stderr, "bankml: the client went away; stopped after %zu generated tokens\n", res->n_decoded);
+        engine_log(r->m->e, "the client went away; stopped after %zu generated tokens", res->n_decoded);
         return 1;
     }
     return 0;
@@ -223,7 +223,7 @@ static int report(run_state *r, engine_token *t, size_t n_top, const char *send,
 
 /* One step: sample from the last logits, report, decide the stop. 0 to go
  * on, 1 when the answer ended (or the client left), -1 on failure. */
-static int step(run_state *r, int32_t *out_tok, engine_error *er)
+static int decode_step(run_state *r, int32_t *out_tok, engine_error *er)
 {
     engine_model *m = r->m;
     engine_result *res = r->res;
@@ -275,7 +275,7 @@ static int step(run_state *r, int32_t *out_tok, engine_error *er)
     if (is_eog) res->stop = ENGINE_STOP_EOS;
     if (res->stop != ENGINE_STOP_NONE) return 1;
     if (cancelled(r)) {
-        fprintf(stderr, "bankml: the client went away; stopped after %zu generated tokens\n", res->n_decoded);
+        engine_log(r->m->e, "the client went away; stopped after %zu generated tokens", res->n_decoded);
         return 1;
     }
     *out_tok = tok;
@@ -346,7 +346,7 @@ int engine_complete(engine *e, engine_model *m, const engine_request *rq, const 
     if (p == 0) {
         for (;;) {
             int32_t tok;
-            int s = step(&r, &tok, er);
+            int s = decode_step(&r, &tok, er);
             if (s < 0) goto done;
             if (s > 0) break;
             r.n_calls++;
@@ -472,8 +472,8 @@ static void pc_save(engine_model *m)
         if (pc_lcp(m->pc[i].toks, m->pc[i].n, m->slot, m->n_slot) == m->n_slot) return;
     size_t size = pc_state_size(m, m->n_slot);
     if (m->e->o.cache_limit > 0 && size > m->e->o.cache_limit) {
-        fprintf(stderr, "bankml serve: a %zu-token prompt state (%zu bytes) exceeds the prompt cache limit; not cached\n",
-                m->n_slot, size);
+        engine_log(m->e, "a %zu-token prompt state (%zu bytes) exceeds the prompt cache limit; not cached", m->n_slot,
+                   size);
         return;
     }
     for (size_t i = 0; i < m->n_pc;) {
@@ -502,8 +502,7 @@ static void pc_save(engine_model *m)
         free(e.kv);
         size_t held = pc_bytes(m);
         m->e->o.cache_limit = held * 2 / 5 > 1 ? held * 2 / 5 : 1;
-        fprintf(stderr, "bankml serve: out of memory for the prompt cache; its limit is now %zu bytes\n",
-                m->e->o.cache_limit);
+        engine_log(m->e, "out of memory for the prompt cache; its limit is now %zu bytes", m->e->o.cache_limit);
         pc_update(m);
         return;
     }

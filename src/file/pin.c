@@ -102,14 +102,6 @@ static long find_entry(const json_value *files, const char *name, size_t nlen)
     return -1;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* The entry's sha256, lower-cased into out, if it is exactly 64 hex digits. */
 static int entry_sha(const json_value *entry, char out[65])
 {
@@ -117,9 +109,9 @@ static int entry_sha(const json_value *entry, char out[65])
     size_t n;
     if (!json_as_str(json_get(entry, "sha256"), &s, &n) || n != 64) return 0;
     for (size_t i = 0; i < 64; i++)
-        if (hexval(s[i]) < 0) return 0;
+        if (bk_hexval(s[i]) < 0) return 0;
     for (size_t i = 0; i < 64; i++)
-        out[i] = "0123456789abcdef"[hexval(s[i])];
+        out[i] = "0123456789abcdef"[bk_hexval(s[i])];
     out[64] = 0;
     return 1;
 }
