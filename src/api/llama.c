@@ -215,7 +215,7 @@ static void completion_final(sctx *c, const engine_result *g, const int32_t *ids
                 g->n_prompt);
     llama_put_gen_settings(&out, rq, rq->stream);
     jbuf_puts(&out, ",\"prompt\":");
-    tok_detokenize(engine_model_vocab(c->m), ids, n_ids, 0, 1, &d, err, sizeof err);
+    engine_detokenize(c->m, ids, n_ids, 0, 1, &d, err, sizeof err);
     json_put_str(&out, d.p ? d.p : "", d.len);
     jbuf_printf(&out, ",\"has_new_line\":%s,\"truncated\":%s,\"stop_type\":\"%s\",\"stopping_word\":",
                 c->has_new_line ? "true" : "false", g->truncated ? "true" : "false", st_names[g->stop]);
@@ -440,17 +440,17 @@ static void h_completion(serve_req *req, serve_resp *resp, void *ud) { handle_co
 
 /* /tokenize's content: a string, or strings and ids mixed (tokenize_mixed;
  * BOS only before a first element that is a string). 0, or -1 with err. */
-static int tokenize_content(const tok_vocab *v, const json_value *ct, int add_special, int parse_special,
+static int tokenize_content(const engine_model *v, const json_value *ct, int add_special, int parse_special,
                             int32_t **ids, size_t *n, char *err, size_t errlen)
 {
-    if (ct->type == JSON_STRING) return tok_tokenize(v, ct->str, ct->len, add_special, parse_special, ids, n, err, errlen);
+    if (ct->type == JSON_STRING) return engine_tokenize_with(v, ct->str, ct->len, add_special, parse_special, ids, n, err, errlen);
     int bad = 0;
     for (size_t i = 0; !bad && i < ct->n; i++) {
         const json_value *it = ct->items[i];
         int32_t *part = NULL, one;
         size_t np = 0;
         if (it->type == JSON_STRING) {
-            bad = tok_tokenize(v, it->str, it->len, i == 0 && add_special, parse_special, &part, &np, err, errlen);
+            bad = engine_tokenize_with(v, it->str, it->len, i == 0 && add_special, parse_special, &part, &np, err, errlen);
         } else {
             one = llama_token_id(it);
             part = &one;
@@ -504,13 +504,12 @@ static void h_tokenize(serve_req *req, serve_resp *resp, void *ud)
         json_free(body);
         return;
     }
-    const tok_vocab *v = engine_model_vocab(m);
     int32_t *ids = NULL;
     size_t n = 0;
     jbuf out, pc;
     jbuf_init(&out);
     jbuf_init(&pc);
-    if (ct && tokenize_content(v, ct, add_special, parse_special, &ids, &n, err, sizeof err)) {
+    if (ct && tokenize_content(m, ct, add_special, parse_special, &ids, &n, err, sizeof err)) {
         llama_reply_err(resp, 400, err);
     } else {
         jbuf_puts(&out, "{\"tokens\":[");
@@ -521,7 +520,7 @@ static void h_tokenize(serve_req *req, serve_resp *resp, void *ud)
                 continue;
             }
             jbuf_reset(&pc);
-            tok_piece(v, ids[i], 1, &pc);
+            engine_piece(m, ids[i], 1, &pc);
             jbuf_printf(&out, "{\"id\":%d,\"piece\":", (int)ids[i]);
             if (engine_utf8_complete(pc.p ? pc.p : "", pc.len) == pc.len) json_put_str(&out, pc.p ? pc.p : "", pc.len);
             else llama_put_bytes(&out, pc.p, pc.len);
@@ -547,7 +546,6 @@ static void h_detokenize(serve_req *req, serve_resp *resp, void *ud)
         json_free(body);
         return;
     }
-    const tok_vocab *v = engine_model_vocab(m);
     jbuf text, out;
     jbuf_init(&text);
     jbuf_init(&out);
@@ -566,7 +564,7 @@ static void h_detokenize(serve_req *req, serve_resp *resp, void *ud)
     }
     for (size_t i = 0; t && t->type == JSON_ARRAY && i < t->n; i++) {
         int32_t id = llama_token_id(t->items[i]);
-        if (id >= 0 && id < tok_n_tokens(v)) tok_piece(v, id, 1, &text);
+        if (id >= 0 && id < engine_model_n_tokens(m)) engine_piece(m, id, 1, &text);
     }
     if (!badv) {
         jbuf_puts(&out, "{\"content\":");

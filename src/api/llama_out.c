@@ -78,7 +78,7 @@ void llama_put_probs(jbuf *b, const engine_model *m, const engine_token *t, size
         }
         for (size_t k = 0; k < t[i].n_top; k++) {
             jbuf_reset(&piece);
-            tok_piece(engine_model_vocab(m), t[i].top[k].id, 0, &piece);
+            engine_piece(m, t[i].top[k].id, 0, &piece);
             const char *ps = piece.p ? piece.p : "";
             jbuf_printf(b, "%s{\"id\":%d,\"token\":", k ? "," : "", (int)t[i].top[k].id);
             put_tok_text(b, ps, piece.len);
@@ -183,7 +183,7 @@ size_t llama_probs_kept(const engine_model *m, const engine_request *rq, const e
         int32_t *sw = NULL;
         size_t nsw = 0;
         char err[128];
-        tok_tokenize(engine_model_vocab(m), rq->stops[r->stop_word], rq->stop_lens[r->stop_word], 0, 0, &sw, &nsw,
+        engine_tokenize_with(m, rq->stops[r->stop_word], rq->stop_lens[r->stop_word], 0, 0, &sw, &nsw,
                      err, sizeof err);
         keep -= nsw < keep ? nsw : keep;
         free(sw);

@@ -369,7 +369,6 @@ static int append_ids(int32_t **out, size_t *n_out, const int32_t *ids, size_t n
 int llama_read_prompt(const engine_model *m, const json_value *pr, int32_t **ids, size_t *n, char *err,
                       size_t errlen)
 {
-    const tok_vocab *v = engine_model_vocab(m);
     *ids = NULL;
     *n = 0;
     if (pr->type == JSON_STRING) return engine_tokenize(m, pr->str, pr->len, ids, n, err, errlen);
@@ -381,14 +380,14 @@ int llama_read_prompt(const engine_model *m, const json_value *pr, int32_t **ids
         if (it->type == JSON_STRING) {
             int32_t *part = NULL;
             size_t np = 0;
-            if (tok_tokenize(v, it->str, it->len, i == 0, 1, &part, &np, err, errlen) != 0) {
+            if (engine_tokenize_with(m, it->str, it->len, i == 0, 1, &part, &np, err, errlen) != 0) {
                 ok = 0;
                 break;
             }
             ok = append_ids(ids, n, part, np) == 0;
             free(part);
         } else if (json_as_i64(it, &id)) {
-            if (id < 0 || id >= tok_n_tokens(v)) {
+            if (id < 0 || id >= engine_model_n_tokens(m)) {
                 bk_err(err, errlen, "Prompt contains invalid tokens");
                 return -1;
             }

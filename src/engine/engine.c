@@ -431,7 +431,7 @@ void engine_status_get(engine *e, engine_status_info *out)
 size_t engine_model_entry(const engine_model *m) { return m->idx; }
 size_t engine_model_n_ctx(const engine_model *m) { return fw_n_ctx(m->fw); }
 int32_t engine_model_n_vocab(const engine_model *m) { return (int32_t)fw_hp(m->fw)->n_vocab; }
-const tok_vocab *engine_model_vocab(const engine_model *m) { return m->vocab; }
+int32_t engine_model_n_tokens(const engine_model *m) { return tok_n_tokens(m->vocab); }
 const sampler_params *engine_model_defaults(const engine_model *m) { return &m->defaults; }
 const char *engine_model_bos(const engine_model *m) { return m->bos_piece; }
 const char *engine_model_eos(const engine_model *m) { return m->eos_piece; }
@@ -459,6 +459,20 @@ int engine_tokenize(const engine_model *m, const char *text, size_t len, int32_t
                     size_t errlen)
 {
     return tok_tokenize(m->vocab, text, len, 1, 1, ids, n, err, errlen);
+}
+
+int engine_tokenize_with(const engine_model *m, const char *text, size_t len, int add_special, int parse_special,
+                         int32_t **ids, size_t *n, char *err, size_t errlen)
+{
+    return tok_tokenize(m->vocab, text, len, add_special, parse_special, ids, n, err, errlen);
+}
+
+void engine_piece(const engine_model *m, int32_t id, int special, jbuf *out) { tok_piece(m->vocab, id, special, out); }
+
+int engine_detokenize(const engine_model *m, const int32_t *ids, size_t n, int remove_special, int unparse_special,
+                      jbuf *out, char *err, size_t errlen)
+{
+    return tok_detokenize(m->vocab, ids, n, remove_special, unparse_special, out, err, errlen);
 }
 
 void engine_content(const engine_model *m, const char *s, size_t n, const char **out, size_t *len)

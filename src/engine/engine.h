@@ -32,7 +32,6 @@
 
 #include "base/json.h"
 #include "sampling/sampler.h"
-#include "text/tokenizer.h"
 
 #include "bankml.h"
 
@@ -134,8 +133,8 @@ int engine_start_reaper(engine *e);
 
 size_t engine_model_entry(const engine_model *m);
 size_t engine_model_n_ctx(const engine_model *m);        /* cells, after rounding */
-int32_t engine_model_n_vocab(const engine_model *m);
-const tok_vocab *engine_model_vocab(const engine_model *m);
+int32_t engine_model_n_vocab(const engine_model *m);      /* the output rows */
+int32_t engine_model_n_tokens(const engine_model *m);     /* the vocabulary's tokens */
 const sampler_params *engine_model_defaults(const engine_model *m);   /* the GGUF's */
 const char *engine_model_template(const engine_model *m, size_t *len);
 const char *engine_model_bos(const engine_model *m);     /* BOS and EOS pieces */
@@ -151,6 +150,17 @@ int engine_render(const engine_model *m, const json_value *messages, jbuf *out, 
  * as the vocabulary says. *ids is malloc'd. */
 int engine_tokenize(const engine_model *m, const char *text, size_t len, int32_t **ids, size_t *n, char *err,
                     size_t errlen);
+/* Text to tokens with llama-server's /tokenize options: add_special (BOS
+ * and EOS as the vocabulary says), parse_special (special-token texts
+ * become their ids). *ids malloc'd. */
+int engine_tokenize_with(const engine_model *m, const char *text, size_t len, int add_special, int parse_special,
+                         int32_t **ids, size_t *n, char *err, size_t errlen);
+/* A token's piece appended to out (special: control tokens print their
+ * text), and ids[0..n) back to text as llama-server's detokenize does it. */
+void engine_piece(const engine_model *m, int32_t id, int special, jbuf *out);
+int engine_detokenize(const engine_model *m, const int32_t *ids, size_t n, int remove_special, int unparse_special,
+                      jbuf *out, char *err, size_t errlen);
+
 /* The answer's message content as llama-server's chat parser gives it
  * (templates with a <think> block trim surrounding whitespace). */
 void engine_content(const engine_model *m, const char *s, size_t n, const char **out, size_t *len);

@@ -14,6 +14,7 @@
 #include "file/pin.h"
 #include "file/verify.h"
 #include "graph/forward.h"
+#include "text/tokenizer.h"
 
 typedef struct {
     char name[256];            /* stem, lower-cased */
