@@ -193,7 +193,8 @@ typedef struct {
     bankml_verified *ver;
     pin_ident ident;
     gguf_map map;
-    fw_model *fw;
+    fw_weights *fw_w;
+    fw_seq *fw;
     tok_vocab *vocab;
     char *tmpl;
     size_t tmpl_len;
@@ -232,7 +233,8 @@ static void pc_clear(nat_model *m);
 static void model_free(nat_model *m)
 {
     if (!m) return;
-    fw_close(m->fw);
+    fw_seq_free(m->fw);
+    fw_weights_close(m->fw_w);
     tok_free(m->vocab);
     m->vocab = NULL;
     gguf_map_close(&m->map);
@@ -314,11 +316,11 @@ static nat_model *model_open(const char *path, const char *fork, int *status, ch
         goto fail;
     }
     memset(&o, 0, sizeof o);
-    o.n_ctx = eng.n_ctx;
     o.llama_threads = eng.llama_threads;
     o.pool = eng.pool;
     o.n_threads = eng.threads;
-    if (fw_open(&m->fw, &m->map, h, &o, why, sizeof why) != 0) {
+    if (fw_weights_open(&m->fw_w, &m->map, h, &o, why, sizeof why) != 0 ||
+        fw_seq_new(&m->fw, m->fw_w, eng.n_ctx, why, sizeof why) != 0) {
         bk_err(err, errlen, "%s: %s", path, why);
         *status = 500;
         goto fail;
@@ -745,7 +747,7 @@ static void pc_select(nat_model *m, const int32_t *prompt, size_t n);
 
 static int run_completion(nat_model *m, gen_req *g, char *err, size_t errlen)
 {
-    int32_t n_vocab = (int32_t)fw_hp(m->fw)->n_vocab;
+    int32_t n_vocab = (int32_t)fw_weights_hp(m->fw_w)->n_vocab;
     size_t n_ctx = fw_n_ctx(m->fw);
     sampler *s = NULL;
     smp_token *work = NULL;
@@ -949,7 +951,7 @@ static size_t pc_lcp(const int32_t *a, size_t na, const int32_t *b, size_t nb)
  * per layer a type and row size header before the K rows and the V rows. */
 static size_t pc_state_size(const nat_model *m, size_t n)
 {
-    const fw_hparams *hp = fw_hp(m->fw);
+    const fw_hparams *hp = fw_weights_hp(m->fw_w);
     size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
     return 4 + 4 + n * 12 + 8 + (size_t)hp->n_layer * 2 * (12 + n * kv_dim * 2);
 }
