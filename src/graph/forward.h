@@ -157,8 +157,8 @@ size_t fw_kv_bytes(const fw_seq *s, size_t n);
 /* Copies the cells [0, n) (n <= n_past) into buf, which holds exactly
  * fw_kv_bytes(s, n) bytes. 0, or -1 when n or len do not fit. */
 int fw_kv_save(const fw_seq *s, size_t n, void *buf, size_t len);
-/* Puts back what fw_kv_save wrote (from any sequence on the same weights
- * whose n_ctx is this one's) and sets n_past = n. The last logits are not
+/* Puts back what fw_kv_save wrote (from any sequence on the same weights;
+ * n must fit this one's n_ctx) and sets n_past = n. The last logits are not
  * restored: the caller evaluates at least one token before sampling.
  * 0, or -1 when n or len do not fit (the cache is then unchanged). */
 int fw_kv_restore(fw_seq *s, size_t n, const void *buf, size_t len);
