@@ -78,12 +78,13 @@ static int32_t *read_ids(const char *path, size_t *n)
 
 int main(int argc, char **argv)
 {
-    fw_opts o = { 512, 2, 512, NULL, 2 };
+    fw_opts o = { 2, 512, NULL, 2 };
+    size_t n_ctx = 512;
     int steps = 0;
     char *chunks = NULL;
     int a = 1;
     for (; a + 1 < argc && argv[a][0] == '-'; a += 2) {
-        if (!strcmp(argv[a], "-c")) o.n_ctx = (size_t)atol(argv[a + 1]);
+        if (!strcmp(argv[a], "-c")) n_ctx = (size_t)atol(argv[a + 1]);
         else if (!strcmp(argv[a], "-t")) o.llama_threads = atoi(argv[a + 1]);
         else if (!strcmp(argv[a], "-j")) o.n_threads = atoi(argv[a + 1]);
         else if (!strcmp(argv[a], "-ub")) o.n_ubatch = (size_t)atol(argv[a + 1]);
@@ -108,12 +109,14 @@ int main(int argc, char **argv)
     uint64_t need = 0;
     if (gguf_parse(map.p, map.len, &h, &need, err, sizeof err) != GGUF_OK)
         return die("cannot parse the header", model);
-    fw_model *m;
-    if (fw_open(&m, &map, &h, &o, err, sizeof err)) return die(err, NULL);
+    fw_weights *w;
+    fw_seq *m;
+    if (fw_weights_open(&w, &map, &h, &o, err, sizeof err)) return die(err, NULL);
+    if (fw_seq_new(&m, w, n_ctx, err, sizeof err)) return die(err, NULL);
     size_t n = 0;
     int32_t *ids = read_ids(tokp, &n);
     if (!ids || n == 0) return die("cannot read token ids", tokp);
-    const size_t nv = fw_hp(m)->n_vocab;
+    const size_t nv = fw_weights_hp(w)->n_vocab;
     float *logits = malloc(nv * sizeof(float));
     if (!logits) return die("out of memory", NULL);
     dump_state ds = { "", 0 };
@@ -162,7 +165,8 @@ int main(int argc, char **argv)
     if (!dump) printf("\n");
     free(logits);
     free(ids);
-    fw_close(m);
+    fw_seq_free(m);
+    fw_weights_close(w);
     gguf_header_free(&h);
     gguf_map_close(&map);
     return 0;

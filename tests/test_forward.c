@@ -257,7 +257,8 @@ static const int32_t WANT[48] = {
 typedef struct {
     gguf_map map;
     gguf_header h;
-    fw_model *m;
+    fw_weights *w;
+    fw_seq *m;
 } opened;
 
 static int open_stories(opened *o, size_t n_ctx, int threads)
@@ -268,8 +269,9 @@ static int open_stories(opened *o, size_t n_ctx, int threads)
     memset(o, 0, sizeof *o);
     if (!p || gguf_map_open(p, &o->map, err, sizeof err)) return -1;
     if (gguf_parse(o->map.p, o->map.len, &o->h, &need, err, sizeof err) != GGUF_OK) return -1;
-    fw_opts opts = { n_ctx, 2, 512, NULL, threads };
-    if (fw_open(&o->m, &o->map, &o->h, &opts, err, sizeof err)) {
+    fw_opts opts = { 2, 512, NULL, threads };
+    if (fw_weights_open(&o->w, &o->map, &o->h, &opts, err, sizeof err) ||
+        fw_seq_new(&o->m, o->w, n_ctx, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return -1;
     }
@@ -278,7 +280,8 @@ static int open_stories(opened *o, size_t n_ctx, int threads)
 
 static void close_stories(opened *o)
 {
-    fw_close(o->m);
+    fw_seq_free(o->m);
+    fw_weights_close(o->w);
     gguf_header_free(&o->h);
     gguf_map_close(&o->map);
 }
@@ -343,4 +346,91 @@ TEST(stories260K_truncate_and_threads_keep_bits)
     free(lb);
     close_stories(&a);
     close_stories(&b);
+}
+
+/* Two sequences on one fw_weights, their steps interleaved, give each the
+ * bits it gives alone on weights of its own; a prefix saved from one and
+ * restored into a third continues with the same bits. */
+TEST(stories260K_two_sequences_share_weights)
+{
+    if (!test_shared("models/stories260K.gguf")) SKIP("../shared/models/stories260K.gguf is absent");
+    opened a1, b1, sh;
+    CHECK(open_stories(&a1, 600, 2) == 0);
+    CHECK(open_stories(&b1, 600, 2) == 0);
+    CHECK(open_stories(&sh, 600, 2) == 0);
+    if (!a1.m || !b1.m || !sh.m) return;
+    char err[256];
+    fw_seq *b = NULL, *c = NULL;
+    CHECK(fw_seq_new(&b, sh.w, 600, err, sizeof err) == 0);
+    CHECK(fw_seq_new(&c, sh.w, 300, err, sizeof err) == 0);
+    if (!b || !c) return;
+    fw_seq *a = sh.m;
+    CHECK(fw_seq_weights(a) == sh.w && fw_seq_weights(b) == sh.w);
+    CHECK_INT(fw_weights_hp(sh.w)->n_vocab, 512);
+    CHECK_INT(fw_n_ctx(c), 512);
+    int32_t ia[300], ib[200];
+    for (int i = 0; i < 300; i++) ia[i] = (int32_t)(3 + (i * 37) % 509);
+    for (int i = 0; i < 200; i++) ib[i] = (int32_t)(7 + (i * 53) % 501);
+    enum { V = 512 };
+    float *wa = malloc(3 * V * sizeof(float)), *wb = malloc(2 * V * sizeof(float));
+    float *g = malloc(V * sizeof(float));
+    /* alone, each on its own weights */
+    CHECK(fw_eval(a1.m, ia, 300, wa, 0, err, sizeof err) == 0);
+    CHECK(fw_decode(a1.m, 5, wa + V, err, sizeof err) == 0);
+    CHECK(fw_decode(a1.m, 9, wa + 2 * V, err, sizeof err) == 0);
+    CHECK(fw_eval(b1.m, ib, 200, wb, 0, err, sizeof err) == 0);
+    CHECK(fw_decode(b1.m, 11, wb + V, err, sizeof err) == 0);
+    /* shared weights, interleaved */
+    CHECK(fw_eval(a, ia, 300, g, 0, err, sizeof err) == 0);
+    CHECK_MEM(g, wa, V * sizeof(float));
+    CHECK(fw_eval(b, ib, 200, g, 0, err, sizeof err) == 0);
+    CHECK_MEM(g, wb, V * sizeof(float));
+    CHECK(fw_decode(a, 5, g, err, sizeof err) == 0);
+    CHECK_MEM(g, wa + V, V * sizeof(float));
+    CHECK(fw_decode(b, 11, g, err, sizeof err) == 0);
+    CHECK_MEM(g, wb + V, V * sizeof(float));
+    CHECK_MEM(fw_logits(b), wb + V, V * sizeof(float));
+    CHECK(memcmp(fw_logits(a), fw_logits(b), V * sizeof(float)) != 0);
+    CHECK_INT(fw_n_past(a), 301);
+    CHECK_INT(fw_n_past(b), 201);
+    /* a's 301 cells into c (another n_ctx, the same weights), then a step */
+    size_t nb = fw_kv_bytes(a, 301);
+    CHECK_INT(nb, fw_kv_bytes(c, 301));
+    void *buf = malloc(nb);
+    CHECK(fw_kv_save(a, 301, buf, nb) == 0);
+    CHECK(fw_kv_save(a, 302, buf, nb) == -1);        /* past n_past */
+    CHECK(fw_kv_restore(c, 301, buf, nb - 1) == -1);  /* wrong length */
+    CHECK(fw_kv_restore(c, 301, buf, nb) == 0);
+    CHECK_INT(fw_n_past(c), 301);
+    CHECK(fw_decode(c, 9, g, err, sizeof err) == 0);
+    CHECK_MEM(g, wa + 2 * V, V * sizeof(float));
+    free(buf);
+    free(g);
+    free(wa);
+    free(wb);
+    fw_seq_free(b);
+    fw_seq_free(c);
+    close_stories(&a1);
+    close_stories(&b1);
+    close_stories(&sh);
+}
+
+TEST(seq_new_refuses_a_huge_context)
+{
+    if (!test_shared("models/stories260K.gguf")) SKIP("../shared/models/stories260K.gguf is absent");
+    opened o;
+    CHECK(open_stories(&o, 512, 1) == 0);
+    if (!o.m) return;
+    char err[256];
+    fw_seq *s = (fw_seq *)&o;   /* must be reset to NULL on failure */
+    CHECK(fw_seq_new(&s, o.w, ((size_t)1 << 24) + 1, err, sizeof err) == -1);
+    CHECK(s == NULL);
+    CHECK_STR(err, "context of 16777217 tokens is too large");
+    fw_opts bad = { 0, 512, NULL, 1 };
+    bad.llama_threads = 300;
+    fw_weights *w = (fw_weights *)&o;
+    CHECK(fw_weights_open(&w, &o.map, &o.h, &bad, err, sizeof err) == -1);
+    CHECK(w == NULL);
+    CHECK_STR(err, "llama threads 300 out of range (1 to 256)");
+    close_stories(&o);
 }

@@ -425,7 +425,8 @@ static int cmd_bench(int argc, char **argv)
     bankml_verified *v = NULL;
     gguf_map map;
     gguf_header h;
-    fw_model *m = NULL;
+    fw_weights *fw = NULL;
+    fw_seq *m = NULL;
     fw_opts fo;
     char err[1024];
     int32_t *ids = NULL;
@@ -457,10 +458,10 @@ static int cmd_bench(int argc, char **argv)
         goto done;
     }
     memset(&fo, 0, sizeof fo);
-    fo.n_ctx = (size_t)(p > n + 1 ? p : n + 1);
     fo.llama_threads = (int)t;
     fo.n_threads = (int)t;
-    if (fw_open(&m, &map, &h, &fo, err, sizeof err) != 0) {
+    if (fw_weights_open(&fw, &map, &h, &fo, err, sizeof err) != 0 ||
+        fw_seq_new(&m, fw, (size_t)(p > n + 1 ? p : n + 1), err, sizeof err) != 0) {
         fprintf(stderr, "bankml bench: %s: %s\n", a.pos[0], err);
         rc = BANKML_REFUSE;
         goto done;
@@ -475,7 +476,7 @@ static int cmd_bench(int argc, char **argv)
         uint64_t z = (seed += 0x9e3779b97f4a7c15ull);
         z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
         z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        ids[i] = (int32_t)((z ^ (z >> 31)) % fw_hp(m)->n_vocab);
+        ids[i] = (int32_t)((z ^ (z >> 31)) % fw_weights_hp(fw)->n_vocab);
     }
     for (long rep = -1; rep < r; rep++) {   /* rep -1 is the warm-up */
         double t0;
@@ -521,7 +522,8 @@ eval_fail:
     rc = BANKML_REFUSE;
 done:
     free(ids);
-    fw_close(m);
+    fw_seq_free(m);
+    fw_weights_close(fw);
     gguf_header_free(&h);
     gguf_map_close(&map);
     return rc;

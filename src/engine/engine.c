@@ -38,7 +38,8 @@ int engine_status(engine_kind k)
 static void model_free(engine_model *m)
 {
     if (!m) return;
-    fw_close(m->fw);
+    fw_seq_free(m->fw);
+    fw_weights_close(m->fw_w);
     tok_free(m->vocab);
     m->vocab = NULL;
     gguf_map_close(&m->map);
@@ -114,11 +115,11 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
         goto fail;
     }
     memset(&o, 0, sizeof o);
-    o.n_ctx = e->o.n_ctx;
     o.llama_threads = e->o.llama_threads;
     o.pool = e->pool;
     o.n_threads = e->o.threads;
-    if (fw_open(&m->fw, &m->map, h, &o, why, sizeof why) != 0) {
+    if (fw_weights_open(&m->fw_w, &m->map, h, &o, why, sizeof why) != 0 ||
+        fw_seq_new(&m->fw, m->fw_w, e->o.n_ctx, why, sizeof why) != 0) {
         engine_err(er, ENGINE_INTERNAL, "%s: %s", path, why);
         goto fail;
     }
@@ -430,7 +431,7 @@ void engine_status_get(engine *e, engine_status_info *out)
 
 size_t engine_model_entry(const engine_model *m) { return m->idx; }
 size_t engine_model_n_ctx(const engine_model *m) { return fw_n_ctx(m->fw); }
-int32_t engine_model_n_vocab(const engine_model *m) { return (int32_t)fw_hp(m->fw)->n_vocab; }
+int32_t engine_model_n_vocab(const engine_model *m) { return (int32_t)fw_weights_hp(m->fw_w)->n_vocab; }
 int32_t engine_model_n_tokens(const engine_model *m) { return tok_n_tokens(m->vocab); }
 const sampler_params *engine_model_defaults(const engine_model *m) { return &m->defaults; }
 const char *engine_model_bos(const engine_model *m) { return m->bos_piece; }

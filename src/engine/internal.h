@@ -33,7 +33,8 @@ struct engine_model {
     bankml_verified *ver;
     pin_ident ident;
     gguf_map map;
-    fw_model *fw;
+    fw_weights *fw_w;          /* the weights in the map */
+    fw_seq *fw;                /* the slot's sequence: KV cache, positions, logits */
     tok_vocab *vocab;
     char *tmpl;
     size_t tmpl_len;

@@ -228,7 +228,7 @@ static int decode_step(run_state *r, int32_t *out_tok, engine_error *er)
     engine_model *m = r->m;
     engine_result *res = r->res;
     const sampler_params *sp = &r->rq->sp;
-    int32_t n_vocab = (int32_t)fw_hp(m->fw)->n_vocab;
+    int32_t n_vocab = (int32_t)fw_weights_hp(m->fw_w)->n_vocab;
     const float *logits = fw_logits(m->fw);
     int32_t tok = r->s ? sampler_sample(r->s, logits) : fw_argmax(logits, (size_t)n_vocab);
     if (tok < 0) {
@@ -290,7 +290,7 @@ oom:
 static int run_begin(run_state *r, engine_error *er)
 {
     const engine_request *rq = r->rq;
-    int32_t n_vocab = (int32_t)fw_hp(r->m->fw)->n_vocab;
+    int32_t n_vocab = (int32_t)fw_weights_hp(r->m->fw_w)->n_vocab;
     if (!rq->greedy) {
         sampler_vocab sv = {r->m, vocab_piece, vocab_tokenize};
         r->s = sampler_new(&rq->sp, n_vocab, &sv, NULL, 0, er->msg, sizeof er->msg);
@@ -408,7 +408,7 @@ static size_t pc_lcp(const int32_t *a, size_t na, const int32_t *b, size_t nb)
  * per layer a type and row size header before the K rows and the V rows. */
 static size_t pc_state_size(const engine_model *m, size_t n)
 {
-    const fw_hparams *hp = fw_hp(m->fw);
+    const fw_hparams *hp = fw_weights_hp(m->fw_w);
     size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
     return 4 + 4 + n * 12 + 8 + (size_t)hp->n_layer * 2 * (12 + n * kv_dim * 2);
 }

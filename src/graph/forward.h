@@ -4,29 +4,36 @@
  * haswell CPU backend (libggml-cpu-haswell.so), so that greedy answers are
  * token-identical.
  *
- * Three stages:
+ * Three stages, and two objects (llama2.c's TransformerWeights / RunState):
  *   1. fw_plan(): from the header alone, whether the graph plays (and the
  *      hyper-parameters it plays with), or the first reason it does not.
  *      No tensor byte is read.
- *   2. fw_open(): binds the weights in the map (never copied; only the small
- *      F32 norm vectors are), allocates the f16 KV cache and every scratch
- *      buffer once. Nothing is allocated per token afterwards.
- *   3. fw_eval(): appends tokens at positions [n_past, n_past + n) in
- *      micro-batches of n_ubatch (512, llama-server's default), producing the
- *      last token's logits (or every token's, for tests); fw_truncate() cuts
- *      the cache back to a prefix (the server's prompt cache reuse).
+ *   2. fw_weights_open(): binds the weights in the map (never copied; only
+ *      the small F32 norm vectors are). The weights are immutable afterwards
+ *      and shared by any number of sequences.
+ *   3. fw_seq_new(): one sequence over the weights: its f16 KV cache, its
+ *      position, its logits and every scratch buffer, allocated once (nothing
+ *      is allocated per token). fw_eval() appends tokens at positions
+ *      [n_past, n_past + n) in micro-batches of n_ubatch (512, llama-server's
+ *      default), producing the last token's logits (or every token's, for
+ *      tests); fw_truncate() cuts the cache back to a prefix (the server's
+ *      prompt cache reuse).
  *
  * What decides the bits, and is therefore a parameter here:
- *   - n_ctx: the KV cache size, rounded up to a multiple of 256 as llama.cpp
- *     does. The attention sees n_kv = min(n_ctx, max(256, roundup256(used)))
- *     cells, and a one-token step takes the split-KV kernel once n_kv >= 512.
+ *   - n_ctx (per sequence): the KV cache size, rounded up to a multiple of
+ *     256 as llama.cpp does. The attention sees n_kv = min(n_ctx, max(256,
+ *     roundup256(used))) cells, and a one-token step takes the split-KV
+ *     kernel once n_kv >= 512.
  *   - llama_threads: llama-server's -t. The split-KV kernel cuts the cells
  *     into that many chunks; the result depends on it. Our own pool size
  *     (n_threads / pool) never changes a bit.
  *   - n_ubatch: micro-batch size (512). Micro-batches of 64 or more rows take
  *     the tiled attention kernel, 2..63 rows the reference kernel.
  *
- * Threading: one fw_model is driven by one thread at a time.
+ * Threading: one fw_seq is driven by one thread at a time. Sequences on one
+ * fw_weights share its pool, so they are evaluated one after another (one
+ * thread, or a lock around fw_eval / fw_decode), never at the same time.
+ * A sequence's results do not depend on the other sequences.
  */
 #ifndef BANKML_FORWARD_H
 #define BANKML_FORWARD_H
@@ -59,7 +66,8 @@ typedef struct {
     uint32_t type_embd, type_output;   /* ggml type ids */
 } fw_hparams;
 
-/* Decides from the header alone whether the forward pass plays the file.
+/* Decides from the header alone whether the forward pass plays the file
+ * (the architecture table in graph/arch.c, the weight types in ops/wtype.c).
  * Returns 0 with *hp filled, or -1 with the first reason it does not in err
  * (one line, e.g. "architecture gemma3 is not supported (llama, qwen3)",
  * "blk.0.attn_q.weight: type Q4_K is not supported (F32, F16, BF16, Q8_0,
@@ -67,14 +75,16 @@ typedef struct {
 int fw_plan(const gguf_header *h, fw_hparams *hp, char *err, size_t errlen);
 
 typedef struct {
-    size_t n_ctx;             /* cells wanted (llama-server -c); rounded up to 256; 0 = 512 */
     int llama_threads;        /* llama-server's -t (split-KV chunking); 0 = 2 */
     size_t n_ubatch;          /* micro-batch; 0 = 512 */
     par_pool *pool;           /* borrowed pool, or NULL to create one of n_threads */
     int n_threads;            /* when pool is NULL; < 1 means 1 */
 } fw_opts;
 
-typedef struct fw_model fw_model;
+/* The bound weights of one file (immutable once open). */
+typedef struct fw_weights fw_weights;
+/* One sequence's state over a fw_weights: KV cache, n_past, logits, scratch. */
+typedef struct fw_seq fw_seq;
 
 /* A hook called with named intermediate tensors (tests only): name is
  * llama.cpp's callback name ("attn_norm", "Qcur" after RoPE, "kqv_out",
@@ -87,16 +97,32 @@ typedef void (*fw_tap_fn)(void *user, const char *name, int layer,
                           const float *data, size_t rows, size_t width,
                           size_t ubatch_first);
 
-/* Opens the model over a map and its parsed header (both must outlive the
- * model). Runs fw_plan first. Returns 0 with *out set, or -1 with the reason
- * ("blk.3.ffn_up.weight: runs past the end of the file", "out of memory"). */
-int fw_open(fw_model **out, const gguf_map *map, const gguf_header *h,
-            const fw_opts *opts, char *err, size_t errlen);
-void fw_close(fw_model *m);
+/* Opens the weights over a map and its parsed header (both must outlive
+ * the weights; opts may be NULL: the defaults). Runs fw_plan first, then
+ * binds every tensor the architecture reads. Returns 0 with *out set, or -1
+ * with *out NULL and the reason in err ("blk.3.ffn_up.weight: runs past the
+ * end of the file", "llama threads 0 out of range (1 to 256)", "out of
+ * memory"). A borrowed pool must outlive the weights. */
+int fw_weights_open(fw_weights **out, const gguf_map *map, const gguf_header *h,
+                    const fw_opts *opts, char *err, size_t errlen);
+/* Frees the weights (NULL is a no-op). Every fw_seq on them must be freed
+ * first. */
+void fw_weights_close(fw_weights *w);
+/* The hyper-parameters the weights play with (valid while w is open). */
+const fw_hparams *fw_weights_hp(const fw_weights *w);
 
-const fw_hparams *fw_hp(const fw_model *m);
-size_t fw_n_ctx(const fw_model *m);     /* cache cells (after rounding) */
-size_t fw_n_past(const fw_model *m);    /* positions held in the cache */
+/* A new, empty sequence over w (which must outlive it) with a cache of
+ * n_ctx cells (llama-server -c; rounded up to 256; 0 = 512). Returns 0 with
+ * *out set, or -1 with *out NULL and the reason ("context of N tokens is too
+ * large", "out of memory"). */
+int fw_seq_new(fw_seq **out, const fw_weights *w, size_t n_ctx, char *err, size_t errlen);
+/* Frees the sequence (NULL is a no-op); its weights stay open. */
+void fw_seq_free(fw_seq *s);
+/* The weights the sequence reads. */
+const fw_weights *fw_seq_weights(const fw_seq *s);
+
+size_t fw_n_ctx(const fw_seq *s);     /* cache cells (after rounding) */
+size_t fw_n_past(const fw_seq *s);    /* positions held in the cache */
 
 /* Evaluates n token ids at positions [n_past, n_past + n) and advances
  * n_past. Logits: with all == 0, the last token's n_vocab logits go to
@@ -105,35 +131,36 @@ size_t fw_n_past(const fw_model *m);    /* positions held in the cache */
  * is computed. Returns 0, or -1 with a reason (id out of range, the context
  * is full: "the context holds 512 tokens; 510 + 3 do not fit"); on failure
  * n_past is unchanged but cache cells past it may have been written. */
-int fw_eval(fw_model *m, const int32_t *ids, size_t n, float *logits, int all,
+int fw_eval(fw_seq *s, const int32_t *ids, size_t n, float *logits, int all,
             char *err, size_t errlen);
 
-/* One token (a decode step): fw_eval(m, &id, 1, logits, 0, ...). */
-int fw_decode(fw_model *m, int32_t id, float *logits, char *err, size_t errlen);
+/* One token (a decode step): fw_eval(s, &id, 1, logits, 0, ...). */
+int fw_decode(fw_seq *s, int32_t id, float *logits, char *err, size_t errlen);
 
-/* The last token's logits of the last fw_eval (n_vocab floats). */
-const float *fw_logits(const fw_model *m);
+/* The last token's logits of the last fw_eval (n_vocab floats, owned by s). */
+const float *fw_logits(const fw_seq *s);
 
 /* Keeps the first n positions (n >= n_past is a no-op). */
-void fw_truncate(fw_model *m, size_t n);
+void fw_truncate(fw_seq *s, size_t n);
 
 /* Index of the largest logit; the lowest index wins a tie (as the greedy
  * sampler's stable sort). */
 int32_t fw_argmax(const float *logits, size_t n);
 
-/* Installs (or removes, with NULL) the test hook. */
-void fw_set_tap(fw_model *m, fw_tap_fn fn, void *user);
+/* Installs (or removes, with NULL) the test hook of one sequence. */
+void fw_set_tap(fw_seq *s, fw_tap_fn fn, void *user);
 
 /* ---- KV save/restore for the host prompt cache ---- */
 
 /* Bytes that hold the K and V cells of positions [0, n) (0 when n > n_ctx). */
-size_t fw_kv_bytes(const fw_model *m, size_t n);
+size_t fw_kv_bytes(const fw_seq *s, size_t n);
 /* Copies the cells [0, n) (n <= n_past) into buf, which holds exactly
- * fw_kv_bytes(m, n) bytes. 0, or -1 when n or len do not fit. */
-int fw_kv_save(const fw_model *m, size_t n, void *buf, size_t len);
-/* Puts back what fw_kv_save wrote and sets n_past = n. The last logits are
- * not restored: the caller evaluates at least one token before sampling.
+ * fw_kv_bytes(s, n) bytes. 0, or -1 when n or len do not fit. */
+int fw_kv_save(const fw_seq *s, size_t n, void *buf, size_t len);
+/* Puts back what fw_kv_save wrote (from any sequence on the same weights;
+ * n must fit this one's n_ctx) and sets n_past = n. The last logits are not
+ * restored: the caller evaluates at least one token before sampling.
  * 0, or -1 when n or len do not fit (the cache is then unchanged). */
-int fw_kv_restore(fw_model *m, size_t n, const void *buf, size_t len);
+int fw_kv_restore(fw_seq *s, size_t n, const void *buf, size_t len);
 
 #endif

@@ -682,22 +682,12 @@ float f16_sgemm_dot(int type, const void *w, const float *x, size_t k)
 #define CG_BYTES (256u * 1024u) /* activation bytes per task: about L2 */
 #endif
 
-typedef struct {
-    const f16_matrix *w;
-    const float *x;
-    size_t n;
-    float *y;
-    int sgemm;
-    int simd;
-    size_t nrb;                 /* sgemm: row blocks of ROW_CHUNK rows */
-    size_t cg;                  /* sgemm: columns per task */
-} mm_ctx;
 
 /* One column (decode): a chunk is rows [r0, r1). */
 static void mm_vec_rows(void *vctx, size_t r0, size_t r1, int worker)
 {
-    const mm_ctx *m = vctx;
-    const f16_matrix *w = m->w;
+    const f16_mm *m = vctx;
+    const f16_matrix *w = &m->w;
     const char *wd = w->data;
     (void)worker;
 #if F16_X86
@@ -715,8 +705,8 @@ static void mm_vec_rows(void *vctx, size_t r0, size_t r1, int worker)
  * column group stays in cache while the weight streams past. */
 static void mm_tasks(void *vctx, size_t t0, size_t t1, int worker)
 {
-    const mm_ctx *m = vctx;
-    const f16_matrix *w = m->w;
+    const f16_mm *m = vctx;
+    const f16_matrix *w = &m->w;
     const char *wd = w->data;
     (void)worker;
     for (size_t t = t0; t < t1; t++) {
@@ -748,10 +738,10 @@ static void mm_tasks(void *vctx, size_t t0, size_t t1, int worker)
 }
 
 /* Fills one matrix's context and pool job. */
-static void mm_plan(mm_ctx *m, par_job *j, const f16_matrix *w,
+static void mm_plan(f16_mm *m, par_job *j, const f16_matrix *w,
                     const float *x, size_t n, float *y, int simd)
 {
-    m->w = w;
+    m->w = *w;
     m->x = x;
     m->n = n;
     m->y = y;
@@ -811,11 +801,27 @@ int f16_mul_mat_multi(par_pool *pool, const f16_matrix *ws, size_t nw,
         return -1;
     }
     int simd = simd_on();
-    mm_ctx m[MULTI_MAX];
+    f16_mm m[MULTI_MAX];
     par_job jobs[MULTI_MAX];
     for (size_t i = 0; i < nw; i++)
         mm_plan(&m[i], &jobs[i], &ws[i], x, n, ys[i], simd);
     par_jobs(pool, jobs, nw);
+    return 0;
+}
+
+int f16_mm_job(f16_mm *m, par_job *j, const f16_matrix *w, const float *x,
+               size_t n, float *y, char *err, size_t errlen)
+{
+    if (n == 0 || !x || !y) {
+        bk_err(err, errlen, "no activation columns (%zu) or no output", n);
+        return -1;
+    }
+    if (f16_matrix_check(w, err, errlen) != 0) return -1;
+    if (n > SIZE_MAX / w->k) {
+        bk_err(err, errlen, "%zu columns of %zu elements overflow", n, w->k);
+        return -1;
+    }
+    mm_plan(m, j, w, x, n, y, simd_on());
     return 0;
 }
 

@@ -126,6 +126,28 @@ int f16_mul_mat_multi(par_pool *pool, const f16_matrix *ws, size_t nw,
                       const float *x, size_t n, float *const *ys,
                       char *err, size_t errlen);
 
+/* One product's state for a pool wake of several products (par_jobs): the
+ * matrix (copied), its activations and output, and the plan mm_plan chose.
+ * Filled by f16_mm_job; read only by the job it fills. */
+typedef struct {
+    f16_matrix w;
+    const float *x;
+    size_t n;
+    float *y;
+    int sgemm;
+    int simd;
+    size_t nrb;                 /* several columns: row blocks of the task grid */
+    size_t cg;                  /* several columns: columns per task */
+} f16_mm;
+
+/* Checks one product y = W x (as f16_mul_mat) and fills *m and *j, the job
+ * that f16_mul_mat_multi would give it, so that a caller can run products of
+ * several kinds in one par_jobs wake. x: n columns already rounded by
+ * f16_round_act; m must stay in place until the wake ends. 0, or -1 with the
+ * reason (bad shape, no columns, overflow). */
+int f16_mm_job(f16_mm *m, par_job *j, const f16_matrix *w, const float *x,
+               size_t n, float *y, char *err, size_t errlen);
+
 /* Convenience: rounds x (k * n floats) into scratch (k * n floats) for W's
  * type, then f16_mul_mat. scratch may equal x to round in place. */
 int f16_mul_mat_f32(par_pool *pool, const f16_matrix *w, const float *x,

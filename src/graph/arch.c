@@ -1,0 +1,86 @@
+/*
+ * arch.c -- the architecture table (see arch.h). Each graph's tensors are
+ * listed here once; the planner, the refusal of unknown tensors and the
+ * bindings all read these lists.
+ */
+#include "graph/arch.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/forward.h"
+
+#define TOP(n, k, a, b, p, f) { n, k, a, b, p, offsetof(fw_top, f) }
+#define LAY(n, k, a, b, f) { n, k, a, b, FW_REQUIRED, offsetof(fw_layer, f) }
+
+/* token_embd first (it decides n_vocab); output may be tied to it. */
+static const fw_tensor_desc top_llama[] = {
+    TOP("token_embd.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_VOCAB, FW_REQUIRED, tok_embd),
+    TOP("output_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, FW_REQUIRED, output_norm),
+    TOP("output.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_VOCAB, FW_TIED, output),
+};
+
+/* The llama block: pre-norm attention, pre-norm SwiGLU feed-forward. */
+#define LLAMA_LAYER                                                               \
+    LAY("attn_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, attn_norm),       \
+    LAY("attn_q.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_Q, wq),                  \
+    LAY("attn_k.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_KV, wk),                 \
+    LAY("attn_v.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_KV, wv),                 \
+    LAY("attn_output.weight", FW_MATRIX, FW_DIM_Q, FW_DIM_EMBD, wo),             \
+    LAY("ffn_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, ffn_norm),         \
+    LAY("ffn_gate.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_FF, gate),             \
+    LAY("ffn_up.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_FF, up),                 \
+    LAY("ffn_down.weight", FW_MATRIX, FW_DIM_FF, FW_DIM_EMBD, down)
+
+static const fw_tensor_desc layer_llama[] = { LLAMA_LAYER };
+
+static const fw_tensor_desc layer_qwen3[] = {
+    LLAMA_LAYER,
+    LAY("attn_q_norm.weight", FW_NORM, FW_DIM_HEAD, FW_DIM_NONE, q_norm),
+    LAY("attn_k_norm.weight", FW_NORM, FW_DIM_HEAD, FW_DIM_NONE, k_norm),
+};
+
+#define N(a) (sizeof a / sizeof *a)
+
+static const fw_arch table[] = {
+    { "llama", FW_ARCH_LLAMA, 0, 0, top_llama, N(top_llama), layer_llama, N(layer_llama) },
+    { "qwen3", FW_ARCH_QWEN3, 1, 1, top_llama, N(top_llama), layer_qwen3, N(layer_qwen3) },
+};
+
+const fw_arch *fw_arch_find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N(table); i++)
+        if (strlen(table[i].name) == len && memcmp(table[i].name, name, len) == 0)
+            return &table[i];
+    return NULL;
+}
+
+size_t fw_arch_count(void) { return N(table); }
+const fw_arch *fw_arch_at(size_t i) { return i < N(table) ? &table[i] : NULL; }
+
+const char *fw_arch_names(char *buf, size_t len)
+{
+    size_t n = 0;
+    if (len) buf[0] = '\0';
+    for (size_t i = 0; i < N(table) && n < len; i++) {
+        int w = snprintf(buf + n, len - n, "%s%s", n ? ", " : "", table[i].name);
+        if (w < 0) break;
+        n += (size_t)w;
+    }
+    return buf;
+}
+
+const fw_tensor_desc *fw_arch_layer_tensor(const fw_arch *a, const char *suffix)
+{
+    for (size_t i = 0; i < a->n_layer; i++)
+        if (strcmp(a->layer[i].name, suffix) == 0) return &a->layer[i];
+    return NULL;
+}
+
+const fw_tensor_desc *fw_arch_top_tensor(const fw_arch *a, const char *name)
+{
+    for (size_t i = 0; i < a->n_top; i++)
+        if (strcmp(a->top[i].name, name) == 0) return &a->top[i];
+    return NULL;
+}

@@ -1,0 +1,52 @@
+/*
+ * attn.h -- flash attention over an f16 KV cache, bit for bit as llama.cpp
+ * b11669's ggml_compute_forward_flash_attn_ext_f16 (haswell CPU backend).
+ *
+ * Which kernel a call takes is ggml's choice, reproduced:
+ *   - one query row and n_kv >= 512: split-KV, the cells cut into
+ *     llama_threads chunks of ceil(n_kv / t), a reference pass per chunk,
+ *     the partials merged in chunk order;
+ *   - 64 rows or more and head_dim % 8 == 0: tiled (64 x 64 tiles, f32 Q,
+ *     ggml_v_expf softmax);
+ *   - otherwise: the reference one_chunk kernel (Q rounded to f16, f16 V
+ *     accumulator).
+ * Each has a portable body and an AVX2 twin (simd), the same bits. The mask
+ * is causal: query row t sits at position first + t and sees cells [0, pos].
+ */
+#ifndef BANKML_ATTN_H
+#define BANKML_ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/par.h"
+
+#define ATTN_TILE 64            /* ggml's GGML_FA_TILE_Q and GGML_FA_TILE_KV */
+#define ATTN_SPLIT_KV_MIN 512   /* one-row calls split the cells from here */
+
+/* One layer's attention for n_tok query rows. */
+typedef struct {
+    size_t head_dim, n_head, n_head_kv;   /* n_head a multiple of n_head_kv */
+    size_t q_dim, kv_dim;                 /* head_dim * n_head, head_dim * n_head_kv */
+    float kq_scale;                       /* 1 / sqrt(head_dim) */
+    int llama_threads;                    /* llama-server's -t: split-KV chunks (>= 1) */
+    const float *q;                       /* [n_tok][q_dim], RoPE applied */
+    float *att;                           /* out: [n_tok][q_dim] */
+    const uint16_t *kc, *vc;              /* this layer's cache: [cell][kv_dim] f16 */
+    size_t n_tok, first, n_kv;            /* rows, first row's position, cells seen */
+} attn_args;
+
+/* Per-worker scratch for head_dim (one per pool thread). */
+typedef struct attn_scratch attn_scratch;
+
+/* Scratch for n_workers workers (par_threads of the pool that runs
+ * attn_flash) and heads of head_dim; NULL when out of memory. */
+attn_scratch *attn_scratch_new(int n_workers, size_t head_dim);
+void attn_scratch_free(attn_scratch *s);
+
+/* Computes a->att on the pool (per head, and per query row or block of 64
+ * rows). s must come from attn_scratch_new with at least par_threads(pool)
+ * workers and a->head_dim. */
+void attn_flash(par_pool *pool, int simd, const attn_args *a, attn_scratch *s);
+
+#endif

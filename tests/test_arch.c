@@ -1,0 +1,106 @@
+/*
+ * test_arch.c -- the architecture table (src/graph/arch.c): each graph's
+ * tensor list, shapes, bindings and options as literals.
+ */
+#include "test.h"
+
+#include <stddef.h>
+
+#include "graph/arch.h"
+#include "graph/forward.h"
+
+static const char *LLAMA_LAYER[9] = {
+    "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
+    "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
+    "ffn_down.weight",
+};
+
+static void check_desc(const fw_tensor_desc *d, const char *name, int kind, int d0, int d1,
+                       int presence, size_t off)
+{
+    CHECK_STR(d->name, name);
+    CHECK_INT(d->kind, kind);
+    CHECK_INT(d->d0, d0);
+    CHECK_INT(d->d1, d1);
+    CHECK_INT(d->presence, presence);
+    CHECK_INT(d->off, off);
+}
+
+static void check_llama_layer(const fw_arch *a)
+{
+    for (size_t i = 0; i < 9; i++) CHECK_STR(a->layer[i].name, LLAMA_LAYER[i]);
+    check_desc(&a->layer[0], "attn_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, FW_REQUIRED,
+               offsetof(fw_layer, attn_norm));
+    check_desc(&a->layer[1], "attn_q.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_Q, FW_REQUIRED,
+               offsetof(fw_layer, wq));
+    check_desc(&a->layer[2], "attn_k.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_KV, FW_REQUIRED,
+               offsetof(fw_layer, wk));
+    check_desc(&a->layer[3], "attn_v.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_KV, FW_REQUIRED,
+               offsetof(fw_layer, wv));
+    check_desc(&a->layer[4], "attn_output.weight", FW_MATRIX, FW_DIM_Q, FW_DIM_EMBD,
+               FW_REQUIRED, offsetof(fw_layer, wo));
+    check_desc(&a->layer[5], "ffn_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, FW_REQUIRED,
+               offsetof(fw_layer, ffn_norm));
+    check_desc(&a->layer[6], "ffn_gate.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_FF, FW_REQUIRED,
+               offsetof(fw_layer, gate));
+    check_desc(&a->layer[7], "ffn_up.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_FF, FW_REQUIRED,
+               offsetof(fw_layer, up));
+    check_desc(&a->layer[8], "ffn_down.weight", FW_MATRIX, FW_DIM_FF, FW_DIM_EMBD, FW_REQUIRED,
+               offsetof(fw_layer, down));
+    CHECK_INT(a->n_top, 3);
+    check_desc(&a->top[0], "token_embd.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_VOCAB,
+               FW_REQUIRED, offsetof(fw_top, tok_embd));
+    check_desc(&a->top[1], "output_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, FW_REQUIRED,
+               offsetof(fw_top, output_norm));
+    check_desc(&a->top[2], "output.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_VOCAB, FW_TIED,
+               offsetof(fw_top, output));
+}
+
+TEST(arch_table_llama)
+{
+    const fw_arch *a = fw_arch_find("llama", 5);
+    CHECK(a != NULL);
+    if (!a) return;
+    CHECK(a == fw_arch_at(0));
+    CHECK_STR(a->name, "llama");
+    CHECK_INT(a->id, FW_ARCH_LLAMA);
+    CHECK_INT(a->rope_neox, 0);
+    CHECK_INT(a->qk_norm, 0);
+    CHECK_INT(a->n_layer, 9);
+    check_llama_layer(a);
+    CHECK(fw_arch_layer_tensor(a, "attn_q_norm.weight") == NULL);
+    CHECK(fw_arch_layer_tensor(a, "ffn_up.weight") == &a->layer[7]);
+    CHECK(fw_arch_top_tensor(a, "output.weight") == &a->top[2]);
+    CHECK(fw_arch_top_tensor(a, "blk.0.attn_q.weight") == NULL);
+}
+
+TEST(arch_table_qwen3)
+{
+    const fw_arch *a = fw_arch_find("qwen3", 5);
+    CHECK(a != NULL);
+    if (!a) return;
+    CHECK(a == fw_arch_at(1));
+    CHECK_INT(a->id, FW_ARCH_QWEN3);
+    CHECK_INT(a->rope_neox, 1);
+    CHECK_INT(a->qk_norm, 1);
+    CHECK_INT(a->n_layer, 11);
+    check_llama_layer(a);
+    check_desc(&a->layer[9], "attn_q_norm.weight", FW_NORM, FW_DIM_HEAD, FW_DIM_NONE,
+               FW_REQUIRED, offsetof(fw_layer, q_norm));
+    check_desc(&a->layer[10], "attn_k_norm.weight", FW_NORM, FW_DIM_HEAD, FW_DIM_NONE,
+               FW_REQUIRED, offsetof(fw_layer, k_norm));
+    CHECK(fw_arch_layer_tensor(a, "attn_k_norm.weight") == &a->layer[10]);
+}
+
+TEST(arch_table_names_and_lookups)
+{
+    char buf[64];
+    CHECK_INT(fw_arch_count(), 2);
+    CHECK(fw_arch_at(2) == NULL);
+    CHECK_STR(fw_arch_names(buf, sizeof buf), "llama, qwen3");
+    CHECK(fw_arch_find("llam", 4) == NULL);
+    CHECK(fw_arch_find("llama2", 6) == NULL);
+    CHECK(fw_arch_find("llama\0x", 7) == NULL);   /* the length counts */
+    CHECK(fw_arch_find("qwen2", 5) == NULL);
+    CHECK(fw_arch_find("gemma3", 6) == NULL);
+}
