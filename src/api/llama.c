@@ -635,6 +635,7 @@ static void h_props(serve_req *req, serve_resp *resp, void *ud)
     jbuf out;
     engine_request_init(&rq);
     jbuf_init(&out);
+    sampler_params_free(&rq.sp);
     if (sampler_params_copy(&rq.sp, engine_model_defaults(m)) != 0) {
         llama_reply_err(resp, 500, "out of memory");
     } else {

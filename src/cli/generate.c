@@ -161,6 +161,7 @@ static int generate(engine *e, engine_model *m, const parsed_args *a, long max, 
         goto out;
     }
     rq.greedy = !args_opt(a, "--sample");
+    sampler_params_free(&rq.sp);   /* engine_request_init's defaults: replaced by the model's */
     if (rq.greedy) {
         if (sampler_params_copy(&rq.sp, engine_model_defaults(m)) != 0) {
             fprintf(stderr, "bankml generate: out of memory\n");

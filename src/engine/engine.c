@@ -171,6 +171,13 @@ engine *engine_new(const engine_opts *o, engine_error *er)
         engine_err(er, ENGINE_INTERNAL, "out of memory");
         return NULL;
     }
+    if ((o->n_batch && o->n_batch != 2048) || (o->n_ubatch && o->n_ubatch != 512) || o->n_parallel > 1) {
+        engine_err(er, ENGINE_BAD_INPUT, "-b %zu -ub %zu -np %d: only llama-server's defaults (-b 2048 -ub 512 "
+                   "-np 1) are reproduced yet", o->n_batch ? o->n_batch : 2048, o->n_ubatch ? o->n_ubatch : 512,
+                   o->n_parallel ? o->n_parallel : 1);
+        free(e);
+        return NULL;
+    }
     e->o = *o;
     if (!e->o.n_ctx) e->o.n_ctx = 4096;
     if (!e->o.llama_threads) e->o.llama_threads = 2;

@@ -65,6 +65,9 @@ typedef struct {
     int cache_on;              /* the host prompt cache (--cache-ram != 0) */
     size_t cache_limit;        /* its bytes; 0 = no limit */
     const char *log_name;      /* prefix of the load/unload lines on stderr; NULL: silent */
+    size_t n_batch;            /* llama-server's -b: prompt tokens per decode call; 0 = 2048 */
+    size_t n_ubatch;           /* its -ub: micro-batch (decides kernels, so bits); 0 = 512 */
+    int n_parallel;            /* its -np: slots; 0 = 1 */
 } engine_opts;
 
 typedef struct engine engine;
