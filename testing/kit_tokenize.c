@@ -6,7 +6,7 @@
  * suite (testing/oracle_tokenizer.py) can compare thousands of strings in
  * about a second instead of starting llama-tokenize per string. Its twin,
  * testing/tokenizer_driver.c, speaks the same protocol over bankml's
- * src/text/tokenizer.c.
+ * tokenizer (src/text/tokenizer*.c).
  *
  * Usage: kit_tokenize VOCAB.gguf MODE < requests > answers
  *   MODE tok:   each request is a line "P A N" (parse_special 0/1,

@@ -5,7 +5,8 @@ For every template in ../shared/templates/llama.cpp (and from-gguf/, and the two
 ../shared/templates), llama-server is started once with
 `--chat-template-file T --jinja` on a tiny model (stories260K) and asked to apply the template to the
 conversations below; bankml renders the same conversations through testing/template_driver.c (built
-here from src/text/template.c and src/base/json.c). Each conversation is one test:
+here from src/text/*.c -- the template files, and the tokenizer they link with -- and what those need
+from src/base and src/file). Each conversation is one test:
 
   pass     both give the same bytes, or both refuse (the template raises, say)
   FAIL     the bytes differ, or bankml renders what llama-server refuses
@@ -17,7 +18,7 @@ conversations and the server binary, so a second run needs no server at all.
 
 Usage: python3 testing/oracle_templates.py [--only SUBSTRING] [--table docs/modules/template.md]
 """
-import hashlib, json, os, subprocess, sys, time
+import glob, hashlib, json, os, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -72,8 +73,11 @@ def conversations():
 def build_driver(suite):
     os.makedirs(BUILD, exist_ok=True)
     exe = os.path.join(BUILD, "template_driver")
-    srcs = [os.path.join(ROOT, p) for p in ("testing/template_driver.c", "src/text/template.c", "src/base/json.c")]
-    if os.path.exists(exe) and all(os.path.getmtime(exe) > os.path.getmtime(s) for s in srcs):
+    # every file of src/text (so a split there needs no edit here) and what they need below it
+    srcs = [os.path.join(ROOT, "testing/template_driver.c")] + sorted(glob.glob(os.path.join(ROOT, "src/text/*.c"))) + \
+        [os.path.join(ROOT, p) for p in ("src/file/gguf.c", "src/base/json.c", "src/base/base.c")]
+    deps = srcs + glob.glob(os.path.join(ROOT, "src/text/*.h"))
+    if os.path.exists(exe) and all(os.path.getmtime(exe) > os.path.getmtime(s) for s in deps):
         return exe
     cmd = ["gcc", "-std=gnu11", "-D_GNU_SOURCE", "-I" + os.path.join(ROOT, "include"),
            "-I" + os.path.join(ROOT, "src"), "-O2", "-o", exe, *srcs, "-lm"]

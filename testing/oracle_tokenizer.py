@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Oracle suite for src/text/tokenizer.c against llama.cpp b11669's tokenizer.
+"""Oracle suite for the tokenizer (src/text/tokenizer*.c) against llama.cpp b11669's tokenizer.
 
 For every vocabulary in ../shared/vocab (ggml-vocab-*.gguf) and
 ../shared/models/stories260K.gguf:
@@ -50,7 +50,8 @@ def build():
                     "-L" + lib, "-lllama", "-Wl,--allow-shlib-undefined"], check=True)
     subprocess.run(["gcc", "-std=gnu11", "-D_GNU_SOURCE", "-O2", "-I" + os.path.join(ROOT, "src"),
                     "-I" + os.path.join(ROOT, "include"), "-o", drv,
-                    os.path.join(ROOT, "testing/tokenizer_driver.c"), os.path.join(ROOT, "src/text/tokenizer.c"),
+                    os.path.join(ROOT, "testing/tokenizer_driver.c"),
+                    *sorted(glob.glob(os.path.join(ROOT, "src/text/*.c"))),
                     os.path.join(ROOT, "src/file/gguf.c"), os.path.join(ROOT, "src/base/json.c"),
                     os.path.join(ROOT, "src/base/base.c"), "-lm"], check=True)
     return [os.path.join(KIT, "bin/sid-run"), kit], [drv]

@@ -10,6 +10,11 @@
  *                         "chat_template_kwargs": {...}, "tools": [...]}, ...]}
  * Prints one JSON object per case and line: {"ok": true, "prompt": "..."} or
  * {"ok": false, "error": "..."}.
+ *
+ * Build (with every .c file of src/text, as testing/oracle_templates.py does):
+ *   gcc -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -O2 -o template_driver \
+ *       testing/template_driver.c src/text/EACH.c src/file/gguf.c src/base/json.c \
+ *       src/base/base.c -lm
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,15 +2,18 @@
  * tokenizer_driver.c -- bankml's side of the tokenizer oracle.
  *
  * Speaks the protocol of testing/kit_tokenize.c (llama.cpp's side) over
- * src/text/tokenizer.c, so testing/oracle_tokenizer.py can feed both the same
+ * bankml's tokenizer (tokenizer.h, src/text/tokenizer*.c), so
+ * testing/oracle_tokenizer.py can feed both the same
  * requests and compare the answers line by line.
  *
  * Usage: tokenizer_driver VOCAB.gguf tok|detok|info < requests > answers
  * (see kit_tokenize.c for the request and answer formats). A vocabulary
  * bankml refuses prints "LOADERR <reason>" and exits 1.
  *
- * Build: gcc -std=gnu11 -D_GNU_SOURCE -Isrc -O2 -o /tmp/tokenizer_driver \
- *            testing/tokenizer_driver.c src/text/tokenizer.c src/file/gguf.c src/base/json.c -lm
+ * Build (with every .c file of src/text, as testing/oracle_tokenizer.py does):
+ *   gcc -std=gnu11 -D_GNU_SOURCE -Isrc -Iinclude -O2 -o /tmp/tokenizer_driver \
+ *       testing/tokenizer_driver.c src/text/EACH.c src/file/gguf.c src/base/json.c \
+ *       src/base/base.c -lm
  */
 #include <stdio.h>
 #include <stdlib.h>

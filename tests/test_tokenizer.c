@@ -1,5 +1,5 @@
 /*
- * test_tokenizer.c -- exact tokenizations of src/text/tokenizer.c on a
+ * test_tokenizer.c -- exact tokenizations of src/text/tokenizer*.c on a
  * SentencePiece vocabulary (stories260K), a byte-level BPE one (Qwen2), a
  * WordPiece one (bert-bge) and a Unigram one (nomic-bert-moe), with the ids
  * llama.cpp b11669's llama-tokenize and libllama print for the same text,

@@ -1,0 +1,521 @@
+/*
+ * template_value.c -- the Jinja engine's runtime and values (see
+ * template_int.h): one render's arena, limits and error exit; the value
+ * kinds, their conversions, string and JSON forms as llama.cpp prints them
+ * (value_to_string_repr, as_string, value_to_json), equality, objects; the
+ * scopes (llama.cpp's context).
+ */
+#include "text/template_int.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --------------------------------------------------------------- runtime */
+
+/* Formats the reason into the caller's buffer and leaves the render. */
+void fail(rt *R, const char *fmt, ...) {
+    if (R->err && R->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(R->err, R->errlen, fmt, ap);
+        va_end(ap);
+    }
+    longjmp(*R->on_error, 1);
+}
+
+/* Arena allocation: a header links the block so free_all() finds it. */
+void *ralloc(rt *R, size_t n) {
+    if (n > TPL_MAX_MEM || R->mem + n > TPL_MAX_MEM)
+        fail(R, "template needs more than %u MB of memory", TPL_MAX_MEM >> 20);
+    ablk *b = malloc(sizeof(ablk) + n + 1);
+    if (!b) fail(R, "out of memory");
+    b->next = R->blocks;
+    R->blocks = b;
+    R->mem += n + sizeof(ablk);
+    return (char *)(b + 1);
+}
+
+void *rzalloc(rt *R, size_t n) {
+    void *p = ralloc(R, n);
+    memset(p, 0, n);
+    return p;
+}
+
+size_t mul_sz(rt *R, size_t a, size_t b) {
+    if (b && a > SIZE_MAX / b) fail(R, "size overflow");
+    return a * b;
+}
+
+char *rstrdup(rt *R, const char *s, size_t n) {
+    char *p = ralloc(R, n + 1);
+    if (n) memcpy(p, s, n);
+    p[n] = 0;
+    return p;
+}
+
+void free_all(rt *R) {
+    ablk *b = R->blocks;
+    while (b) {
+        ablk *nx = b->next;
+        free(b);
+        b = nx;
+    }
+    R->blocks = NULL;
+    R->mem = 0;
+}
+
+void step(rt *R) {
+    if (++R->steps > TPL_MAX_STEPS)
+        fail(R, "template runs too long (more than %llu steps)", TPL_MAX_STEPS);
+}
+
+void sb_put(rt *R, sbuf *b, const char *s, size_t n) {
+    if (!n) return;
+    if (b->n + n > TPL_MAX_OUT) fail(R, "template output exceeds %u MB", TPL_MAX_OUT >> 20);
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = ralloc(R, cap);
+        if (b->n) memcpy(p, b->p, b->n);
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+void sb_puts(rt *R, sbuf *b, const char *s) { sb_put(R, b, s, strlen(s)); }
+void sb_putc(rt *R, sbuf *b, char c) { sb_put(R, b, &c, 1); }
+
+void sb_printf(rt *R, sbuf *b, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    sb_put(R, b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+/* ---------------------------------------------------------------- values */
+
+val *mk(rt *R, int t) {
+    val *v = rzalloc(R, sizeof *v);
+    v->t = (unsigned char)t;
+    return v;
+}
+val *mk_undef(rt *R, const char *hint) { val *v = mk(R, VT_UNDEF); v->u.hint = hint; return v; }
+val *mk_none(rt *R) { return mk(R, VT_NONE); }
+val *mk_bool(rt *R, int b) { val *v = mk(R, VT_BOOL); v->u.b = b != 0; return v; }
+val *mk_int(rt *R, int64_t i) { val *v = mk(R, VT_INT); v->u.i = i; return v; }
+val *mk_float(rt *R, double f) { val *v = mk(R, VT_FLOAT); v->u.f = f; return v; }
+val *mk_strn(rt *R, const char *s, size_t n) {
+    if (n > TPL_MAX_OUT) fail(R, "string exceeds %u MB", TPL_MAX_OUT >> 20);
+    val *v = mk(R, VT_STR);
+    v->u.s.p = rstrdup(R, s, n);
+    v->u.s.n = n;
+    return v;
+}
+val *mk_str(rt *R, const char *s) { return mk_strn(R, s, strlen(s)); }
+val *mk_sb(rt *R, const sbuf *b) {    /* takes the buffer's bytes */
+    val *v = mk(R, VT_STR);
+    v->u.s.p = b->p ? b->p : rstrdup(R, "", 0);
+    v->u.s.n = b->n;
+    v->multipart = b->parts > 1;
+    return v;
+}
+val *mk_arr(rt *R, int t) { return mk(R, t); }
+val *mk_obj(rt *R) { return mk(R, VT_OBJECT); }
+
+int is_arr(const val *v) { return v->t == VT_ARRAY || v->t == VT_TUPLE; }
+int is_num(const val *v) { return v->t == VT_INT || v->t == VT_FLOAT; }
+/* llama.cpp's is_numeric() also counts booleans */
+static int is_numeric_b(const val *v) { return v->t == VT_INT || v->t == VT_FLOAT || v->t == VT_BOOL; }
+
+const char *type_name(const val *v) {
+    switch (v->t) {
+    case VT_UNDEF: return "Undefined";
+    case VT_NONE: return "None";
+    case VT_BOOL: return "Boolean";
+    case VT_INT: return "Integer";
+    case VT_FLOAT: return "Float";
+    case VT_STR: return "String";
+    case VT_ARRAY: return "Array";
+    case VT_TUPLE: return "Tuple";
+    case VT_OBJECT: return "Object";
+    case VT_FUNC: return "Function";
+    default: return "KwArg";
+    }
+}
+
+void arr_push(rt *R, val *a, val *x) {
+    if (a->u.a.n == a->u.a.cap) {
+        size_t cap = a->u.a.cap ? a->u.a.cap * 2 : 4;
+        val **nv = ralloc(R, mul_sz(R, cap, sizeof *nv));
+        if (a->u.a.n) memcpy(nv, a->u.a.v, a->u.a.n * sizeof *nv);
+        a->u.a.v = nv;
+        a->u.a.cap = cap;
+    }
+    a->u.a.v[a->u.a.n++] = x;
+}
+
+/* integer as llama.cpp's value_int keeps its float twin: a value a double
+ * cannot hold exactly becomes +-inf there, and comparisons see that */
+static double int_as_float(int64_t i) {
+    double d = (double)i;
+    if (d >= 9223372036854775808.0 || d < -9223372036854775808.0 || (int64_t)d != i)
+        return i < 0 ? -INFINITY : INFINITY;
+    return d;
+}
+int64_t float_as_int(double f) {
+    if (!isfinite(f)) return 0;
+    if (f >= 9223372036854775807.0) return INT64_MAX;
+    if (f <= -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)f;
+}
+/* val_int / val_flt views as llama.cpp's value_t fields */
+int64_t v_int(const val *v) {
+    if (v->t == VT_INT) return v->u.i;
+    if (v->t == VT_FLOAT) return float_as_int(v->u.f);
+    if (v->t == VT_BOOL) return v->u.b;
+    return 0;
+}
+double v_flt(const val *v) {
+    if (v->t == VT_INT) return int_as_float(v->u.i);
+    if (v->t == VT_FLOAT) return v->u.f;
+    if (v->t == VT_BOOL) return v->u.b;
+    return 0;
+}
+
+int64_t as_int(rt *R, const val *v) {
+    if (v->t == VT_INT || v->t == VT_FLOAT || v->t == VT_BOOL) return v_int(v);
+    fail(R, "%s is not an int value", type_name(v));
+}
+double as_float(rt *R, const val *v) {
+    if (v->t == VT_INT || v->t == VT_FLOAT) return v_flt(v);
+    fail(R, "%s is not a float value", type_name(v));
+}
+
+int as_bool(rt *R, const val *v) {
+    switch (v->t) {
+    case VT_UNDEF: case VT_NONE: return 0;
+    case VT_BOOL: return v->u.b;
+    case VT_INT: return v->u.i != 0;
+    case VT_FLOAT: return v->u.f != 0.0;
+    case VT_STR: return v->u.s.n > 0;
+    case VT_ARRAY: case VT_TUPLE: return v->u.a.n > 0;
+    case VT_OBJECT: return v->u.o.n > 0;
+    default: fail(R, "%s is not a bool value", type_name(v));
+    }
+}
+
+/* std::to_string(double) with trailing zeros cut, one kept after the point */
+static void put_float_str(rt *R, sbuf *b, double f) {
+    char tmp[400];
+    snprintf(tmp, sizeof tmp, "%f", f);
+    size_t n = strlen(tmp);
+    while (n > 0 && tmp[n - 1] == '0') n--;
+    if (n > 0 && tmp[n - 1] == '.') tmp[n++] = '0';
+    sb_put(R, b, tmp, n);
+}
+
+/* value_to_string_repr: strings quoted, everything else as its repr */
+static void put_repr(rt *R, sbuf *b, const val *v) {
+    if (v->t == VT_STR) {
+        if (memchr(v->u.s.p, '\'', v->u.s.n)) {
+            put_json(R, b, v, 0, -1, ", ", ": ");
+        } else {
+            sb_putc(R, b, '\'');
+            sb_put(R, b, v->u.s.p, v->u.s.n);
+            sb_putc(R, b, '\'');
+        }
+    } else if (v->t == VT_UNDEF) {
+        if (v->u.hint) sb_printf(R, b, "Undefined (hint: '%s')", v->u.hint);
+        else sb_puts(R, b, "Undefined");
+    } else if (v->t == VT_FUNC) {
+        sb_printf(R, b, "Function<%s>(", v->u.fn.name);
+        if (v->u.fn.self) put_repr(R, b, v->u.fn.self);
+        sb_putc(R, b, ')');
+    } else if (v->t == VT_KWARG) {
+        sb_puts(R, b, "KwArg");
+    } else {
+        put_string(R, b, v);
+    }
+}
+
+/* as_string(): how a value reads when concatenated or coerced */
+void put_string(rt *R, sbuf *b, const val *v) {
+    switch (v->t) {
+    case VT_NONE: sb_puts(R, b, "None"); break;
+    case VT_BOOL: sb_puts(R, b, v->u.b ? "True" : "False"); break;
+    case VT_INT: sb_printf(R, b, "%lld", (long long)v->u.i); break;
+    case VT_FLOAT: put_float_str(R, b, v->u.f); break;
+    case VT_STR: sb_put(R, b, v->u.s.p, v->u.s.n); break;
+    case VT_ARRAY: case VT_TUPLE: {
+        int tup = v->t == VT_TUPLE;
+        sb_putc(R, b, tup ? '(' : '[');
+        for (size_t i = 0; i < v->u.a.n; i++) {
+            if (i) sb_puts(R, b, ", ");
+            put_repr(R, b, v->u.a.v[i]);
+        }
+        if (tup && v->u.a.n == 1) sb_putc(R, b, ',');
+        sb_putc(R, b, tup ? ')' : ']');
+        break;
+    }
+    case VT_OBJECT:
+        sb_putc(R, b, '{');
+        for (size_t i = 0; i < v->u.o.n; i++) {
+            if (i) sb_puts(R, b, ", ");
+            put_repr(R, b, v->u.o.k[i]);
+            sb_puts(R, b, ": ");
+            put_repr(R, b, v->u.o.v[i]);
+        }
+        sb_putc(R, b, '}');
+        break;
+    default:
+        fail(R, "%s is not a string value", type_name(v));
+    }
+}
+
+val *to_str(rt *R, val *v) {
+    if (v->t == VT_STR) return v;
+    sbuf b = {0};
+    put_string(R, &b, v);
+    return mk_sb(R, &b);
+}
+
+/* value_to_json: llama.cpp's own serializer (not Python's json.dumps) */
+static void put_json_str(rt *R, sbuf *b, const char *s, size_t n) {
+    sb_putc(R, b, '"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        switch (c) {
+        case '"': sb_puts(R, b, "\\\""); break;
+        case '\\': sb_puts(R, b, "\\\\"); break;
+        case '\b': sb_puts(R, b, "\\b"); break;
+        case '\f': sb_puts(R, b, "\\f"); break;
+        case '\n': sb_puts(R, b, "\\n"); break;
+        case '\r': sb_puts(R, b, "\\r"); break;
+        case '\t': sb_puts(R, b, "\\t"); break;
+        default:
+            if (c < 0x20) sb_printf(R, b, "\\u%04x", c);
+            else sb_putc(R, b, (char)c);
+        }
+    }
+    sb_putc(R, b, '"');
+}
+
+static void put_indent(rt *R, sbuf *b, int n) {
+    for (int i = 0; i < n; i++) sb_putc(R, b, ' ');
+}
+
+void put_json(rt *R, sbuf *b, const val *v, int lvl, int indent, const char *isep,
+                     const char *ksep) {
+    step(R);
+    const char *nl = indent >= 0 ? "\n" : "";
+    int ind = indent > 0 ? indent : 0;
+    if (lvl > 512) fail(R, "tojson: value nested too deeply");
+    switch (v->t) {
+    case VT_BOOL: sb_puts(R, b, v->u.b ? "true" : "false"); break;
+    case VT_INT: sb_printf(R, b, "%lld", (long long)v->u.i); break;
+    case VT_FLOAT: sb_printf(R, b, "%g", v->u.f); break;
+    case VT_STR: put_json_str(R, b, v->u.s.p, v->u.s.n); break;
+    case VT_ARRAY: case VT_TUPLE:
+        sb_putc(R, b, '[');
+        if (v->u.a.n) {
+            sb_puts(R, b, nl);
+            for (size_t i = 0; i < v->u.a.n; i++) {
+                put_indent(R, b, lvl * ind + ind);
+                put_json(R, b, v->u.a.v[i], lvl + 1, indent, isep, ksep);
+                if (i + 1 < v->u.a.n) sb_puts(R, b, isep);
+                sb_puts(R, b, nl);
+            }
+            put_indent(R, b, lvl * ind);
+        }
+        sb_putc(R, b, ']');
+        break;
+    case VT_OBJECT:
+        sb_putc(R, b, '{');
+        if (v->u.o.n) {
+            sb_puts(R, b, nl);
+            for (size_t i = 0; i < v->u.o.n; i++) {
+                put_indent(R, b, lvl * ind + ind);
+                sbuf k = {0};
+                put_string(R, &k, v->u.o.k[i]);
+                put_json_str(R, b, k.p ? k.p : "", k.n);
+                sb_puts(R, b, ksep);
+                put_json(R, b, v->u.o.v[i], lvl + 1, indent, isep, ksep);
+                if (i + 1 < v->u.o.n) sb_puts(R, b, isep);
+                sb_puts(R, b, nl);
+            }
+            put_indent(R, b, lvl * ind);
+        }
+        sb_putc(R, b, '}');
+        break;
+    default: sb_puts(R, b, "null"); break;
+    }
+}
+
+/* is_immutable / is_hashable as llama.cpp defines them (object keys, ==) */
+static int v_immutable(const val *v) { return v->t != VT_ARRAY && v->t != VT_OBJECT; }
+int v_hashable(const val *v) {
+    switch (v->t) {
+    case VT_UNDEF: case VT_FUNC: return 0;
+    case VT_ARRAY: case VT_TUPLE:
+        for (size_t i = 0; i < v->u.a.n; i++)
+            if (!v_immutable(v->u.a.v[i]) || !v_hashable(v->u.a.v[i])) return 0;
+        return 1;
+    case VT_OBJECT:
+        for (size_t i = 0; i < v->u.o.n; i++)
+            if (!v_immutable(v->u.o.v[i]) || !v_hashable(v->u.o.v[i])) return 0;
+        return 1;
+    default: return 1;
+    }
+}
+
+/* `==`: llama.cpp's value_t::equivalent */
+int v_equal(const val *a, const val *b) {
+    switch (a->t) {
+    case VT_INT: case VT_FLOAT: case VT_BOOL:
+        return is_numeric_b(b) && v_int(a) == v_int(b) && v_flt(a) == v_flt(b);
+    case VT_STR:
+        return b->t == VT_STR && a->u.s.n == b->u.s.n && !memcmp(a->u.s.p, b->u.s.p, a->u.s.n);
+    case VT_NONE: return b->t == VT_NONE;
+    case VT_UNDEF: return b->t == VT_UNDEF;
+    case VT_ARRAY: case VT_TUPLE:
+        if (a->t != b->t || !v_hashable(a) || !v_hashable(b) || a->u.a.n != b->u.a.n) return 0;
+        for (size_t i = 0; i < a->u.a.n; i++)
+            if (!v_equal(a->u.a.v[i], b->u.a.v[i])) return 0;
+        return 1;
+    case VT_OBJECT:
+        if (b->t != VT_OBJECT || !v_hashable(a) || !v_hashable(b) || a->u.o.n != b->u.o.n) return 0;
+        for (size_t i = 0; i < a->u.o.n; i++)
+            if (!v_equal(a->u.o.k[i], b->u.o.k[i]) || !v_equal(a->u.o.v[i], b->u.o.v[i])) return 0;
+        return 1;
+    case VT_FUNC:
+        return b->t == VT_FUNC && a->u.fn.kind == FN_BUILTIN && b->u.fn.kind == FN_BUILTIN &&
+               a->u.fn.fn == b->u.fn.fn;
+    default: return 0;
+    }
+}
+
+static void check_key(rt *R, const val *k) {
+    if (!v_immutable(k) || !v_hashable(k)) fail(R, "Object key of unhashable type: %s", type_name(k));
+}
+
+long obj_find(rt *R, const val *o, const val *k) {
+    check_key(R, k);
+    for (size_t i = 0; i < o->u.o.n; i++)
+        if (v_equal(o->u.o.k[i], k)) return (long)i;
+    return -1;
+}
+
+static long obj_find_s(const val *o, const char *k) {
+    size_t n = strlen(k);
+    for (size_t i = 0; i < o->u.o.n; i++) {
+        const val *x = o->u.o.k[i];
+        if (x->t == VT_STR && x->u.s.n == n && !memcmp(x->u.s.p, k, n)) return (long)i;
+    }
+    return -1;
+}
+
+void obj_set(rt *R, val *o, val *k, val *v) {
+    long i = obj_find(R, o, k);
+    if (i >= 0) { o->u.o.v[i] = v; return; }
+    if (o->u.o.n == o->u.o.cap) {
+        size_t cap = o->u.o.cap ? o->u.o.cap * 2 : 4;
+        val **nk = ralloc(R, mul_sz(R, cap, sizeof *nk));
+        val **nv = ralloc(R, mul_sz(R, cap, sizeof *nv));
+        if (o->u.o.n) {
+            memcpy(nk, o->u.o.k, o->u.o.n * sizeof *nk);
+            memcpy(nv, o->u.o.v, o->u.o.n * sizeof *nv);
+        }
+        o->u.o.k = nk;
+        o->u.o.v = nv;
+        o->u.o.cap = cap;
+    }
+    o->u.o.k[o->u.o.n] = k;
+    o->u.o.v[o->u.o.n] = v;
+    o->u.o.n++;
+}
+
+void obj_set_s(rt *R, val *o, const char *k, val *v) { obj_set(R, o, mk_str(R, k), v); }
+
+val *obj_get_s(const val *o, const char *k) {
+    long i = obj_find_s(o, k);
+    return i >= 0 ? o->u.o.v[i] : NULL;
+}
+
+/* stats: llama.cpp marks values it reads; the caps probe reads the marks */
+void mark_used(rt *R, val *v, int deep) {
+    if (!R->stats || !v) return;
+    v->used = 1;
+    if (!deep) return;
+    if (is_arr(v))
+        for (size_t i = 0; i < v->u.a.n; i++) mark_used(R, v->u.a.v[i], 1);
+    else if (v->t == VT_OBJECT)
+        for (size_t i = 0; i < v->u.o.n; i++) {
+            mark_used(R, v->u.o.k[i], 1);
+            mark_used(R, v->u.o.v[i], 1);
+        }
+}
+void mark_op(rt *R, val *v, const char *op) {
+    if (!R->stats || !v) return;
+    if (!strcmp(op, "test_is_string")) v->ops |= OP_TEST_IS_STRING;
+    else if (!strcmp(op, "selectattr")) v->ops |= OP_SELECTATTR;
+    else if (!strcmp(op, "array_access")) v->ops |= OP_ARRAY_ACCESS;
+}
+
+/* ------------------------------------------------------------------ env */
+
+env *env_new(rt *R) { return rzalloc(R, sizeof(env)); }
+
+static long env_find(const env *E, const char *name) {
+    for (size_t i = 0; i < E->n; i++)
+        if (!strcmp(E->names[i], name)) return (long)i;
+    return -1;
+}
+
+void env_set(rt *R, env *E, const char *name, val *v) {
+    long i = env_find(E, name);
+    if (i >= 0) { E->vals[i] = v; return; }
+    if (E->n == E->cap) {
+        size_t cap = E->cap ? E->cap * 2 : 16;
+        const char **nn = ralloc(R, mul_sz(R, cap, sizeof *nn));
+        val **nv = ralloc(R, mul_sz(R, cap, sizeof *nv));
+        if (E->n) {
+            memcpy(nn, E->names, E->n * sizeof *nn);
+            memcpy(nv, E->vals, E->n * sizeof *nv);
+        }
+        E->names = nn;
+        E->vals = nv;
+        E->cap = cap;
+    }
+    E->names[E->n] = name;
+    E->vals[E->n] = v;
+    E->n++;
+}
+
+val *env_get(const env *E, const char *name) {
+    long i = env_find(E, name);
+    return i >= 0 ? E->vals[i] : NULL;
+}
+
+/* a new scope starts as a copy of its parent (values shared) */
+env *env_copy(rt *R, const env *P) {
+    env *E = env_new(R);
+    E->cap = P->n > 16 ? P->n : 16;
+    E->names = ralloc(R, mul_sz(R, E->cap, sizeof *E->names));
+    E->vals = ralloc(R, mul_sz(R, E->cap, sizeof *E->vals));
+    if (P->n) {
+        memcpy(E->names, P->names, P->n * sizeof *E->names);
+        memcpy(E->vals, P->vals, P->n * sizeof *E->vals);
+    }
+    E->n = P->n;
+    return E;
+}
