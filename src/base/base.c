@@ -2,6 +2,8 @@
 #include "base/base.h"
 
 #include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -20,6 +22,24 @@ int bk_hexval(int c)
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
+}
+
+int bk_grow(void **p, size_t *cap, size_t need, size_t sz)
+{
+    size_t nc;
+    void *q;
+    if (need <= *cap) return 0;
+    nc = *cap ? *cap : 16;
+    while (nc < need) {
+        if (nc > SIZE_MAX / 2) return -1;
+        nc *= 2;
+    }
+    if (nc > SIZE_MAX / sz) return -1;
+    q = realloc(*p, nc * sz);
+    if (!q) return -1;
+    *p = q;
+    *cap = nc;
+    return 0;
 }
 
 static int64_t clock_ns(clockid_t id)

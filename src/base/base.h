@@ -16,6 +16,11 @@
  * when err is NULL or errlen is 0. */
 void bk_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Grows *p (elements of size sz) to hold at least need elements; the
+ * capacity doubles from 16, so appends stay amortised O(1). 0, or -1 on
+ * overflow or out of memory (the old block is kept). */
+int bk_grow(void **p, size_t *cap, size_t need, size_t sz);
+
 /* The value of a hex digit, or -1. */
 int bk_hexval(int c);
 

@@ -170,20 +170,6 @@ static int arena_put_lossy(arena *a, const uint8_t *s, size_t n, size_t *off, si
 }
 
 /* Grows a malloc'd array to hold one more element of size elem. */
-static int grow(void **p, size_t *cap, size_t n, size_t elem)
-{
-    size_t nc, bytes;
-    void *np;
-    if (n < *cap) return 0;
-    nc = *cap ? *cap * 2 : 16;
-    if (nc < *cap || __builtin_mul_overflow(nc, elem, &bytes)) return -1;
-    np = realloc(*p, bytes);
-    if (!np) return -1;
-    *p = np;
-    *cap = nc;
-    return 0;
-}
-
 // ---------------------------------------------------------------------------
 // the byte reader
 
@@ -551,7 +537,7 @@ gguf_status gguf_parse(const uint8_t *b, size_t n, gguf_header *h, uint64_t *nee
     for (k = 0; k < n_kv; k++) {
         gguf_kv *e;
         uint64_t len;
-        if (grow((void **)&kv, &kvcap, nkv, sizeof *kv)) goto nomem;
+        if (bk_grow((void **)&kv, &kvcap, nkv + 1, sizeof *kv)) goto nomem;
         e = &kv[nkv];
         memset(e, 0, sizeof *e);
         if ((rc = rd_u64(&r, &len)) || (rc = rd_take(&r, len, &p))) goto fail;
@@ -566,7 +552,7 @@ gguf_status gguf_parse(const uint8_t *b, size_t n, gguf_header *h, uint64_t *nee
     for (k = 0; k < n_tensors; k++) {
         gguf_tensor *t;
         uint64_t len, d;
-        if (grow((void **)&ts, &tscap, nts, sizeof *ts)) goto nomem;
+        if (bk_grow((void **)&ts, &tscap, nts + 1, sizeof *ts)) goto nomem;
         t = &ts[nts];
         memset(t, 0, sizeof *t);
         if ((rc = rd_u64(&r, &len)) || (rc = rd_take(&r, len, &p))) goto fail;

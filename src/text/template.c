@@ -39,42 +39,42 @@
 /* JSON tree to values (llama.cpp's from_json): integers stay integers */
 static val *from_json(rt *R, const json_value *j) {
     switch (j->type) {
-    case JSON_NULL: return mk_none(R);
-    case JSON_FALSE: return mk_bool(R, 0);
-    case JSON_TRUE: return mk_bool(R, 1);
+    case JSON_NULL: return tpl_mk_none(R);
+    case JSON_FALSE: return tpl_mk_bool(R, 0);
+    case JSON_TRUE: return tpl_mk_bool(R, 1);
     case JSON_NUMBER: {
         int64_t i;
-        if (!strpbrk(j->str, ".eE") && json_as_i64(j, &i)) return mk_int(R, i);
-        return mk_float(R, strtod(j->str, NULL));
+        if (!strpbrk(j->str, ".eE") && json_as_i64(j, &i)) return tpl_mk_int(R, i);
+        return tpl_mk_float(R, strtod(j->str, NULL));
     }
-    case JSON_STRING: return mk_strn(R, j->str, j->len);
+    case JSON_STRING: return tpl_mk_strn(R, j->str, j->len);
     case JSON_ARRAY: {
-        val *a = mk_arr(R, VT_ARRAY);
-        for (size_t i = 0; i < j->n; i++) arr_push(R, a, from_json(R, j->items[i]));
+        val *a = tpl_mk_arr(R, VT_ARRAY);
+        for (size_t i = 0; i < j->n; i++) tpl_arr_push(R, a, from_json(R, j->items[i]));
         return a;
     }
     default: {
-        val *o = mk_obj(R);
+        val *o = tpl_mk_obj(R);
         for (size_t i = 0; i < j->n; i++)
-            obj_set(R, o, mk_strn(R, j->keys[i], j->key_lens[i]), from_json(R, j->items[i]));
+            tpl_obj_set(R, o, tpl_mk_strn(R, j->keys[i], j->key_lens[i]), from_json(R, j->items[i]));
         return o;
     }
     }
 }
 
 static env *base_env(rt *R) {
-    env *E = env_new(R);
-    env_set(R, E, "true", mk_bool(R, 1));
-    env_set(R, E, "True", mk_bool(R, 1));
-    env_set(R, E, "false", mk_bool(R, 0));
-    env_set(R, E, "False", mk_bool(R, 0));
-    env_set(R, E, "none", mk_none(R));
-    env_set(R, E, "None", mk_none(R));
+    env *E = tpl_env_new(R);
+    tpl_env_set(R, E, "true", tpl_mk_bool(R, 1));
+    tpl_env_set(R, E, "True", tpl_mk_bool(R, 1));
+    tpl_env_set(R, E, "false", tpl_mk_bool(R, 0));
+    tpl_env_set(R, E, "False", tpl_mk_bool(R, 0));
+    tpl_env_set(R, E, "none", tpl_mk_none(R));
+    tpl_env_set(R, E, "None", tpl_mk_none(R));
     return E;
 }
 
 static void env_from_obj(rt *R, env *E, val *o) {
-    for (size_t i = 0; i < o->u.o.n; i++) env_set(R, E, to_str(R, o->u.o.k[i])->u.s.p, o->u.o.v[i]);
+    for (size_t i = 0; i < o->u.o.n; i++) tpl_env_set(R, E, tpl_to_str(R, o->u.o.k[i])->u.s.p, o->u.o.v[i]);
 }
 
 /* runs prog with E; returns 0 or -1 (reason in R->err), output in out */
@@ -90,7 +90,7 @@ static int run(rt *R, const nlist *prog, env *E, sbuf *out) {
         R->on_error = saved;
         return -1;
     }
-    exec_list(R, E, prog, out);
+    tpl_exec_list(R, E, prog, out);
     R->on_error = saved;
     return 0;
 }
@@ -129,9 +129,9 @@ int template_check(const char *tmpl, size_t tmpl_len, char *err, size_t errlen) 
         rc = -1;
     } else {
         nlist prog;
-        compile(&R, tmpl, tmpl_len, &prog);
+        tpl_compile(&R, tmpl, tmpl_len, &prog);
     }
-    free_all(&R);
+    tpl_free_all(&R);
     return rc;
 }
 
@@ -144,7 +144,7 @@ int template_render_globals(const char *tmpl, size_t tmpl_len, const json_value 
     volatile int rc = -1;
     if (setjmp(jb) == 0) {
         nlist prog;
-        compile(&R, tmpl, tmpl_len, &prog);
+        tpl_compile(&R, tmpl, tmpl_len, &prog);
         env *E = base_env(&R);
         if (globals && globals->type == JSON_OBJECT) env_from_obj(&R, E, from_json(&R, globals));
         sbuf o;
@@ -154,7 +154,7 @@ int template_render_globals(const char *tmpl, size_t tmpl_len, const json_value 
             if (rc) snprintf(err, errlen, "out of memory");
         }
     }
-    free_all(&R);
+    tpl_free_all(&R);
     return rc;
 }
 
@@ -173,20 +173,20 @@ typedef struct {
 } caps;
 
 static val *msg(rt *R, const char *role, val *content) {
-    val *m = mk_obj(R);
-    obj_set_s(R, m, "role", mk_str(R, role));
-    obj_set_s(R, m, "content", content);
+    val *m = tpl_mk_obj(R);
+    tpl_obj_set_s(R, m, "role", tpl_mk_str(R, role));
+    tpl_obj_set_s(R, m, "content", content);
     return m;
 }
 
 /* one probe run, as caps_try_execute: stats on, errors ignored */
 static int probe(rt *R, const nlist *prog, val *messages, sbuf *out) {
     env *E = base_env(R);
-    env_set(R, E, "messages", messages);
-    env_set(R, E, "tools", mk_arr(R, VT_ARRAY));
-    env_set(R, E, "bos_token", mk_str(R, ""));
-    env_set(R, E, "eos_token", mk_str(R, ""));
-    env_set(R, E, "add_generation_prompt", mk_bool(R, 1));
+    tpl_env_set(R, E, "messages", messages);
+    tpl_env_set(R, E, "tools", tpl_mk_arr(R, VT_ARRAY));
+    tpl_env_set(R, E, "bos_token", tpl_mk_str(R, ""));
+    tpl_env_set(R, E, "eos_token", tpl_mk_str(R, ""));
+    tpl_env_set(R, E, "add_generation_prompt", tpl_mk_bool(R, 1));
     R->stats = 1;
     char ebuf[256];
     char *se = R->err;
@@ -206,9 +206,9 @@ static caps caps_get(rt *R, const nlist *prog) {
     sbuf out;
     int checks_for_string = 0;
     {
-        val *content = mk_str(R, "STRING_MARKER");
-        val *ms = mk_arr(R, VT_ARRAY);
-        arr_push(R, ms, msg(R, "user", content));
+        val *content = tpl_mk_str(R, "STRING_MARKER");
+        val *ms = tpl_mk_arr(R, VT_ARRAY);
+        tpl_arr_push(R, ms, msg(R, "user", content));
         int ok = probe(R, prog, ms, &out);
         if (content->ops & OP_TEST_IS_STRING) checks_for_string = 1;
         int as_array = (content->ops & (OP_SELECTATTR | OP_ARRAY_ACCESS)) != 0;
@@ -217,17 +217,17 @@ static caps caps_get(rt *R, const nlist *prog) {
         else if (as_array && !(out.p && strstr(out.p, "STRING_MARKER"))) c.string_content = 0;
     }
     if (checks_for_string) {
-        val *content = mk_arr(R, VT_ARRAY);
-        val *ms = mk_arr(R, VT_ARRAY);
-        arr_push(R, ms, msg(R, "user", content));
+        val *content = tpl_mk_arr(R, VT_ARRAY);
+        val *ms = tpl_mk_arr(R, VT_ARRAY);
+        tpl_arr_push(R, ms, msg(R, "user", content));
         int ok = probe(R, prog, ms, &out);
         if ((content->ops & (OP_SELECTATTR | OP_ARRAY_ACCESS)) && ok) c.typed_content = 1;
     }
     {
-        val *content = mk_str(R, "System message");
-        val *ms = mk_arr(R, VT_ARRAY);
-        arr_push(R, ms, msg(R, "system", content));
-        arr_push(R, ms, msg(R, "user", mk_str(R, "User message")));
+        val *content = tpl_mk_str(R, "System message");
+        val *ms = tpl_mk_arr(R, VT_ARRAY);
+        tpl_arr_push(R, ms, msg(R, "system", content));
+        tpl_arr_push(R, ms, msg(R, "user", tpl_mk_str(R, "User message")));
         probe(R, prog, ms, &out);
         if (!content->used) c.system_role = 0;
     }
@@ -246,7 +246,7 @@ static int jstr_is(const json_value *v, const char *s) {
 static const char *jstr_member(rt *R, const json_value *o, const char *k, size_t *n) {
     const json_value *v = json_get(o, k);
     if (!v) { *n = 0; return NULL; }
-    if (v->type != JSON_STRING) fail(R, "failed to parse messages: '%s' must be a string", k);
+    if (v->type != JSON_STRING) tpl_fail(R, "failed to parse messages: '%s' must be a string", k);
     *n = v->len;
     return v->str;
 }
@@ -256,65 +256,65 @@ static val *trim_ws(rt *R, const char *p, size_t n) {
     size_t a = 0, b = n;
     while (a < b && isspace((unsigned char)p[a])) a++;
     while (b > a && isspace((unsigned char)p[b - 1])) b--;
-    return mk_strn(R, p + a, b - a);
+    return tpl_mk_strn(R, p + a, b - a);
 }
 
 /* validates and rebuilds the messages as common_chat_msg::to_json_oaicompat */
 static val *prepare_messages(rt *R, const json_value *messages, int trim) {
-    if (!messages || messages->type != JSON_ARRAY) fail(R, "'messages' must be an array");
-    val *out = mk_arr(R, VT_ARRAY);
+    if (!messages || messages->type != JSON_ARRAY) tpl_fail(R, "'messages' must be an array");
+    val *out = tpl_mk_arr(R, VT_ARRAY);
     for (size_t i = 0; i < messages->n; i++) {
         const json_value *m = messages->items[i];
-        if (m->type != JSON_OBJECT) fail(R, "failed to parse messages: a message is not an object");
+        if (m->type != JSON_OBJECT) tpl_fail(R, "failed to parse messages: a message is not an object");
         const json_value *role = json_get(m, "role"), *content = json_get(m, "content");
         const json_value *tcs = json_get(m, "tool_calls");
         int is_assistant = jstr_is(role, "assistant");
-        if (!is_assistant && !content) fail(R, "all non-assistant messages must contain 'content'");
+        if (!is_assistant && !content) tpl_fail(R, "all non-assistant messages must contain 'content'");
         if (is_assistant && !content && !tcs)
-            fail(R, "assistant message must contain either 'content' or 'tool_calls'");
+            tpl_fail(R, "assistant message must contain either 'content' or 'tool_calls'");
         if (content && content->type != JSON_STRING && content->type != JSON_NULL &&
             content->type != JSON_ARRAY)
-            fail(R, "expected 'content' to be a string or an array");
+            tpl_fail(R, "expected 'content' to be a string or an array");
         if (content && content->type == JSON_ARRAY)
             for (size_t k = 0; k < content->n; k++) {
                 const json_value *ty = jget(content->items[k], "type");
                 if (jstr_is(ty, "image_url") || jstr_is(ty, "input_audio") ||
                     jstr_is(ty, "input_video") || jstr_is(ty, "video_url"))
-                    fail(R, "media input is not supported (no multimodal projector)");
-                if (!jstr_is(ty, "text")) fail(R, "unsupported content[].type");
+                    tpl_fail(R, "media input is not supported (no multimodal projector)");
+                if (!jstr_is(ty, "text")) tpl_fail(R, "unsupported content[].type");
             }
-        if (!role) fail(R, "failed to parse messages: missing 'role'");
-        if (role->type != JSON_STRING) fail(R, "failed to parse messages: 'role' must be a string");
-        if (tcs) fail(R, "messages with tool_calls are not supported yet");
+        if (!role) tpl_fail(R, "failed to parse messages: missing 'role'");
+        if (role->type != JSON_STRING) tpl_fail(R, "failed to parse messages: 'role' must be a string");
+        if (tcs) tpl_fail(R, "messages with tool_calls are not supported yet");
 
-        val *jm = mk_obj(R);
-        obj_set_s(R, jm, "role", mk_strn(R, role->str, role->len));
+        val *jm = tpl_mk_obj(R);
+        tpl_obj_set_s(R, jm, "role", tpl_mk_strn(R, role->str, role->len));
         if (content && content->type == JSON_STRING && content->len) {
-            obj_set_s(R, jm, "content",
-                      trim ? trim_ws(R, content->str, content->len) : mk_strn(R, content->str, content->len));
+            tpl_obj_set_s(R, jm, "content",
+                      trim ? trim_ws(R, content->str, content->len) : tpl_mk_strn(R, content->str, content->len));
         } else if (content && content->type == JSON_ARRAY && content->n) {
-            val *parts = mk_arr(R, VT_ARRAY);
+            val *parts = tpl_mk_arr(R, VT_ARRAY);
             for (size_t k = 0; k < content->n; k++) {
                 const json_value *t = json_get(content->items[k], "text");
-                if (!t || t->type != JSON_STRING) fail(R, "failed to parse messages: content part text must be a string");
-                val *p = mk_obj(R);
-                obj_set_s(R, p, "type", mk_str(R, "text"));
-                obj_set_s(R, p, "text", trim ? trim_ws(R, t->str, t->len) : mk_strn(R, t->str, t->len));
-                arr_push(R, parts, p);
+                if (!t || t->type != JSON_STRING) tpl_fail(R, "failed to parse messages: content part text must be a string");
+                val *p = tpl_mk_obj(R);
+                tpl_obj_set_s(R, p, "type", tpl_mk_str(R, "text"));
+                tpl_obj_set_s(R, p, "text", trim ? trim_ws(R, t->str, t->len) : tpl_mk_strn(R, t->str, t->len));
+                tpl_arr_push(R, parts, p);
             }
-            obj_set_s(R, jm, "content", parts);
+            tpl_obj_set_s(R, jm, "content", parts);
         } else {
-            obj_set_s(R, jm, "content", mk_str(R, ""));
+            tpl_obj_set_s(R, jm, "content", tpl_mk_str(R, ""));
         }
         size_t n;
         const char *s = jstr_member(R, m, "reasoning_content", &n);
         if (s && n) {
-            val *rc = trim ? trim_ws(R, s, n) : mk_strn(R, s, n);
-            if (!trim || rc->u.s.n) obj_set_s(R, jm, "reasoning_content", rc);
+            val *rc = trim ? trim_ws(R, s, n) : tpl_mk_strn(R, s, n);
+            if (!trim || rc->u.s.n) tpl_obj_set_s(R, jm, "reasoning_content", rc);
         }
-        if ((s = jstr_member(R, m, "name", &n)) && n) obj_set_s(R, jm, "name", mk_strn(R, s, n));
-        if ((s = jstr_member(R, m, "tool_call_id", &n)) && n) obj_set_s(R, jm, "tool_call_id", mk_strn(R, s, n));
-        arr_push(R, out, jm);
+        if ((s = jstr_member(R, m, "name", &n)) && n) tpl_obj_set_s(R, jm, "name", tpl_mk_strn(R, s, n));
+        if ((s = jstr_member(R, m, "tool_call_id", &n)) && n) tpl_obj_set_s(R, jm, "tool_call_id", tpl_mk_strn(R, s, n));
+        tpl_arr_push(R, out, jm);
     }
     return out;
 }
@@ -326,23 +326,23 @@ static void normalize(rt *R, val *ms, caps c) {
     if (!only_string && !only_typed) return;
     for (size_t i = 0; i < ms->u.a.n; i++) {
         val *m = ms->u.a.v[i];
-        val *ct = obj_get_s(m, "content");
+        val *ct = tpl_obj_get_s(m, "content");
         if (!ct) continue;
         if (only_typed && ct->t == VT_STR) {
-            val *p = mk_obj(R);
-            obj_set_s(R, p, "type", mk_str(R, "text"));
-            obj_set_s(R, p, "text", ct);
-            val *a = mk_arr(R, VT_ARRAY);
-            arr_push(R, a, p);
-            obj_set_s(R, m, "content", a);
-        } else if (only_string && is_arr(ct)) {
+            val *p = tpl_mk_obj(R);
+            tpl_obj_set_s(R, p, "type", tpl_mk_str(R, "text"));
+            tpl_obj_set_s(R, p, "text", ct);
+            val *a = tpl_mk_arr(R, VT_ARRAY);
+            tpl_arr_push(R, a, p);
+            tpl_obj_set_s(R, m, "content", a);
+        } else if (only_string && tpl_is_arr(ct)) {
             sbuf b = {0};
             for (size_t k = 0; k < ct->u.a.n; k++) {
-                val *t = obj_get_s(ct->u.a.v[k], "text");
-                if (b.n) sb_putc(R, &b, '\n');
-                if (t && t->t == VT_STR) sb_put(R, &b, t->u.s.p, t->u.s.n);
+                val *t = tpl_obj_get_s(ct->u.a.v[k], "text");
+                if (b.n) tpl_sb_putc(R, &b, '\n');
+                if (t && t->t == VT_STR) tpl_sb_put(R, &b, t->u.s.p, t->u.s.n);
             }
-            obj_set_s(R, m, "content", mk_sb(R, &b));
+            tpl_obj_set_s(R, m, "content", tpl_mk_sb(R, &b));
         }
     }
 }
@@ -355,60 +355,60 @@ static char *replace_all(rt *R, const char *s, const char *from, const char *to)
     size_t fl = strlen(from);
     const char *p = s, *h;
     while ((h = strstr(p, from)) != NULL) {
-        sb_put(R, &b, p, (size_t)(h - p));
-        sb_puts(R, &b, to);
+        tpl_sb_put(R, &b, p, (size_t)(h - p));
+        tpl_sb_puts(R, &b, to);
         p = h + fl;
     }
-    sb_puts(R, &b, p);
-    return b.p ? b.p : rstrdup(R, "", 0);
+    tpl_sb_puts(R, &b, p);
+    return b.p ? b.p : tpl_rstrdup(R, "", 0);
 }
 
 static val *text_block(rt *R, const char *type, const char *key, val *text) {
-    val *p = mk_obj(R);
-    obj_set_s(R, p, "type", mk_str(R, type));
-    obj_set_s(R, p, key, text);
+    val *p = tpl_mk_obj(R);
+    tpl_obj_set_s(R, p, "type", tpl_mk_str(R, type));
+    tpl_obj_set_s(R, p, key, text);
     return p;
 }
 
 /* tools as common_chat_tools_to_json_oaicompat rebuilds them */
 static val *prepare_tools(rt *R, const json_value *tools) {
     if (!tools || tools->type == JSON_NULL) return NULL;
-    if (tools->type != JSON_ARRAY) fail(R, "expected 'tools' to be an array");
+    if (tools->type != JSON_ARRAY) tpl_fail(R, "expected 'tools' to be an array");
     if (!tools->n) return NULL;
-    val *out = mk_arr(R, VT_ARRAY);
+    val *out = tpl_mk_arr(R, VT_ARRAY);
     for (size_t i = 0; i < tools->n; i++) {
         const json_value *t = tools->items[i];
-        if (!jstr_is(jget(t, "type"), "function")) fail(R, "unsupported or missing tool type");
+        if (!jstr_is(jget(t, "type"), "function")) tpl_fail(R, "unsupported or missing tool type");
         const json_value *f = jget(t, "function");
-        if (!f) fail(R, "missing tool function");
+        if (!f) tpl_fail(R, "missing tool function");
         const json_value *name = jget(f, "name"), *desc = jget(f, "description"),
                          *params = jget(f, "parameters");
-        if (!name || name->type != JSON_STRING) fail(R, "tool function name must be a string");
-        if (desc && desc->type != JSON_STRING) fail(R, "tool description must be a string");
-        val *fn = mk_obj(R);
-        obj_set_s(R, fn, "name", from_json(R, name));
-        obj_set_s(R, fn, "description", desc ? from_json(R, desc) : mk_str(R, ""));
-        obj_set_s(R, fn, "parameters", params && params->type != JSON_NULL ? from_json(R, params) : mk_obj(R));
-        val *tv = mk_obj(R);
-        obj_set_s(R, tv, "type", mk_str(R, "function"));
-        obj_set_s(R, tv, "function", fn);
-        arr_push(R, out, tv);
+        if (!name || name->type != JSON_STRING) tpl_fail(R, "tool function name must be a string");
+        if (desc && desc->type != JSON_STRING) tpl_fail(R, "tool description must be a string");
+        val *fn = tpl_mk_obj(R);
+        tpl_obj_set_s(R, fn, "name", from_json(R, name));
+        tpl_obj_set_s(R, fn, "description", desc ? from_json(R, desc) : tpl_mk_str(R, ""));
+        tpl_obj_set_s(R, fn, "parameters", params && params->type != JSON_NULL ? from_json(R, params) : tpl_mk_obj(R));
+        val *tv = tpl_mk_obj(R);
+        tpl_obj_set_s(R, tv, "type", tpl_mk_str(R, "function"));
+        tpl_obj_set_s(R, tv, "function", fn);
+        tpl_arr_push(R, out, tv);
     }
     return out;
 }
 
-static val *obj_get_s_env(env *E, const char *k) { return env_get(E, k); }
+static val *obj_get_s_env(env *E, const char *k) { return tpl_env_get(E, k); }
 
 static int guess_thinking(const char *src) {
     return has(src, "enable_thinking") || has(src, "<think>") || has(src, "reasoning_content") ||
            has(src, "thinking");
 }
 
-/* the body of template_render; leaves through fail() on any error */
+/* the body of template_render; leaves through tpl_fail() on any error */
 static void render_chat(rt *R, const char *tmpl, size_t tmpl_len, const json_value *messages,
                         const template_opts *o, jbuf *out) {
-    char *src = rstrdup(R, tmpl, tmpl_len);
-    if (strlen(src) != tmpl_len) fail(R, "template contains a NUL byte");
+    char *src = tpl_rstrdup(R, tmpl, tmpl_len);
+    if (strlen(src) != tmpl_len) tpl_fail(R, "template contains a NUL byte");
     /* common_chat_templates_init patches two known-broken templates */
     if (has(src, "<|channel|>") && has(src, "in message.content or"))
         src = replace_all(R, src,
@@ -422,36 +422,36 @@ static void render_chat(rt *R, const char *tmpl, size_t tmpl_len, const json_val
                           "message['tool_calls'] is none or message['tool_calls']|length == 0) %}",
                           "{%- if false %}");
     nlist prog;
-    compile(R, src, strlen(src), &prog);
+    tpl_compile(R, src, strlen(src), &prog);
     caps c = caps_get(R, &prog);
 
     int stepfun = has(src, "You have access to the following functions in JSONSchema format");
     val *ms = prepare_messages(R, messages, stepfun);
     if (ms->u.a.n) {
-        val *last = obj_get_s(ms->u.a.v[ms->u.a.n - 1], "role");
+        val *last = tpl_obj_get_s(ms->u.a.v[ms->u.a.n - 1], "role");
         if (last && last->t == VT_STR && !strcmp(last->u.s.p, "assistant"))
-            fail(R, "a conversation ending with an assistant message (prefill) is not supported yet");
+            tpl_fail(R, "a conversation ending with an assistant message (prefill) is not supported yet");
     }
     val *tools = prepare_tools(R, o->tools);
     normalize(R, ms, c);
     if (!has(src, "<|channel|>"))
         for (size_t i = 0; i < ms->u.a.n; i++) {
-            val *role = obj_get_s(ms->u.a.v[i], "role");
+            val *role = tpl_obj_get_s(ms->u.a.v[i], "role");
             if (role && role->t == VT_STR && !strcmp(role->u.s.p, "developer"))
-                obj_set_s(R, ms->u.a.v[i], "role", mk_str(R, "system"));
+                tpl_obj_set_s(R, ms->u.a.v[i], "role", tpl_mk_str(R, "system"));
         }
     if (!c.system_role && ms->u.a.n) {
-        val *first = ms->u.a.v[0], *role = obj_get_s(first, "role");
+        val *first = ms->u.a.v[0], *role = tpl_obj_get_s(first, "role");
         if (role && role->t == VT_STR && !strcmp(role->u.s.p, "system")) {
             if (ms->u.a.n > 1) {
-                val *a = obj_get_s(first, "content"), *b = obj_get_s(ms->u.a.v[1], "content");
+                val *a = tpl_obj_get_s(first, "content"), *b = tpl_obj_get_s(ms->u.a.v[1], "content");
                 if (!a || !b || a->t != VT_STR || b->t != VT_STR)
-                    fail(R, "cannot merge a non-string system message into the next message");
+                    tpl_fail(R, "cannot merge a non-string system message into the next message");
                 sbuf s = {0};
-                sb_put(R, &s, a->u.s.p, a->u.s.n);
-                sb_putc(R, &s, '\n');
-                sb_put(R, &s, b->u.s.p, b->u.s.n);
-                obj_set_s(R, ms->u.a.v[1], "content", mk_sb(R, &s));
+                tpl_sb_put(R, &s, a->u.s.p, a->u.s.n);
+                tpl_sb_putc(R, &s, '\n');
+                tpl_sb_put(R, &s, b->u.s.p, b->u.s.n);
+                tpl_obj_set_s(R, ms->u.a.v[1], "content", tpl_mk_sb(R, &s));
             }
             memmove(ms->u.a.v, ms->u.a.v + 1, (ms->u.a.n - 1) * sizeof(val *));
             ms->u.a.n--;
@@ -461,20 +461,20 @@ static void render_chat(rt *R, const char *tmpl, size_t tmpl_len, const json_val
     if (has(src, "[SYSTEM_PROMPT]") && has(src, "[TOOL_CALLS]") && has(src, "[ARGS]") &&
         !has(src, "[CALL_ID]")) {
         for (size_t i = 0; i < ms->u.a.n; i++) {
-            val *m = ms->u.a.v[i], *role = obj_get_s(m, "role");
+            val *m = ms->u.a.v[i], *role = tpl_obj_get_s(m, "role");
             if (!role || role->t != VT_STR ||
                 (strcmp(role->u.s.p, "system") && strcmp(role->u.s.p, "assistant")))
                 continue;
-            val *blocks = mk_arr(R, VT_ARRAY), *rcv = obj_get_s(m, "reasoning_content");
-            if (rcv && rcv->t == VT_STR) arr_push(R, blocks, text_block(R, "thinking", "thinking", rcv));
-            val *ct = obj_get_s(m, "content");
-            if (ct && ct->t == VT_STR) arr_push(R, blocks, text_block(R, "text", "text", ct));
-            else if (ct && is_arr(ct)) fail(R, "typed assistant content for this template is not supported");
-            val *nm = mk_obj(R);
+            val *blocks = tpl_mk_arr(R, VT_ARRAY), *rcv = tpl_obj_get_s(m, "reasoning_content");
+            if (rcv && rcv->t == VT_STR) tpl_arr_push(R, blocks, text_block(R, "thinking", "thinking", rcv));
+            val *ct = tpl_obj_get_s(m, "content");
+            if (ct && ct->t == VT_STR) tpl_arr_push(R, blocks, text_block(R, "text", "text", ct));
+            else if (ct && tpl_is_arr(ct)) tpl_fail(R, "typed assistant content for this template is not supported");
+            val *nm = tpl_mk_obj(R);
             for (size_t k = 0; k < m->u.o.n; k++) {
                 val *key = m->u.o.k[k];
                 if (key->t == VT_STR && !strcmp(key->u.s.p, "reasoning_content")) continue;
-                obj_set(R, nm, key, key->t == VT_STR && !strcmp(key->u.s.p, "content") ? blocks : m->u.o.v[k]);
+                tpl_obj_set(R, nm, key, key->t == VT_STR && !strcmp(key->u.s.p, "content") ? blocks : m->u.o.v[k]);
             }
             ms->u.a.v[i] = nm;
         }
@@ -489,48 +489,48 @@ static void render_chat(rt *R, const char *tmpl, size_t tmpl_len, const json_val
                  (has(src, "List of tools: [") && !has(src, "<|tool_list_start|>"))))) {
         /* gpt-oss and LFM2: reasoning goes to a "thinking" field */
         for (size_t i = 0; i < ms->u.a.n; i++) {
-            val *m = ms->u.a.v[i], *rcv = obj_get_s(m, "reasoning_content");
-            if (rcv && rcv->t == VT_STR) obj_set_s(R, m, "thinking", rcv);
+            val *m = ms->u.a.v[i], *rcv = tpl_obj_get_s(m, "reasoning_content");
+            if (rcv && rcv->t == VT_STR) tpl_obj_set_s(R, m, "thinking", rcv);
         }
     }
 
     env *E = base_env(R);
-    env_set(R, E, "messages", ms);
-    env_set(R, E, "bos_token", mk_str(R, o->bos_token ? o->bos_token : ""));
-    env_set(R, E, "eos_token", mk_str(R, o->eos_token ? o->eos_token : ""));
+    tpl_env_set(R, E, "messages", ms);
+    tpl_env_set(R, E, "bos_token", tpl_mk_str(R, o->bos_token ? o->bos_token : ""));
+    tpl_env_set(R, E, "eos_token", tpl_mk_str(R, o->eos_token ? o->eos_token : ""));
     int think = o->enable_thinking >= 0 ? o->enable_thinking : guess_thinking(src);
     /* the server's default kwargs, then the request's on top */
-    val *kw = mk_obj(R);
-    if (o->preserve_reasoning >= 0) obj_set_s(R, kw, "preserve_reasoning", mk_bool(R, o->preserve_reasoning));
+    val *kw = tpl_mk_obj(R);
+    if (o->preserve_reasoning >= 0) tpl_obj_set_s(R, kw, "preserve_reasoning", tpl_mk_bool(R, o->preserve_reasoning));
     if (o->kwargs && o->kwargs->type == JSON_OBJECT) {
         val *rk = from_json(R, o->kwargs);
-        for (size_t i = 0; i < rk->u.o.n; i++) obj_set(R, kw, rk->u.o.k[i], rk->u.o.v[i]);
+        for (size_t i = 0; i < rk->u.o.n; i++) tpl_obj_set(R, kw, rk->u.o.k[i], rk->u.o.v[i]);
     }
     if (kw) {
-        val *et = obj_get_s(kw, "enable_thinking");
+        val *et = tpl_obj_get_s(kw, "enable_thinking");
         if (et && et->t == VT_BOOL) think = et->u.b;
-        else if (et && et->t == VT_STR) fail(R, "invalid type for \"enable_thinking\" (expected boolean, got string)");
+        else if (et && et->t == VT_STR) tpl_fail(R, "invalid type for \"enable_thinking\" (expected boolean, got string)");
     }
-    env_set(R, E, "enable_thinking", mk_bool(R, think));
-    if (tools) env_set(R, E, "tools", tools);
+    tpl_env_set(R, E, "enable_thinking", tpl_mk_bool(R, think));
+    if (tools) tpl_env_set(R, E, "tools", tools);
     char date[64];
     struct tm tm;
     localtime_r(&R->now, &tm);
     strftime(date, sizeof date, "%b %d %Y", &tm);
-    env_set(R, E, "datetime", mk_str(R, date));
+    tpl_env_set(R, E, "datetime", tpl_mk_str(R, date));
     strftime(date, sizeof date, "%d %b %Y", &tm);
-    env_set(R, E, "date_string", mk_str(R, date));
+    tpl_env_set(R, E, "date_string", tpl_mk_str(R, date));
     if (kw) env_from_obj(R, E, kw);
-    if (o->add_generation_prompt) env_set(R, E, "add_generation_prompt", mk_bool(R, 1));
+    if (o->add_generation_prompt) tpl_env_set(R, E, "add_generation_prompt", tpl_mk_bool(R, 1));
     val *pr = obj_get_s_env(E, "preserve_reasoning");
     if (pr && pr->t == VT_BOOL) {
-        env_set(R, E, "preserve_thinking", mk_bool(R, pr->u.b));
-        env_set(R, E, "clear_thinking", mk_bool(R, !pr->u.b));
-        env_set(R, E, "truncate_history_thinking", mk_bool(R, !pr->u.b));
-        env_set(R, E, "drop_thinking", mk_bool(R, !pr->u.b));
+        tpl_env_set(R, E, "preserve_thinking", tpl_mk_bool(R, pr->u.b));
+        tpl_env_set(R, E, "clear_thinking", tpl_mk_bool(R, !pr->u.b));
+        tpl_env_set(R, E, "truncate_history_thinking", tpl_mk_bool(R, !pr->u.b));
+        tpl_env_set(R, E, "drop_thinking", tpl_mk_bool(R, !pr->u.b));
     }
     val *re = obj_get_s_env(E, "reasoning_effort");
-    if (re && re->t == VT_STR && re->u.s.n) env_set(R, E, "reasoning_strength", re);
+    if (re && re->t == VT_STR && re->u.s.n) tpl_env_set(R, E, "reasoning_strength", re);
 
     sbuf res;
     if (run(R, &prog, E, &res) != 0) longjmp(*R->on_error, 1);
@@ -551,7 +551,7 @@ static void render_chat(rt *R, const char *tmpl, size_t tmpl_len, const json_val
     } else {
         jbuf_put(out, p, n);
     }
-    if (out->oom) fail(R, "out of memory");
+    if (out->oom) tpl_fail(R, "out of memory");
 }
 
 int template_render(const char *tmpl, size_t tmpl_len, const json_value *messages,
@@ -569,7 +569,7 @@ int template_render(const char *tmpl, size_t tmpl_len, const json_value *message
         render_chat(&R, tmpl, tmpl_len, messages, o, out);
         rc = 0;
     }
-    free_all(&R);
+    tpl_free_all(&R);
     return rc;
 }
 

@@ -10,7 +10,7 @@
  *   template_builtins.c  filters, tests, methods and global functions
  *   template.c           the entry glue and llama-server's chat layer
  *
- * Errors leave a render by longjmp through fail(); every allocation lives in
+ * Errors leave a render by longjmp through tpl_fail(); every allocation lives in
  * the render's arena, so nothing here frees or returns an error code.
  */
 #ifndef BANKML_TEMPLATE_INT_H
@@ -41,7 +41,7 @@ typedef struct val val;
 typedef struct {
     ablk *blocks;          /* every allocation, freed together */
     size_t mem;            /* bytes allocated so far */
-    jmp_buf *on_error;     /* where fail() goes */
+    jmp_buf *on_error;     /* where tpl_fail() goes */
     char *err;
     size_t errlen;
     jmp_buf *on_signal;    /* innermost for loop, for break/continue */
@@ -56,24 +56,24 @@ typedef struct {
 } rt;
 
 /* Formats the reason into R->err and longjmps to R->on_error. */
-void fail(rt *R, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+void tpl_fail(rt *R, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
-/* Arena allocation of n bytes (uninitialised / zeroed), freed by free_all();
+/* Arena allocation of n bytes (uninitialised / zeroed), freed by tpl_free_all();
  * fails the render past TPL_MAX_MEM or when malloc fails. */
-void *ralloc(rt *R, size_t n);
-void *rzalloc(rt *R, size_t n);
+void *tpl_ralloc(rt *R, size_t n);
+void *tpl_rzalloc(rt *R, size_t n);
 
 /* a * b, failing the render on overflow. */
-size_t mul_sz(rt *R, size_t a, size_t b);
+size_t tpl_mul_sz(rt *R, size_t a, size_t b);
 
 /* A NUL-terminated arena copy of s[0..n). */
-char *rstrdup(rt *R, const char *s, size_t n);
+char *tpl_rstrdup(rt *R, const char *s, size_t n);
 
 /* Frees every block of the arena (the end of a render or check). */
-void free_all(rt *R);
+void tpl_free_all(rt *R);
 
 /* Counts one unit of work; fails the render past TPL_MAX_STEPS. */
-void step(rt *R);
+void tpl_step(rt *R);
 
 /* A growable string in the arena. `parts` counts non-empty appended pieces;
  * llama.cpp keeps strings as lists of parts and applies capitalize/title per
@@ -86,10 +86,10 @@ typedef struct {
 
 /* Appends s[0..n) / the string s / one char / formatted text (at most 511
  * bytes) to b; fails the render past TPL_MAX_OUT. */
-void sb_put(rt *R, sbuf *b, const char *s, size_t n);
-void sb_puts(rt *R, sbuf *b, const char *s);
-void sb_putc(rt *R, sbuf *b, char c);
-void sb_printf(rt *R, sbuf *b, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void tpl_sb_put(rt *R, sbuf *b, const char *s, size_t n);
+void tpl_sb_puts(rt *R, sbuf *b, const char *s);
+void tpl_sb_putc(rt *R, sbuf *b, char c);
+void tpl_sb_printf(rt *R, sbuf *b, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* -------------------------------------------------------- values (template_value.c) */
 
@@ -140,77 +140,77 @@ struct args {
 };
 
 /* A new value of type t (VT_*), zeroed, in the arena. */
-val *mk(rt *R, int t);
+val *tpl_mk(rt *R, int t);
 /* Constructors: undefined (hint: where it came from, or NULL), none, bool,
  * int, float, a string copied from s[0..n) / s, a string taking b's bytes
  * (multipart when b had 2+ parts), an empty array or tuple (t), an empty
  * object. */
-val *mk_undef(rt *R, const char *hint);
-val *mk_none(rt *R);
-val *mk_bool(rt *R, int b);
-val *mk_int(rt *R, int64_t i);
-val *mk_float(rt *R, double f);
-val *mk_strn(rt *R, const char *s, size_t n);
-val *mk_str(rt *R, const char *s);
-val *mk_sb(rt *R, const sbuf *b);
-val *mk_arr(rt *R, int t);
-val *mk_obj(rt *R);
+val *tpl_mk_undef(rt *R, const char *hint);
+val *tpl_mk_none(rt *R);
+val *tpl_mk_bool(rt *R, int b);
+val *tpl_mk_int(rt *R, int64_t i);
+val *tpl_mk_float(rt *R, double f);
+val *tpl_mk_strn(rt *R, const char *s, size_t n);
+val *tpl_mk_str(rt *R, const char *s);
+val *tpl_mk_sb(rt *R, const sbuf *b);
+val *tpl_mk_arr(rt *R, int t);
+val *tpl_mk_obj(rt *R);
 
 /* 1 for an array or tuple / an int or float. */
-int is_arr(const val *v);
-int is_num(const val *v);
+int tpl_is_arr(const val *v);
+int tpl_is_num(const val *v);
 
 /* llama.cpp's type name of v ("Integer", "Array", ...), for messages. */
-const char *type_name(const val *v);
+const char *tpl_type_name(const val *v);
 
 /* Appends x to the array or tuple a. */
-void arr_push(rt *R, val *a, val *x);
+void tpl_arr_push(rt *R, val *a, val *x);
 
 /* A double as llama.cpp's value_float turns it into an int64 (0 for inf/nan,
  * saturated at the ends). */
-int64_t float_as_int(double f);
+int64_t tpl_float_as_int(double f);
 /* llama.cpp's value_t int / float views of an int, float or bool (0 else). */
-int64_t v_int(const val *v);
-double v_flt(const val *v);
-/* as_int() / as_float() / as_bool(): the same, failing the render on a type
+int64_t tpl_v_int(const val *v);
+double tpl_v_flt(const val *v);
+/* tpl_as_int() / tpl_as_float() / tpl_as_bool(): the same, failing the render on a type
  * that has no such view (as llama.cpp throws). */
-int64_t as_int(rt *R, const val *v);
-double as_float(rt *R, const val *v);
-int as_bool(rt *R, const val *v);
+int64_t tpl_as_int(rt *R, const val *v);
+double tpl_as_float(rt *R, const val *v);
+int tpl_as_bool(rt *R, const val *v);
 
 /* as_string(): appends how v reads when concatenated or coerced. */
-void put_string(rt *R, sbuf *b, const val *v);
+void tpl_put_string(rt *R, sbuf *b, const val *v);
 /* v as a string value (v itself when it is one). */
-val *to_str(rt *R, val *v);
+val *tpl_to_str(rt *R, val *v);
 /* value_to_json: llama.cpp's serializer; lvl the nesting depth (0 at the
  * top), indent -1 for one line, isep / ksep the item and key separators. */
-void put_json(rt *R, sbuf *b, const val *v, int lvl, int indent, const char *isep,
+void tpl_put_json(rt *R, sbuf *b, const val *v, int lvl, int indent, const char *isep,
               const char *ksep);
 
 /* is_hashable and == as llama.cpp defines them. */
-int v_hashable(const val *v);
-int v_equal(const val *a, const val *b);
+int tpl_v_hashable(const val *v);
+int tpl_v_equal(const val *a, const val *b);
 
 /* Objects, in insertion order: the index of key k (-1; fails on an
  * unhashable key), set k (replacing), set / get by a C string key (get gives
  * NULL when absent). */
-long obj_find(rt *R, const val *o, const val *k);
-void obj_set(rt *R, val *o, val *k, val *v);
-void obj_set_s(rt *R, val *o, const char *k, val *v);
-val *obj_get_s(const val *o, const char *k);
+long tpl_obj_find(rt *R, const val *o, const val *k);
+void tpl_obj_set(rt *R, val *o, val *k, val *v);
+void tpl_obj_set_s(rt *R, val *o, const char *k, val *v);
+val *tpl_obj_get_s(const val *o, const char *k);
 
 /* Value stats for the caps probe (only while R->stats): mark v read (deep:
  * and everything in it), mark an operation ("test_is_string", "selectattr",
  * "array_access") done on it. */
-void mark_used(rt *R, val *v, int deep);
-void mark_op(rt *R, val *v, const char *op);
+void tpl_mark_used(rt *R, val *v, int deep);
+void tpl_mark_op(rt *R, val *v, const char *op);
 
 /* Scopes: a new empty one, set name (replacing), get name (NULL when
  * absent), a copy of P (values shared) for a new inner scope. */
-env *env_new(rt *R);
-void env_set(rt *R, env *E, const char *name, val *v);
-val *env_get(const env *E, const char *name);
-env *env_copy(rt *R, const env *P);
+env *tpl_env_new(rt *R);
+void tpl_env_set(rt *R, env *E, const char *name, val *v);
+val *tpl_env_get(const env *E, const char *name);
+env *tpl_env_copy(rt *R, const env *P);
 
 /* ----------------------------------------------------------- AST (template_parse.c) */
 
@@ -238,16 +238,16 @@ struct node {
 
 /* Lexes and parses tmpl[0..len) into prog (the top-level statements);
  * fails the render with the position on a syntax error. */
-void compile(rt *R, const char *tmpl, size_t len, nlist *prog);
+void tpl_compile(rt *R, const char *tmpl, size_t len, nlist *prog);
 
 /* ------------------------------------------------------ evaluator (template_eval.c) */
 
 /* Executes the statements of l in scope E, appending their output to out. */
-void exec_list(rt *R, env *E, const nlist *l, sbuf *out);
+void tpl_exec_list(rt *R, env *E, const nlist *l, sbuf *out);
 
 /* in: needle in an array, a string (substring) or an object (key); fails on
  * other haystacks. */
-int test_in(rt *R, val *needle, val *hay);
+int tpl_test_in(rt *R, val *needle, val *hay);
 
 /* Arguments of a builtin call (A->fname names the function in messages):
  * append one; the i-th positional (failing when missing) or d; keyword key
@@ -255,26 +255,26 @@ int test_in(rt *R, val *needle, val *hay);
  * count is in [min, max]; check the types, one letter per argument, upper
  * case when required: A array, S string, I int, F float, B bool, O object,
  * '.' any. */
-void args_push(rt *R, args *A, val *v);
-val *get_pos(rt *R, args *A, size_t i);
-val *get_pos_d(args *A, size_t i, val *d);
-val *get_kwarg(args *A, const char *key, val *d);
-val *kwarg_or_pos(rt *R, args *A, const char *key, size_t pos);
-void ensure_count(rt *R, args *A, size_t min, size_t max);
-void ensure_vals(rt *R, args *A, const char *types);
+void tpl_args_push(rt *R, args *A, val *v);
+val *tpl_get_pos(rt *R, args *A, size_t i);
+val *tpl_get_pos_d(args *A, size_t i, val *d);
+val *tpl_get_kwarg(args *A, const char *key, val *d);
+val *tpl_kwarg_or_pos(rt *R, args *A, const char *key, size_t pos);
+void tpl_ensure_count(rt *R, args *A, size_t min, size_t max);
+void tpl_ensure_vals(rt *R, args *A, const char *types);
 
 /* A named builtin; tables end with {NULL, NULL}. */
 typedef struct { const char *name; bfn fn; } builtin;
 
 /* The entry of tab named name, or NULL. */
-const builtin *find_builtin(const builtin *tab, const char *name);
+const builtin *tpl_find_builtin(const builtin *tab, const char *name);
 
 /* ---------------------------------------------------- builtins (template_builtins.c) */
 
 /* The global functions and tests ("range", "namespace", "test_is_string", ...). */
-extern const builtin global_builtins[];
+extern const builtin tpl_global_builtins[];
 
 /* The methods and filters of v's type; fails for kinds that have none. */
-const builtin *type_builtins(rt *R, const val *v);
+const builtin *tpl_type_builtins(rt *R, const val *v);
 
 #endif

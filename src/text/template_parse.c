@@ -1,7 +1,7 @@
 /*
  * template_parse.c -- template source to an AST (see template_int.h): the
  * lexer, with llama.cpp's whitespace control and lstrip quirks, and a
- * recursive-descent parser bounded by TPL_MAX_NEST. compile() is the entry.
+ * recursive-descent parser bounded by TPL_MAX_NEST. tpl_compile() is the entry.
  */
 #include "text/template_int.h"
 
@@ -37,13 +37,13 @@ typedef struct {
 static void tok_push(rt *R, toklist *L, int t, const char *s, size_t n, size_t pos) {
     if (L->n == L->cap) {
         size_t cap = L->cap ? L->cap * 2 : 256;
-        token *nv = ralloc(R, mul_sz(R, cap, sizeof *nv));
+        token *nv = tpl_ralloc(R, tpl_mul_sz(R, cap, sizeof *nv));
         if (L->n) memcpy(nv, L->v, L->n * sizeof *nv);
         L->v = nv;
         L->cap = cap;
     }
     L->v[L->n].t = t;
-    L->v[L->n].s = rstrdup(R, s, n);
+    L->v[L->n].s = tpl_rstrdup(R, s, n);
     L->v[L->n].n = n;
     L->v[L->n].pos = pos;
     L->n++;
@@ -81,7 +81,7 @@ static void lx_consume(lexer *X, sbuf *out, int (*pred)(char, char), char arg) {
     while (pred(X->src[X->pos], arg)) {
         if (X->src[X->pos] == '\\') {
             X->pos++;
-            if (X->pos >= X->len) fail(X->R, "lexer: unexpected end of input after escape character");
+            if (X->pos >= X->len) tpl_fail(X->R, "lexer: unexpected end of input after escape character");
             char e = X->src[X->pos++], c;
             switch (e) {
             case 'n': c = '\n'; break;
@@ -93,13 +93,13 @@ static void lx_consume(lexer *X, sbuf *out, int (*pred)(char, char), char arg) {
             case '\\': c = '\\'; break;
             case '\'': c = '\''; break;
             case '"': c = '"'; break;
-            default: fail(X->R, "lexer: unknown escape character \\%c", e);
+            default: tpl_fail(X->R, "lexer: unknown escape character \\%c", e);
             }
-            sb_putc(X->R, out, c);
+            tpl_sb_putc(X->R, out, c);
             continue;
         }
-        sb_putc(X->R, out, X->src[X->pos++]);
-        if (X->pos > X->len) fail(X->R, "lexer: unterminated string or token");
+        tpl_sb_putc(X->R, out, X->src[X->pos++]);
+        if (X->pos > X->len) tpl_fail(X->R, "lexer: unterminated string or token");
     }
 }
 static int pr_digit(char c, char a) { (void)a; return is_digit(c); }
@@ -112,7 +112,7 @@ static void lx_numeric(lexer *X, sbuf *num) {
     if (X->pos < X->len && X->src[X->pos] == '.' && X->pos + 1 < X->len &&
         is_digit(X->src[X->pos + 1])) {
         X->pos++;
-        sb_putc(X->R, num, '.');
+        tpl_sb_putc(X->R, num, '.');
         lx_consume(X, num, pr_digit, 0);
     }
 }
@@ -127,7 +127,7 @@ static void strip_set(const char *s, size_t *a, size_t *b, int left, int right) 
 static void lex(rt *R, const char *source, size_t srclen, toklist *L) {
     memset(L, 0, sizeof *L);
     if (srclen == 0) { L->src = ""; return; }
-    char *src = ralloc(R, srclen + 2);
+    char *src = tpl_ralloc(R, srclen + 2);
     size_t n = 0;
     for (size_t i = 0; i < srclen; i++) {
         if (source[i] == '\r') {
@@ -181,7 +181,7 @@ static void lex(rt *R, const char *source, size_t srclen, toklist *L) {
             X.pos += 2;
             size_t cs = X.pos;
             while (!(src[X.pos] == '#' && lx_ahead(&X, 1, "}"))) {
-                if (X.pos + 2 >= X.len) fail(R, "lexer: missing end of comment tag");
+                if (X.pos + 2 >= X.len) tpl_fail(R, "lexer: missing end of comment tag");
                 X.pos++;
             }
             tok_push(R, L, TK_COMMENT, src + cs, X.pos - cs, start_pos);
@@ -200,12 +200,12 @@ static void lex(rt *R, const char *source, size_t srclen, toklist *L) {
         if (!closing && (ch == '-' || ch == '+')) {
             start_pos = X.pos;
             int lt = L->n ? L->v[L->n - 1].t : TK_EOF;
-            if (lt == TK_TEXT || lt == TK_EOF) fail(R, "lexer: unexpected character: %c", ch);
+            if (lt == TK_TEXT || lt == TK_EOF) tpl_fail(R, "lexer: unexpected character: %c", ch);
             if (!(lt == TK_IDENT || lt == TK_NUM || lt == TK_STR || lt == TK_RPAREN ||
                   lt == TK_RBRACKET)) {
                 X.pos++;
                 sbuf num = {0};
-                sb_putc(R, &num, ch);
+                tpl_sb_putc(R, &num, ch);
                 lx_numeric(&X, &num);
                 tok_push(R, L, num.n > 1 ? TK_NUM : TK_UNARY, num.p, num.n, start_pos);
                 continue;
@@ -250,8 +250,8 @@ static void lex(rt *R, const char *source, size_t srclen, toklist *L) {
             continue;
         }
         if ((unsigned char)ch >= 0x20 && (unsigned char)ch < 0x7f)
-            fail(R, "lexer: unexpected character: %c", ch);
-        fail(R, "lexer: unexpected byte 0x%02x", (unsigned char)ch);
+            tpl_fail(R, "lexer: unexpected character: %c", ch);
+        tpl_fail(R, "lexer: unexpected byte 0x%02x", (unsigned char)ch);
     }
 }
 
@@ -270,7 +270,7 @@ static const token *pk(parser *P, size_t off) {
 }
 
 static const token *nx(parser *P) {
-    if (P->cur >= P->L->n) fail(P->R, "parser: unexpected end of template");
+    if (P->cur >= P->L->n) tpl_fail(P->R, "parser: unexpected end of template");
     return &P->L->v[P->cur++];
 }
 
@@ -279,7 +279,7 @@ static void pfail_at(parser *P, const char *what) {
     const token *t = pk(P, 0);
     size_t line = 1;
     for (size_t i = 0; i < t->pos && i < P->L->len; i++) line += P->L->src[i] == '\n';
-    fail(P->R, "parser: %s (got '%.40s') at line %zu", what, t->s, line);
+    tpl_fail(P->R, "parser: %s (got '%.40s') at line %zu", what, t->s, line);
 }
 
 static void expect(parser *P, int t, const char *what) {
@@ -315,7 +315,7 @@ static int is_stmt(parser *P, const char *names) {
 }
 
 static node *mk_node(parser *P, int t, size_t tokidx) {
-    node *n = rzalloc(P->R, sizeof *n);
+    node *n = tpl_rzalloc(P->R, sizeof *n);
     n->t = t;
     n->pos = tokidx < P->L->n ? P->L->v[tokidx].pos : 0;
     return n;
@@ -324,7 +324,7 @@ static node *mk_node(parser *P, int t, size_t tokidx) {
 static void nl_push(rt *R, nlist *l, node *x) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 4;
-        node **nv = ralloc(R, mul_sz(R, cap, sizeof *nv));
+        node **nv = tpl_ralloc(R, tpl_mul_sz(R, cap, sizeof *nv));
         if (l->n) memcpy(nv, l->v, l->n * sizeof *nv);
         l->v = nv;
         l->cap = cap;
@@ -339,7 +339,7 @@ static node *p_call(parser *P, node *callee);
 static void p_args(parser *P, nlist *out);
 
 static void enter(parser *P) {
-    if (++P->R->nest > TPL_MAX_NEST) fail(P->R, "parser: template nested too deeply");
+    if (++P->R->nest > TPL_MAX_NEST) tpl_fail(P->R, "parser: template nested too deeply");
 }
 static void leave(parser *P) { P->R->nest--; }
 
@@ -463,7 +463,7 @@ static node *p_statement(parser *P) {
     } else {
         char m[96];
         snprintf(m, sizeof m, "unknown statement '%.40s'", name);
-        fail(P->R, "parser: %s", m);
+        tpl_fail(P->R, "parser: %s", m);
     }
     return n;
 }
@@ -754,17 +754,17 @@ static node *p_primary(parser *P) {
         } else {
             errno = 0;
             long long v = strtoll(t->s, NULL, 10);
-            if (errno == ERANGE) fail(P->R, "parser: integer literal out of range: %.40s", t->s);
+            if (errno == ERANGE) tpl_fail(P->R, "parser: integer literal out of range: %.40s", t->s);
             n = mk_node(P, N_INT, sp);
             n->i = v;
         }
         break;
     case TK_STR: {
         sbuf s = {0};
-        sb_put(P->R, &s, t->s, t->n);
+        tpl_sb_put(P->R, &s, t->s, t->n);
         while (is_tok(P, TK_STR)) {
             const token *u = nx(P);
-            sb_put(P->R, &s, u->s, u->n);
+            tpl_sb_put(P->R, &s, u->s, u->n);
         }
         n = mk_node(P, N_STR, sp);
         n->s = s.p ? s.p : "";
@@ -814,7 +814,7 @@ static void parse(rt *R, toklist *L, nlist *prog) {
     while (P.cur < L->n) nl_push(R, prog, p_any(&P));
 }
 
-void compile(rt *R, const char *tmpl, size_t len, nlist *prog) {
+void tpl_compile(rt *R, const char *tmpl, size_t len, nlist *prog) {
     toklist L;
     lex(R, tmpl, len, &L);
     parse(R, &L, prog);

@@ -39,163 +39,14 @@
  * errors and small helpers
  * ---------------------------------------------------------------------- */
 
-/* Grows *p (elements of size sz) to hold at least need elements; capacity
- * doubles so appends stay amortised O(1). Returns 0, or -1 on overflow or
- * when memory runs out (the old block is kept). */
-int grow(void **p, size_t *cap, size_t need, size_t sz)
-{
-    size_t nc;
-    void *q;
-    if (need <= *cap) return 0;
-    nc = *cap ? *cap : 16;
-    while (nc < need) {
-        if (nc > SIZE_MAX / 2) return -1;
-        nc *= 2;
-    }
-    if (nc > SIZE_MAX / sz) return -1;
-    q = realloc(*p, nc * sz);
-    if (!q) return -1;
-    *p = q;
-    *cap = nc;
-    return 0;
-}
-
-/* Appends to a growable int32 list (ivec); out of memory sets a->oom. */
-void ivec_push(ivec *a, int32_t x)
-{
-    if (a->oom) return;
-    if (grow((void **)&a->v, &a->cap, a->n + 1, sizeof *a->v)) { a->oom = 1; return; }
-    a->v[a->n++] = x;
-}
-
-/* Appends to a growable byte string (bbuf); -1 when memory runs out. */
-int bbuf_put(bbuf *b, const void *p, size_t n)
-{
-    if (grow((void **)&b->v, &b->cap, b->n + n, 1)) return -1;
-    memcpy(b->v + b->n, p, n);
-    b->n += n;
-    return 0;
-}
-
 /* ------------------------------------------------------------------------
  * hash tables: open addressing over byte strings
  * ---------------------------------------------------------------------- */
-
-uint64_t hash_bytes(const void *p, size_t n)
-{
-    const uint8_t *s = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    size_t i;
-    for (i = 0; i < n; i++) { h ^= s[i]; h *= 0x100000001b3ull; }
-    return h ^ (h >> 29);
-}
-
-/* Sizes the table for n entries (load <= 1/2). */
-int strmap_init(strmap *m, size_t n)
-{
-    size_t cap = 16, i;
-    while (cap < n * 2) {
-        if (cap > SIZE_MAX / 4) return -1;
-        cap *= 2;
-    }
-    m->slot = malloc(cap * sizeof *m->slot);
-    if (!m->slot) return -1;
-    for (i = 0; i < cap; i++) m->slot[i] = -1;
-    m->mask = cap - 1;
-    return 0;
-}
-
-/* Token text -> id, TOK_NULL when absent. */
-int32_t find_token(const tok_vocab *v, const void *s, size_t n)
-{
-    size_t i = (size_t)hash_bytes(s, n) & v->tmap.mask;
-    for (;;) {
-        int32_t id = v->tmap.slot[i];
-        if (id < 0) return TOK_NULL;
-        if (tlen(v, id) == n && memcmp(ttext(v, id), s, n) == 0) return id;
-        i = (i + 1) & v->tmap.mask;
-    }
-}
-
-/* Merge "left right" -> rank, -1 when absent. */
-int32_t find_merge(const tok_vocab *v, const void *s, size_t n)
-{
-    size_t i;
-    if (!v->mmap.slot) return -1;
-    i = (size_t)hash_bytes(s, n) & v->mmap.mask;
-    for (;;) {
-        int32_t r = v->mmap.slot[i];
-        if (r < 0) return -1;
-        if (v->moff[r + 1] - v->moff[r] == n && memcmp(v->mtext + v->moff[r], s, n) == 0) return r;
-        i = (i + 1) & v->mmap.mask;
-    }
-}
 
 /* ------------------------------------------------------------------------
  * merging: a binary heap of candidate pairs and a symbol chain (the types
  * are in tokenizer_int.h; SentencePiece and BPE both merge with them)
  * ---------------------------------------------------------------------- */
-
-void heap_push(heap *h, pair p)
-{
-    size_t i;
-    if (h->oom) return;
-    if (grow((void **)&h->v, &h->cap, h->n + 1, sizeof *h->v)) { h->oom = 1; return; }
-    i = h->n++;
-    while (i > 0) {
-        size_t up = (i - 1) / 2;
-        if (h->v[up].key <= p.key) break;
-        h->v[i] = h->v[up];
-        i = up;
-    }
-    h->v[i] = p;
-}
-
-pair heap_pop(heap *h)
-{
-    pair top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && h->v[c + 1].key < h->v[c].key) c++;
-        if (last.key <= h->v[c].key) break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n) h->v[i] = last;
-    return top;
-}
-
-/* Splits w[0..n) into symbols of one UTF-8 character each (by lead byte,
- * cut short at the end), chained. */
-sym *make_symbols(const uint8_t *w, size_t n, size_t *count)
-{
-    size_t i = 0, k = 0, cap = n ? n : 1;
-    sym *s = malloc(cap * sizeof *s);
-    if (!s) return NULL;
-    while (i < n) {
-        size_t l = utf8_len_of(w[i]);
-        if (l > n - i) l = n - i;
-        s[k].start = (uint32_t)i;
-        s[k].n = (uint32_t)l;
-        s[k].prev = (int32_t)k - 1;
-        i += l;
-        s[k].next = i == n ? -1 : (int32_t)k + 1;
-        k++;
-    }
-    *count = k;
-    return s;
-}
-
-/* Maps a float score to a key where higher scores sort first. */
-uint32_t score_key(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);   /* ascending order */
-    return ~u;                                         /* descending */
-}
 
 /* ------------------------------------------------------------------------
  * tokenize: special tokens first, then the model on each stretch of text
@@ -215,7 +66,7 @@ typedef struct {
 static void frag_push(fragv *f, int32_t id, size_t off, size_t len)
 {
     if (f->oom) return;
-    if (grow((void **)&f->v, &f->cap, f->n + 1, sizeof *f->v)) { f->oom = 1; return; }
+    if (bk_grow((void **)&f->v, &f->cap, f->n + 1, sizeof *f->v)) { f->oom = 1; return; }
     f->v[f->n].id = id;
     f->v[f->n].off = off;
     f->v[f->n].len = len;
@@ -293,36 +144,36 @@ int tok_tokenize(const tok_vocab *v, const char *text, size_t len, int add_speci
             bk_err(err, errlen, "the vocabulary adds a BOS token but has none");
             goto fail;
         }
-        ivec_push(&out, v->bos);
+        tk_ivec_push(&out, v->bos);
     }
     for (i = 0; i < fr.n; i++) {
         const frag *f = &fr.v[i];
-        if (f->id != TOK_NULL) { ivec_push(&out, f->id); prev_special = 1; continue; }
+        if (f->id != TOK_NULL) { tk_ivec_push(&out, f->id); prev_special = 1; continue; }
         if (v->type == TOK_TYPE_WPM || v->type == TOK_TYPE_UGM) {
             const uint8_t *t = (const uint8_t *)text + f->off;
-            if (v->type == TOK_TYPE_WPM ? wpm_tokenize(v, t, f->len, &out, err, errlen)
-                                        : ugm_tokenize(v, t, f->len, &out, err, errlen))
+            if (v->type == TOK_TYPE_WPM ? tk_wpm_tokenize(v, t, f->len, &out, err, errlen)
+                                        : tk_ugm_tokenize(v, t, f->len, &out, err, errlen))
                 goto fail;
             if (out.oom) goto oom;
             continue;
         }
         buf.n = 0;
         if (v->type == TOK_TYPE_SPM && v->add_space_prefix && prev_special)
-            if (bbuf_put(&buf, "\xe2\x96\x81", 3)) goto oom;
+            if (tk_bbuf_put(&buf, "\xe2\x96\x81", 3)) goto oom;
         if (v->escape_ws) {
             size_t p;
             for (p = 0; p < f->len; p++) {
                 const char c = text[f->off + p];
-                if (c == ' ' ? bbuf_put(&buf, "\xe2\x96\x81", 3) : bbuf_put(&buf, &c, 1)) goto oom;
+                if (c == ' ' ? tk_bbuf_put(&buf, "\xe2\x96\x81", 3) : tk_bbuf_put(&buf, &c, 1)) goto oom;
             }
-        } else if (bbuf_put(&buf, text + f->off, f->len)) {
+        } else if (tk_bbuf_put(&buf, text + f->off, f->len)) {
             goto oom;
         }
         if (buf.n > UINT32_MAX - 8) { bk_err(err, errlen, "text too long"); goto fail; }
         if (v->type == TOK_TYPE_SPM) {
-            if (spm_tokenize(v, buf.v, buf.n, &out, err, errlen)) goto fail;
+            if (tk_spm_tokenize(v, buf.v, buf.n, &out, err, errlen)) goto fail;
         } else {
-            if (bpe_tokenize(v, buf.v, buf.n, &out, err, errlen)) goto fail;
+            if (tk_bpe_tokenize(v, buf.v, buf.n, &out, err, errlen)) goto fail;
         }
         prev_special = 0;
         if (out.oom) goto oom;
@@ -332,13 +183,13 @@ int tok_tokenize(const tok_vocab *v, const char *text, size_t len, int add_speci
             bk_err(err, errlen, "the vocabulary adds a SEP token but has none");
             goto fail;
         }
-        ivec_push(&out, v->sep);
+        tk_ivec_push(&out, v->sep);
     } else if (add_special && v->add_eos) {
         if (v->eos == TOK_NULL) {
             bk_err(err, errlen, "the vocabulary adds an EOS token but has none");
             goto fail;
         }
-        ivec_push(&out, v->eos);
+        tk_ivec_push(&out, v->eos);
     }
     if (out.oom) goto oom;
     free(fr.v);
@@ -381,13 +232,13 @@ static void put_piece(const tok_vocab *v, int32_t id, jbuf *out)
         }
         i = 0;
         while (i < n) {
-            uint32_t c = utf8_next((const uint8_t *)s, n, &i);
-            int byte = gpt2_cp_byte(c);
+            uint32_t c = tk_utf8_next((const uint8_t *)s, n, &i);
+            int byte = tk_gpt2_cp_byte(c);
             if (byte >= 0) {
                 jbuf_putc(out, (char)byte);
             } else {
                 uint8_t u[4];
-                int m = utf8_put(c, u), q;
+                int m = tk_utf8_put(c, u), q;
                 jbuf_puts(out, "[UNK_BYTE_0x");
                 for (q = 0; q < m; q++) jbuf_printf(out, "%02x", u[q]);
                 jbuf_put(out, s, n);
@@ -526,5 +377,5 @@ uint32_t tok_attr(const tok_vocab *v, int32_t id)
 
 int32_t tok_find(const tok_vocab *v, const char *s, size_t len)
 {
-    return find_token(v, s, len);
+    return tk_find_token(v, s, len);
 }

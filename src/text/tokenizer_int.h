@@ -30,10 +30,6 @@
 
 /* ----------------------------------------------------- buffers (tokenizer.c) */
 
-/* Grows *p (elements of size sz) to hold at least need elements; capacity
- * doubles so appends stay amortised O(1). Returns 0, or -1 on overflow or
- * when memory runs out (the old block is kept). */
-int grow(void **p, size_t *cap, size_t need, size_t sz);
 
 /* A growable int32 list (token ids, piece lengths). */
 typedef struct {
@@ -44,7 +40,7 @@ typedef struct {
 
 /* Appends x; on running out of memory sets a->oom and drops x (and every
  * later push). */
-void ivec_push(ivec *a, int32_t x);
+void tk_ivec_push(ivec *a, int32_t x);
 
 /* A growable byte string (words, merge keys). */
 typedef struct {
@@ -53,7 +49,7 @@ typedef struct {
 } bbuf;
 
 /* Appends p[0..n); 0, or -1 when memory runs out. */
-int bbuf_put(bbuf *b, const void *p, size_t n);
+int tk_bbuf_put(bbuf *b, const void *p, size_t n);
 
 /* ------------------------------------------- code points (tokenizer_unicode.c) */
 
@@ -63,7 +59,7 @@ int bbuf_put(bbuf *b, const void *p, size_t n);
 /* Class byte of a code point: TOKU_* category in bits 0-3, TOKU_WS. Code
  * points past U+10FFFF are UNDEFINED, as in unicode_cpt_flags_from_cpt;
  * CP_BAD has no class (TOKU_NONE). */
-unsigned cp_class(uint32_t c);
+unsigned tk_cp_class(uint32_t c);
 
 /* Tests on a class byte. The TOKU_* constants come from
  * text/unicode_tables.h, which the files using these include. */
@@ -75,34 +71,34 @@ unsigned cp_class(uint32_t c);
 #define CL_ANY(k)  ((k) != 0)   /* llama's flags.as_uint() != 0 */
 
 /* unicode_tolower (one code point). */
-uint32_t cp_lower(uint32_t c);
+uint32_t tk_cp_lower(uint32_t c);
 
 /* unicode_cpts_normalize_nfd: llama.cpp's "NFD", the first code point of
  * the decomposition only (the base letter). */
-uint32_t cp_nfd(uint32_t c);
+uint32_t tk_cp_nfd(uint32_t c);
 
 /* llama.cpp's lenient UTF-8 decoder (unicode_cpts_from_utf8): the code
  * point at s[*i] (i < n), *i moved past it; each byte that does not start a
  * well-formed sequence becomes U+FFFD on its own. */
-uint32_t utf8_next(const uint8_t *s, size_t n, size_t *i);
+uint32_t tk_utf8_next(const uint8_t *s, size_t n, size_t *i);
 
 /* Writes c as UTF-8 (1-4 bytes) into o; returns the length, 0 when c is
  * past U+10FFFF (llama.cpp throws there). */
-int utf8_put(uint32_t c, uint8_t *o);
+int tk_utf8_put(uint32_t c, uint8_t *o);
 
 /* The length SentencePiece and BPE give a symbol from its first byte
  * (unicode_len_utf8): 1 for ASCII and stray continuation bytes. */
-size_t utf8_len_of(uint8_t b);
+size_t tk_utf8_len_of(uint8_t b);
 
 /* GPT-2's byte-to-unicode alphabet: the code point byte b stands for, and
  * the inverse (-1 for a code point outside the alphabet). */
-uint32_t gpt2_byte_cp(uint8_t b);
-int gpt2_cp_byte(uint32_t c);
+uint32_t tk_gpt2_byte_cp(uint8_t b);
+int tk_gpt2_cp_byte(uint32_t c);
 
 /* ------------------------------------------------- hash tables (tokenizer.c) */
 
 /* FNV-1a over p[0..n), folded; the hash of both tables. */
-uint64_t hash_bytes(const void *p, size_t n);
+uint64_t tk_hash_bytes(const void *p, size_t n);
 
 /* A set of strings stored elsewhere (by index), mapping each to a value. */
 typedef struct {
@@ -112,7 +108,7 @@ typedef struct {
 
 /* Sizes the table for n entries (load <= 1/2), every slot empty; 0, or -1
  * when memory runs out. */
-int strmap_init(strmap *m, size_t n);
+int tk_strmap_init(strmap *m, size_t n);
 
 /* ------------------------------------------------------------- the vocabulary */
 
@@ -180,18 +176,18 @@ static inline const char *ttext(const tok_vocab *v, int32_t id)
 }
 
 /* Token text -> id, TOK_NULL when absent (tokenizer.c). */
-int32_t find_token(const tok_vocab *v, const void *s, size_t n);
+int32_t tk_find_token(const tok_vocab *v, const void *s, size_t n);
 
 /* Merge "left right" -> rank, -1 when absent or without merges (tokenizer.c). */
-int32_t find_merge(const tok_vocab *v, const void *s, size_t n);
+int32_t tk_find_merge(const tok_vocab *v, const void *s, size_t n);
 
 /* ------------------------------------------- pre-tokenizers (tokenizer_pretok.c) */
 
-/* Splits cp[0..n) (cls[i] = cp_class(cp[i])) as pre-tokenizer pre (PRE_*)
+/* Splits cp[0..n) (cls[i] = tk_cp_class(cp[i])) as pre-tokenizer pre (PRE_*)
  * does, every stage of its regex set in turn. On success *pieces holds the
  * piece lengths in code points (free pieces->v) and 0 is returned; -1 when
  * memory ran out. */
-int pretokenize(int pre, const uint32_t *cp, const uint8_t *cls, size_t n, ivec *pieces);
+int tk_pretokenize(int pre, const uint32_t *cp, const uint8_t *cls, size_t n, ivec *pieces);
 
 /* ------------------------------------------------ the merge heap (tokenizer.c) */
 
@@ -215,16 +211,16 @@ typedef struct {
 
 /* Pushes / pops (smallest key first; h->n > 0) a candidate pair; a push that
  * runs out of memory sets h->oom. */
-void heap_push(heap *h, pair p);
-pair heap_pop(heap *h);
+void tk_heap_push(heap *h, pair p);
+pair tk_heap_pop(heap *h);
 
 /* Splits w[0..n) into symbols of one UTF-8 character each (by lead byte,
  * cut short at the end), chained; *count set. malloc'd, NULL when memory
  * runs out. */
-sym *make_symbols(const uint8_t *w, size_t n, size_t *count);
+sym *tk_make_symbols(const uint8_t *w, size_t n, size_t *count);
 
 /* Maps a float score to a key where higher scores sort first. */
-uint32_t score_key(float f);
+uint32_t tk_score_key(float f);
 
 /* ------------------------------------------------------------------ the models */
 
@@ -233,28 +229,28 @@ uint32_t score_key(float f);
  * or where llama.cpp itself fails on the input). */
 
 /* SentencePiece (tokenizer_spm.c): llm_tokenizer_spm_session. */
-int spm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
+int tk_spm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
                  char *err, size_t errlen);
 
 /* The byte fallback of the SentencePiece side (tokenizer_spm.c): the token
  * <0xXX> for byte b or TOK_NULL; spm_byte_token also tries the byte itself
  * as a token and returns -1 when neither exists (llama.cpp throws). */
-int32_t hex_byte_token(const tok_vocab *v, uint8_t b);
-int spm_byte_token(const tok_vocab *v, uint8_t b, int32_t *id);
+int32_t tk_hex_byte_token(const tok_vocab *v, uint8_t b);
+int tk_spm_byte_token(const tok_vocab *v, uint8_t b, int32_t *id);
 
 /* Byte-level BPE (tokenizer_bpe.c): pre-tokenizes, then merges every piece
  * (llm_tokenizer_bpe_session). */
-int bpe_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
+int tk_bpe_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
                  char *err, size_t errlen);
 
 /* WordPiece (tokenizer_wpm.c): BERT's pre-tokenizer and normalizer, then
  * greedy longest-token words (llm_tokenizer_wpm_session). */
-int wpm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
+int tk_wpm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
                  char *err, size_t errlen);
 
 /* Unigram (tokenizer_ugm.c): the charsmap normalizer, then Viterbi
  * (llm_tokenizer_ugm_session). */
-int ugm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
+int tk_ugm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
                  char *err, size_t errlen);
 
 #endif

@@ -166,19 +166,19 @@ static int load_merges(tok_vocab *v, const gguf_header *h, const uint8_t *b, siz
     if (kv->arr_n > INT32_MAX) { bk_err(err, errlen, "too many merges"); return -1; }
     v->n_merges = (size_t)kv->arr_n;
     v->moff = malloc((v->n_merges + 1) * sizeof *v->moff);
-    if (!v->moff || strmap_init(&v->mmap, v->n_merges)) goto oom;
+    if (!v->moff || tk_strmap_init(&v->mmap, v->n_merges)) goto oom;
     if (gguf_arr_begin(&it, kv, b, n, err, errlen)) return -1;
     for (i = 0; i < v->n_merges; i++) {
         size_t slot;
         int r = gguf_arr_next_str(&it, &s, &len, err, errlen);
         if (r < 0) return -1;
         if (r == 0) { bk_err(err, errlen, "tokenizer.ggml.merges ends early"); return -1; }
-        if (grow((void **)&v->mtext, &cap, used + (size_t)len + 1, 1)) goto oom;
+        if (bk_grow((void **)&v->mtext, &cap, used + (size_t)len + 1, 1)) goto oom;
         memcpy(v->mtext + used, s, (size_t)len);
         v->moff[i] = used;
         used += (size_t)len;
         v->moff[i + 1] = used;
-        slot = (size_t)hash_bytes(s, (size_t)len) & v->mmap.mask;
+        slot = (size_t)tk_hash_bytes(s, (size_t)len) & v->mmap.mask;
         for (;;) {
             int32_t q = v->mmap.slot[slot];
             if (q < 0) { v->mmap.slot[slot] = (int32_t)i; break; }
@@ -281,7 +281,7 @@ static int load_tokens(tok_vocab *v, const gguf_header *h, const uint8_t *b, siz
     v->score = malloc((size_t)v->n * sizeof *v->score);
     v->attr = malloc((size_t)v->n * sizeof *v->attr);
     v->eog = calloc(v->n, 1);
-    if (!v->off || !v->score || !v->attr || !v->eog || strmap_init(&v->tmap, v->n)) goto oom;
+    if (!v->off || !v->score || !v->attr || !v->eog || tk_strmap_init(&v->tmap, v->n)) goto oom;
     if (gguf_arr_begin(&it, kt, b, n, err, errlen)) return -1;
     for (i = 0; i < v->n; i++) {
         const uint8_t *s;
@@ -295,13 +295,13 @@ static int load_tokens(tok_vocab *v, const gguf_header *h, const uint8_t *b, siz
             len = (uint64_t)snprintf(empty, sizeof empty, "[EMPTY_%u]", i);
             s = (const uint8_t *)empty;
         }
-        if (grow((void **)&v->text, &cap, used + (size_t)len + 1, 1)) goto oom;
+        if (bk_grow((void **)&v->text, &cap, used + (size_t)len + 1, 1)) goto oom;
         memcpy(v->text + used, s, (size_t)len);
         v->off[i] = used;
         used += (size_t)len;
         v->off[i + 1] = used;
         if ((size_t)len > v->max_token_len) v->max_token_len = (size_t)len;
-        slot = (size_t)hash_bytes(s, (size_t)len) & v->tmap.mask;
+        slot = (size_t)tk_hash_bytes(s, (size_t)len) & v->tmap.mask;
         for (;;) {
             int32_t q = v->tmap.slot[slot];
             if (q < 0) { v->tmap.slot[slot] = (int32_t)i; break; }
@@ -469,7 +469,7 @@ static int ascii_contains_ci(const char *hay, size_t n, const char *needle)
 
 static int find_exact(const tok_vocab *v, const char *s, int32_t *id, char *err, size_t errlen)
 {
-    *id = find_token(v, s, strlen(s));
+    *id = tk_find_token(v, s, strlen(s));
     if (*id == TOK_NULL) {
         bk_err(err, errlen, "the vocabulary has no token '%s' (llama.cpp fails here)", s);
         return -1;
@@ -591,7 +591,7 @@ static int finish_specials(tok_vocab *v, const gguf_header *h, char *err, size_t
     if (strstr(v->pre_name, "jina-v2-de") || strstr(v->pre_name, "jina-v2-es") ||
         strstr(v->pre_name, "jina-v2-code") ||
         (arch && (strstr(arch, "nomic-bert-moe") || strstr(arch, "jina-bert-v3")))) {
-        t = find_token(v, "<mask>", 6);
+        t = tk_find_token(v, "<mask>", 6);
         if (t != TOK_NULL) v->attr[t] |= TOK_ATTR_LSTRIP;
     } else if (name && (ascii_contains_ci(name, name_len, "phi-3") ||
                         ascii_contains_ci(name, name_len, "phi3"))) {
@@ -606,7 +606,7 @@ static int finish_specials(tok_vocab *v, const gguf_header *h, char *err, size_t
         if (find_exact(v, "<|endoftext|>", &id, err, errlen)) return -1;
         v->attr[id] &= ~(uint32_t)TOK_ATTR_RSTRIP;
     } else if (name && ascii_contains_ci(name, name_len, "modern-bert")) {
-        t = find_token(v, "[MASK]", 6);
+        t = tk_find_token(v, "[MASK]", 6);
         if (t != TOK_NULL) v->attr[t] |= TOK_ATTR_LSTRIP;
     }
     return 0;
@@ -718,12 +718,12 @@ tok_vocab *tok_load_gguf(const gguf_header *h, const uint8_t *b, size_t n, char 
     /* the newline token: <0x0A> for SentencePiece, the (default) padding
      * token for WordPiece, "\n" tokenized for the others */
     if (v->type == TOK_TYPE_SPM) {
-        if (spm_byte_token(v, '\n', &v->nl)) v->nl = TOK_NULL;   /* pad is still unset here */
+        if (tk_spm_byte_token(v, '\n', &v->nl)) v->nl = TOK_NULL;   /* pad is still unset here */
     } else if (v->type == TOK_TYPE_WPM) {
         v->nl = v->pad;
     } else if (v->type == TOK_TYPE_UGM) {
         ivec nl = {0};
-        if (ugm_tokenize(v, (const uint8_t *)"\n", 1, &nl, err, errlen) || nl.oom) {
+        if (tk_ugm_tokenize(v, (const uint8_t *)"\n", 1, &nl, err, errlen) || nl.oom) {
             free(nl.v);
             goto fail;
         }
@@ -731,7 +731,7 @@ tok_vocab *tok_load_gguf(const gguf_header *h, const uint8_t *b, size_t n, char 
         free(nl.v);
     } else {
         ivec nl = {0};
-        if (bpe_tokenize(v, (const uint8_t *)"\n", 1, &nl, err, errlen) || nl.oom) {
+        if (tk_bpe_tokenize(v, (const uint8_t *)"\n", 1, &nl, err, errlen) || nl.oom) {
             free(nl.v);
             goto fail;
         }

@@ -3,7 +3,7 @@
  * hand-written matcher per regex llama.cpp runs, reproducing its custom
  * splitters (unicode_regex_split_custom_*) and, for the regexes it hands to
  * std::regex, ECMAScript's leftmost-first semantics over its "collapsed"
- * text; pretokenize() runs the stages of one `.pre` name.
+ * text; tk_pretokenize() runs the stages of one `.pre` name.
  */
 #include "text/tokenizer_int.h"
 
@@ -31,7 +31,7 @@ typedef struct {
 
 static void emit(split *s, size_t end)
 {
-    if (end > s->prev) ivec_push(s->out, (int32_t)(end - s->prev));
+    if (end > s->prev) tk_ivec_push(s->out, (int32_t)(end - s->prev));
     s->prev = end;
 }
 
@@ -106,10 +106,10 @@ static void split_llama3(split *s, size_t digits, int marks)
         unsigned k = K(s, pos), k2;
         size_t ws, last_rn;
         if (c == '\'' && pos + 1 < s->b) {
-            uint32_t d = cp_lower(C(s, pos + 1));
+            uint32_t d = tk_cp_lower(C(s, pos + 1));
             if (d == 's' || d == 't' || d == 'm' || d == 'd') { pos += 2; emit(s, pos); continue; }
             if (pos + 2 < s->b) {
-                uint32_t e = cp_lower(C(s, pos + 2));
+                uint32_t e = tk_cp_lower(C(s, pos + 2));
                 if ((d == 'r' && e == 'e') || (d == 'v' && e == 'e') || (d == 'l' && e == 'l')) {
                     pos += 3; emit(s, pos); continue;
                 }
@@ -414,12 +414,12 @@ static void run_stage(split *s, int st)
     }
 }
 
-int pretokenize(int pre, const uint32_t *cp, const uint8_t *cls, size_t n, ivec *pieces)
+int tk_pretokenize(int pre, const uint32_t *cp, const uint8_t *cls, size_t n, ivec *pieces)
 {
     const uint8_t *st = stages_of(pre);
     ivec cur = {0}, next = {0};
     size_t i;
-    ivec_push(&cur, (int32_t)n);
+    tk_ivec_push(&cur, (int32_t)n);
     for (; *st != ST_END; st++) {
         size_t start = 0;
         next.n = 0;

@@ -15,41 +15,32 @@ static void spm_try_pair(const tok_vocab *v, const uint8_t *t, sym *s, int32_t l
     int32_t id;
     pair p;
     if (l < 0 || r < 0) return;
-    id = find_token(v, t + s[l].start, (size_t)s[l].n + s[r].n);
+    id = tk_find_token(v, t + s[l].start, (size_t)s[l].n + s[r].n);
     if (id == TOK_NULL) return;
-    p.key = (uint64_t)score_key(v->score[id]) << 32 | (uint32_t)l;
+    p.key = (uint64_t)tk_score_key(v->score[id]) << 32 | (uint32_t)l;
     p.right = r;
     p.size = s[l].n + s[r].n;
-    heap_push(h, p);
+    tk_heap_push(h, p);
 }
 
-/* The byte fallback of both models' SentencePiece side: <0xXX>, else the
- * byte itself as a token; llama.cpp throws when neither exists. */
-int32_t hex_byte_token(const tok_vocab *v, uint8_t b)
+int tk_spm_byte_token(const tok_vocab *v, uint8_t b, int32_t *id)
 {
-    static const char hx[] = "0123456789ABCDEF";
-    char buf[6] = { '<', '0', 'x', hx[b >> 4], hx[b & 15], '>' };
-    return find_token(v, buf, 6);
-}
-
-int spm_byte_token(const tok_vocab *v, uint8_t b, int32_t *id)
-{
-    *id = hex_byte_token(v, b);
-    if (*id == TOK_NULL) *id = find_token(v, &b, 1);
+    *id = tk_hex_byte_token(v, b);
+    if (*id == TOK_NULL) *id = tk_find_token(v, &b, 1);
     return *id == TOK_NULL ? -1 : 0;
 }
 
-int spm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
+int tk_spm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
                         char *err, size_t errlen)
 {
     size_t count, j;
-    sym *s = make_symbols(t, n, &count);
+    sym *s = tk_make_symbols(t, n, &count);
     heap h = {0};
     int32_t i;
     if (!s) { bk_err(err, errlen, "out of memory"); return -1; }
     for (i = 1; i < (int32_t)count; i++) spm_try_pair(v, t, s, i - 1, i, &h);
     while (h.n && !h.oom) {
-        pair p = heap_pop(&h);
+        pair p = tk_heap_pop(&h);
         int32_t l = (int32_t)(uint32_t)p.key, r = p.right;
         if (s[l].n == 0 || s[r].n == 0 || s[l].n + s[r].n != p.size) continue;
         s[l].n += s[r].n;
@@ -62,16 +53,16 @@ int spm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
     if (h.oom) { free(h.v); free(s); bk_err(err, errlen, "out of memory"); return -1; }
     free(h.v);
     for (i = count ? 0 : -1; i != -1; i = s[i].next) {
-        int32_t id = find_token(v, t + s[i].start, s[i].n);
-        if (id != TOK_NULL) { ivec_push(out, id); continue; }
+        int32_t id = tk_find_token(v, t + s[i].start, s[i].n);
+        if (id != TOK_NULL) { tk_ivec_push(out, id); continue; }
         for (j = 0; j < s[i].n; j++) {
             uint8_t b = t[s[i].start + j];
-            if (spm_byte_token(v, b, &id)) {
+            if (tk_spm_byte_token(v, b, &id)) {
                 free(s);
                 bk_err(err, errlen, "the vocabulary has no token for byte 0x%02X", b);
                 return -1;
             }
-            ivec_push(out, id);
+            tk_ivec_push(out, id);
         }
     }
     free(s);

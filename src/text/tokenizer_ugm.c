@@ -115,7 +115,7 @@ static size_t ugm_norm_prefix(const tok_vocab *v, const uint8_t *in, size_t n, s
         return best_len;
     }
     p = off;
-    *rn = (size_t)utf8_put(utf8_next(in, n, &p), tmp);
+    *rn = (size_t)tk_utf8_put(tk_utf8_next(in, n, &p), tmp);
     *r = tmp;
     return p - off;
 broken:
@@ -143,14 +143,14 @@ static int ugm_normalize(const tok_vocab *v, const uint8_t *in, size_t n, bbuf *
                 if (!in_word) {
                     in_word = 1;
                     if (((v->add_space_prefix && !prepended) || merge)) {
-                        if (bbuf_put(out, sp, 3)) goto oom;
+                        if (tk_bbuf_put(out, sp, 3)) goto oom;
                         prepended = 1;
                     }
                 }
-                if (bbuf_put(out, r + i, 1)) goto oom;
+                if (tk_bbuf_put(out, r + i, 1)) goto oom;
             } else {
                 in_word = 0;
-                if (!merge && bbuf_put(out, sp, 3)) goto oom;
+                if (!merge && tk_bbuf_put(out, sp, 3)) goto oom;
             }
         }
         off += used;
@@ -173,7 +173,7 @@ typedef struct {
  * best score at its end; a code point no single token covers may also be
  * the unknown token at the lowest score minus 10. Ties keep the earlier
  * path. The best path is read backwards, runs of unknowns merged. */
-int ugm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
+int tk_ugm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
                         char *err, size_t errlen)
 {
     bbuf s = {0};
@@ -192,7 +192,7 @@ int ugm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
     for (i = 0; i <= s.n; i++) { best[i].id = v->unk; best[i].from = 0; best[i].score = -DBL_MAX; }
     best[0].score = 0;
     for (off = 0; off < s.n;) {
-        size_t cl = utf8_len_of(s.v[off]), lo = 0, hi = v->ugm_n, d = 0;
+        size_t cl = tk_utf8_len_of(s.v[off]), lo = 0, hi = v->ugm_n, d = 0;
         double base = best[off].score, sc;
         int whole = 0;
         if (cl > s.n - off) cl = s.n - off;
@@ -220,7 +220,7 @@ int ugm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
     }
     for (off = s.n;;) {
         int unk = best[off].id == v->unk;
-        if (!(prev_unk && unk)) ivec_push(out, best[off].id);
+        if (!(prev_unk && unk)) tk_ivec_push(out, best[off].id);
         if (best[off].from == 0) break;
         prev_unk = unk;
         off = best[off].from;

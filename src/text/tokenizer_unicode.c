@@ -18,7 +18,7 @@
 
 /* Class byte of a code point: TOKU_* category in bits 0-3, TOKU_WS. Code
  * points past U+10FFFF are UNDEFINED, as in unicode_cpt_flags_from_cpt. */
-unsigned cp_class(uint32_t c)
+unsigned tk_cp_class(uint32_t c)
 {
     size_t lo = 0, hi = TOK_UNI_NRANGES - 1;
     if (c >= CP_MAX) return c == CP_BAD ? TOKU_NONE : TOKU_UNDEFINED;
@@ -32,7 +32,7 @@ unsigned cp_class(uint32_t c)
 
 /* unicode_tolower: the contractions of the pre-tokenizers compare lower
  * case, and WordPiece lower-cases whole words. */
-uint32_t cp_lower(uint32_t c)
+uint32_t tk_cp_lower(uint32_t c)
 {
     size_t lo = 0, hi = TOK_UNI_NLOWER;
     while (lo < hi) {
@@ -46,7 +46,7 @@ uint32_t cp_lower(uint32_t c)
 /* unicode_cpts_normalize_nfd: llama.cpp's "NFD" maps a code point to the
  * first code point of its decomposition only (the base letter), which is
  * all WordPiece's accent stripping needs. */
-uint32_t cp_nfd(uint32_t c)
+uint32_t tk_cp_nfd(uint32_t c)
 {
     size_t lo = 0, hi = TOK_UNI_NNFD - 1;
     while (lo < hi) {               /* the last range starting at or before c */
@@ -62,7 +62,7 @@ uint32_t cp_nfd(uint32_t c)
  * decide the length, continuation bytes must be 10xxxxxx, overlong forms
  * and code points past U+10FFFF are refused, surrogates pass; each byte
  * that does not start a well-formed sequence becomes U+FFFD on its own. */
-uint32_t utf8_next(const uint8_t *s, size_t n, size_t *i)
+uint32_t tk_utf8_next(const uint8_t *s, size_t n, size_t *i)
 {
     size_t p = *i;
     uint8_t b = s[p];
@@ -99,7 +99,7 @@ bad:
 
 /* Writes c as UTF-8 (1-4 bytes) into o; returns the length, 0 when c is
  * past U+10FFFF (llama.cpp throws there). */
-int utf8_put(uint32_t c, uint8_t *o)
+int tk_utf8_put(uint32_t c, uint8_t *o)
 {
     if (c < 0x80) { o[0] = (uint8_t)c; return 1; }
     if (c < 0x800) { o[0] = (uint8_t)(0xc0 | c >> 6); o[1] = (uint8_t)(0x80 | (c & 0x3f)); return 2; }
@@ -118,7 +118,7 @@ int utf8_put(uint32_t c, uint8_t *o)
 
 /* The length SentencePiece and BPE give a symbol from its first byte
  * (unicode_len_utf8): 1 for ASCII and stray continuation bytes. */
-size_t utf8_len_of(uint8_t b)
+size_t tk_utf8_len_of(uint8_t b)
 {
     static const uint8_t len[16] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4 };
     return len[b >> 4];
@@ -126,7 +126,7 @@ size_t utf8_len_of(uint8_t b)
 
 /* GPT-2's byte-to-unicode alphabet: printable Latin-1 bytes stand for
  * themselves, the other 68 take U+0100 onwards in byte order. */
-uint32_t gpt2_byte_cp(uint8_t b)
+uint32_t tk_gpt2_byte_cp(uint8_t b)
 {
     unsigned n = 0, x;
     if ((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae) return b;
@@ -136,7 +136,7 @@ uint32_t gpt2_byte_cp(uint8_t b)
 }
 
 /* The inverse: the byte a code point of that alphabet stands for, or -1. */
-int gpt2_cp_byte(uint32_t c)
+int tk_gpt2_cp_byte(uint32_t c)
 {
     unsigned x, n = 0;
     if ((c >= 0x21 && c <= 0x7e) || (c >= 0xa1 && c <= 0xac) || (c >= 0xae && c <= 0xff))

@@ -34,14 +34,14 @@ static int wpm_word(const tok_vocab *v, const uint8_t *w, size_t n, ivec *out)
         size_t j = n - i > v->max_token_len + 1 ? i + v->max_token_len + 1 : n;
         int32_t id = TOK_NULL;
         for (; j > i; j--)
-            if ((id = find_token(v, w + i, j - i)) != TOK_NULL) break;
+            if ((id = tk_find_token(v, w + i, j - i)) != TOK_NULL) break;
         if (id == TOK_NULL) { out->n = mark; break; }
-        ivec_push(out, id);
+        tk_ivec_push(out, id);
         i = j;
     }
     if (out->n == mark && !out->oom) {
         if (v->unk == TOK_NULL) return -1;
-        ivec_push(out, v->unk);
+        tk_ivec_push(out, v->unk);
     }
     return 0;
 }
@@ -51,20 +51,20 @@ static int wpm_word(const tok_vocab *v, const uint8_t *w, size_t n, ivec *out)
  * punctuation mark, ASCII symbol and CJK ideograph is a word of its own;
  * with the normalizer's options letters are lower-cased and accents
  * stripped (llama.cpp's one-code-point NFD, then marks dropped). */
-int wpm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
+int tk_wpm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
                         char *err, size_t errlen)
 {
     bbuf word = {0};
     size_t i = 0;
     int rc = -1;
-    if (bbuf_put(&word, "\xe2\x96\x81", 3)) goto oom;
+    if (tk_bbuf_put(&word, "\xe2\x96\x81", 3)) goto oom;
     while (i < n) {
-        uint32_t c = utf8_next(t, n, &i);
+        uint32_t c = tk_utf8_next(t, n, &i);
         unsigned k;
         uint8_t u[4], one[7] = { 0xe2, 0x96, 0x81 };
         int m;
-        if (v->strip_accents) c = cp_nfd(c);
-        k = cp_class(c);
+        if (v->strip_accents) c = tk_cp_nfd(c);
+        k = tk_cp_class(c);
         if (CL_WS(k)) {
             if (word.n > 3 && wpm_word(v, word.v, word.n, out)) goto no_unk;
             word.n = 3;
@@ -72,13 +72,13 @@ int wpm_tokenize(const tok_vocab *v, const uint8_t *t, size_t n, ivec *out,
         }
         if (c == 0 || c == 0xFFFD || CL_CAT(k) == TOKU_CONTROL) continue;
         if (v->strip_accents && CL_M(k)) continue;
-        m = utf8_put(v->lowercase ? cp_lower(c) : c, u);
+        m = tk_utf8_put(v->lowercase ? tk_cp_lower(c) : c, u);
         if (CL_CAT(k) == TOKU_PUNCTUATION || (c < 0x7f && CL_CAT(k) == TOKU_SYMBOL) || wpm_is_cjk(c)) {
             if (word.n > 3 && wpm_word(v, word.v, word.n, out)) goto no_unk;
             word.n = 3;
             memcpy(one + 3, u, (size_t)m);
             if (wpm_word(v, one, 3 + (size_t)m, out)) goto no_unk;
-        } else if (bbuf_put(&word, u, (size_t)m)) {
+        } else if (tk_bbuf_put(&word, u, (size_t)m)) {
             goto oom;
         }
     }
