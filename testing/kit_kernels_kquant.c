@@ -32,15 +32,23 @@
 #include <string.h>
 
 #include "ggml.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
 #include "ggml-cpu.h"
 
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
 #include "ops/q8_0.h"
+#include "ops/repack.h"
 
 /* ---------------------------------------------------------------- the CPU backend */
 
 static const struct ggml_type_traits_cpu *(*traits_cpu)(enum ggml_type);
+static ggml_backend_t (*backend_init)(void);
+static void (*set_n_threads)(ggml_backend_t, int);
+static ggml_backend_buffer_type_t (*repack_buft)(void);
+/* ggml::cpu::repack::gemv<block_q4_K, 8, 8, GGML_TYPE_Q8_K> (exported, C++ name) */
+static void (*gemv_q4_K_8x8)(int n, float *s, size_t bs, const void *vx, const void *vy, int nr, int nc);
 
 static int load_cpu(void)
 {
@@ -57,7 +65,11 @@ static int load_cpu(void)
     void (*cpu_init)(void);
     *(void **)&traits_cpu = dlsym(lib, "ggml_get_type_traits_cpu");
     *(void **)&cpu_init = dlsym(lib, "ggml_cpu_init");
-    if (!traits_cpu || !cpu_init) {
+    *(void **)&backend_init = dlsym(lib, "ggml_backend_cpu_init");
+    *(void **)&set_n_threads = dlsym(lib, "ggml_backend_cpu_set_n_threads");
+    *(void **)&repack_buft = dlsym(lib, "_Z35ggml_backend_cpu_repack_buffer_typev");
+    *(void **)&gemv_q4_K_8x8 = dlsym(lib, "_ZN4ggml3cpu6repack4gemvI10block_q4_KLl8ELl8EL9ggml_type15EEEviPfmPKvS7_ii");
+    if (!traits_cpu || !cpu_init || !backend_init || !set_n_threads || !repack_buft || !gemv_q4_K_8x8) {
         fprintf(stderr, "%s lacks a CPU backend symbol\n", path);
         return -1;
     }
@@ -451,6 +463,154 @@ static void check_vec_dot(const Kind *t)
     }
 }
 
+
+/* ---------------------------------------------------------------- repacked Q4_K */
+
+/* A Q4_K weight of rows x k in ggml's repack buffer (set_tensor repacks
+ * it, as llama.cpp's loader does); NULL if the buffer type refuses. */
+typedef struct {
+    struct ggml_context *ctx;
+    ggml_backend_buffer_t buf;
+    struct ggml_tensor *t;
+} Repacked;
+
+static int repack_ggml(Repacked *r, const uint8_t *w, size_t rows, size_t k)
+{
+    struct ggml_init_params ip = {ggml_tensor_overhead() * 2, NULL, true};
+    r->ctx = ggml_init(ip);
+    r->t = ggml_new_tensor_2d(r->ctx, GGML_TYPE_Q4_K, (int64_t)k, (int64_t)rows);
+    ggml_backend_buffer_type_t bt = repack_buft();
+    r->buf = ggml_backend_buft_alloc_buffer(bt, ggml_backend_buft_get_alloc_size(bt, r->t) + 64);
+    if (!r->buf || ggml_backend_tensor_alloc(r->buf, r->t, ggml_backend_buffer_get_base(r->buf)) != GGML_STATUS_SUCCESS) {
+        ggml_free(r->ctx);
+        return -1;
+    }
+    ggml_backend_tensor_set(r->t, w, 0, ggml_nbytes(r->t));
+    return 0;
+}
+
+static void repack_free(Repacked *r)
+{
+    ggml_backend_buffer_free(r->buf);
+    ggml_free(r->ctx);
+}
+
+/* The repacked bytes, ggml's gemv against ours (raw and ggml-made weights,
+ * ggml-made and hostile activations), and whole ggml_mul_mat graphs on the
+ * repacked weight for 1..3 columns (all gemv) and 5..7 (the columns past 4:
+ * gemv; the first four go to the gemm, not reproduced yet and not
+ * compared), 1 and 2 threads. */
+static void check_repack_q4_k(ggml_backend_t be)
+{
+    size_t rows_list[] = {8, 16, 24, 64, 136};
+    size_t kb_list[] = {1, 2, 3, 7, 16};
+    const Kind *t = &kinds[0];
+    for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++)
+        for (size_t ki = 0; ki < sizeof kb_list / sizeof *kb_list; ki++) {
+            size_t rows = rows_list[ri], nb = kb_list[ki], k = nb * 256, wb = rows * nb * Q4_K_BYTES;
+            uint8_t *w = malloc(wb), *ours = malloc(wb), *act = malloc(nb * Q8_K_BYTES);
+            float *x = malloc(k * sizeof(float)), *y = malloc(rows * sizeof(float)), *want = malloc(rows * sizeof(float));
+            char name[128], err[200];
+            for (int mode = 0; mode < 3; mode++) {
+                if (mode == 0)
+                    make_weights(t, w, rows, k);
+                else
+                    make_raw(t, w, rows * nb, mode == 2 ? 1 : 0, 0);
+                Repacked r;
+                if (repack_ggml(&r, w, rows, k) != 0) {
+                    failed++;
+                    printf("FAIL repack buffer for %zux%zu\n", rows, k);
+                    continue;
+                }
+                const char *mn = mode == 0 ? "quantized" : mode == 1 ? "raw" : "special scales";
+                snprintf(name, sizeof name, "Q4_K repack8 %s %zux%zu", mn, rows, k);
+                if (q4_k_repack8(w, wb, rows, k, ours, wb, err, sizeof err) != 0) {
+                    failed++;
+                    printf("FAIL %s: %s\n", name, err);
+                    repack_free(&r);
+                    continue;
+                }
+                verdict(name, cmp_bytes(name, ours, r.t->data, wb), (long)wb);
+                for (int am = 0; am < 2; am++) {
+                    if (am == 0) {
+                        fill_floats(x, k);
+                        traits_cpu(GGML_TYPE_Q8_K)->from_float(x, act, (int64_t)k);
+                    } else {
+                        make_act(GGML_TYPE_Q8_K, act, nb, 1, next64() & 1);
+                    }
+                    gemv_q4_K_8x8((int)k, want, rows, r.t->data, act, 1, (int)rows);
+                    q4_k_x8_gemv(ours, rows, nb, act, y);
+                    snprintf(name, sizeof name, "Q4_K x8 gemv %s weights, %s activations %zux%zu %s", mn,
+                             am ? "hostile(-128)" : "quantized", rows, k, mode_name());
+                    verdict(name, cmp_f32(name, y, want, rows), (long)rows);
+                }
+                repack_free(&r);
+            }
+            free(w);
+            free(ours);
+            free(act);
+            free(x);
+            free(y);
+            free(want);
+        }
+    /* whole products on the repacked weight */
+    size_t cols_list[] = {1, 2, 3, 5, 6, 7};
+    for (int nt = 1; nt <= 2; nt++) {
+        set_n_threads(be, nt);
+        for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++)
+            for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++) {
+                size_t rows = rows_list[ri], cols = cols_list[ci], nb = 3, k = nb * 256;
+                size_t wb = rows * nb * Q4_K_BYTES;
+                uint8_t *w = malloc(wb), *ours = malloc(wb), *act = malloc(nb * Q8_K_BYTES);
+                float *y = malloc(rows * sizeof(float));
+                make_weights(t, w, rows, k);
+                Repacked r;
+                if (repack_ggml(&r, w, rows, k) != 0) {
+                    failed++;
+                    printf("FAIL repack buffer for %zux%zu\n", rows, k);
+                    free(w);
+                    free(ours);
+                    free(act);
+                    free(y);
+                    continue;
+                }
+                size_t mem = (k * cols + rows * cols) * sizeof(float) + 3 * ggml_tensor_overhead() +
+                             ggml_graph_overhead() + 65536;
+                struct ggml_init_params ip = {mem, NULL, false};
+                struct ggml_context *ctx = ggml_init(ip);
+                struct ggml_tensor *X = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, (int64_t)k, (int64_t)cols);
+                for (size_t c = 0; c < cols; c++)
+                    fill_floats((float *)X->data + c * k, k);
+                struct ggml_tensor *Y = ggml_mul_mat(ctx, r.t, X);
+                struct ggml_cgraph *g = ggml_new_graph(ctx);
+                ggml_build_forward_expand(g, Y);
+                char name[128], err[200];
+                snprintf(name, sizeof name, "Q4_K repacked mul_mat %zux%zu cols=%zu (gemv columns) threads=%d %s",
+                         rows, k, cols, nt, mode_name());
+                if (ggml_backend_graph_compute(be, g) != GGML_STATUS_SUCCESS ||
+                    q4_k_repack8(w, wb, rows, k, ours, wb, err, sizeof err) != 0) {
+                    failed++;
+                    printf("FAIL %s: compute or repack failed\n", name);
+                } else {
+                    long bad = 0, total = 0;
+                    for (size_t c = cols - cols % 4; c < cols; c++) {
+                        q8_k_quantize((const float *)X->data + c * k, k, act, nb * Q8_K_BYTES, err, sizeof err);
+                        q4_k_x8_gemv(ours, rows, nb, act, y);
+                        bad += cmp_f32(name, y, (const float *)Y->data + c * rows, rows);
+                        total += (long)rows;
+                    }
+                    verdict(name, bad, total);
+                }
+                ggml_free(ctx);
+                repack_free(&r);
+                free(w);
+                free(ours);
+                free(act);
+                free(y);
+            }
+    }
+}
+
 /* ---------------------------------------------------------------- refusals */
 
 static void check_refusals(void)
@@ -470,6 +630,8 @@ static void check_refusals(void)
         {"Q4_1 dequant short row", q4_1_dequantize(buf, 19, 32, y, err, sizeof err)},
         {"Q5_0 dequant short row", q5_0_dequantize(buf, 43, 64, y, err, sizeof err)},
         {"Q5_1 dequant NULL out", q5_1_dequantize(buf, sizeof buf, 32, NULL, err, sizeof err)},
+        {"Q4_K repack 12 rows", q4_k_repack8(buf, sizeof buf, 12, 256, buf, sizeof buf, err, sizeof err)},
+        {"Q4_K repack short input", q4_k_repack8(buf, 1000, 8, 256, buf, 2000, err, sizeof err)},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         if (cases[i].rc == -1) {
@@ -489,6 +651,11 @@ int main(int argc, char **argv)
     }
     if (load_cpu() != 0)
         return 2;
+    ggml_backend_t be = backend_init();
+    if (!be) {
+        fprintf(stderr, "ggml_backend_cpu_init failed\n");
+        return 2;
+    }
     for (int simd = 1; simd >= 0; simd--) {
         q8_set_simd(simd);
         if (simd && !q8_simd()) {
@@ -501,9 +668,11 @@ int main(int argc, char **argv)
             check_dequant(&kinds[i]);
             check_vec_dot(&kinds[i]);
         }
+        check_repack_q4_k(be);
     }
     q8_set_simd(1);
     check_refusals();
+    ggml_backend_free(be);
     printf("%ld passed, %ld failed, %ld skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;
 }

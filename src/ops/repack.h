@@ -1,0 +1,53 @@
+/*
+ * repack.h -- the interleaved weight layouts llama.cpp b11669's CPU backend
+ * builds at load on an AVX2 machine, and their products.
+ *
+ * What b11669 does (ggml-cpu/repack.cpp, ggml_repack_get_optimal_repack_type,
+ * on haswell): every Q4_0 and Q4_K matrix whose row count is a multiple of 8
+ * (and that sits in the repack buffer: matrix-multiply weights, never
+ * token_embd) is stored as groups of 8 rows interleaved 8 bytes at a time
+ * (`q4_0_8x8`, `q4_K_8x8`). Its mul_mat then quantizes the activation
+ * columns in groups of 4 with the interleaved quantizer (Q8_K 4x8 for Q4_K,
+ * ggml_quantize_mat_q8_K_4x8) and multiplies them with gemm; the columns past
+ * the last multiple of 4 (all of them when there are fewer than 4) are
+ * quantized by the plain from_float (q8_k_quantize: quantize_row_q8_K_ref)
+ * and go through gemv, one column at a time. Rows are split among threads in
+ * chunks aligned to 8 rows: the thread count never changes a bit.
+ *
+ * Float order of ggml_gemv_q4_K_8x8_q8_K (AVX2), per weight row j of a
+ * group, all of it different from vec_dot's: per super-block the exact
+ * integer sums isum = sum over the 8 sub-blocks of scale * (q4 . q8) and
+ * imin = sum of min * (pairwise bsum sum, wrapping at 16 bits); then
+ * acc = fma((float)isum, d_j * d_act, acc) and
+ * accm = fma((float)imin, dmin_j * d_act, accm); the result is acc - accm.
+ * Implemented here for that path; the 4-column gemm is not (yet).
+ */
+#ifndef BANKML_REPACK_H
+#define BANKML_REPACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define Q4_KX8_BYTES 1152 /* one super-block of 8 rows: d[8], dmin[8] (f16), scales[96], qs[1024] */
+
+/* Bytes of a repacked Q4_K matrix of `rows` rows (a multiple of 8) of k
+ * values (a multiple of 256): the same as the plain matrix. */
+static inline size_t q4_kx8_bytes(size_t rows, size_t k) { return rows / 8 * (k / 256) * Q4_KX8_BYTES; }
+
+/* Repacks a plain Q4_K matrix (rows x k, w_len bytes) into out (out_len
+ * bytes) as b11669's repack_q4_K_to_q4_K_8_bl with interleave 8: for each
+ * group of 8 rows and each super-block, the 8 f16 d, the 8 f16 dmin, the
+ * scales and mins regrouped by sub-block (12 bytes per sub-block in the
+ * 6-bit K format, "index" j = row j), and the quants 8 bytes per row in
+ * turn. Returns 0, or -1 with a reason (rows not a multiple of 8, k not a
+ * multiple of 256, short buffers). */
+int q4_k_repack8(const uint8_t *w, size_t w_len, size_t rows, size_t k, uint8_t *out, size_t out_len,
+                 char *err, size_t errlen);
+
+/* y[r] for r in [0, rows): a repacked Q4_K matrix (rows a multiple of 8) times
+ * one Q8_K activation row of k values (nb = k/256 blocks), with the bits of
+ * ggml_gemv_q4_K_8x8_q8_K (AVX2) over those rows. Unchecked: the caller owns
+ * the lengths (q4_kx8_bytes(rows, k) and k/256 Q8_K blocks). */
+void q4_k_x8_gemv(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y);
+
+#endif
