@@ -49,6 +49,9 @@ static void (*set_n_threads)(ggml_backend_t, int);
 static ggml_backend_buffer_type_t (*repack_buft)(void);
 /* ggml::cpu::repack::gemv<block_q4_K, 8, 8, GGML_TYPE_Q8_K> (exported, C++ name) */
 static void (*gemv_q4_K_8x8)(int n, float *s, size_t bs, const void *vx, const void *vy, int nr, int nc);
+static void (*gemm_q4_K_8x8)(int n, float *s, size_t bs, const void *vx, const void *vy, int nr, int nc);
+/* ggml_quantize_mat_t<8, GGML_TYPE_Q8_K>: jumps to ggml_quantize_mat_q8_K_4x8 */
+static void (*quantize_mat_q8_K_4x8)(const float *x, void *vy, int64_t nrow, int64_t n_per_row);
 
 static int load_cpu(void)
 {
@@ -69,7 +72,10 @@ static int load_cpu(void)
     *(void **)&set_n_threads = dlsym(lib, "ggml_backend_cpu_set_n_threads");
     *(void **)&repack_buft = dlsym(lib, "_Z35ggml_backend_cpu_repack_buffer_typev");
     *(void **)&gemv_q4_K_8x8 = dlsym(lib, "_ZN4ggml3cpu6repack4gemvI10block_q4_KLl8ELl8EL9ggml_type15EEEviPfmPKvS7_ii");
-    if (!traits_cpu || !cpu_init || !backend_init || !set_n_threads || !repack_buft || !gemv_q4_K_8x8) {
+    *(void **)&gemm_q4_K_8x8 = dlsym(lib, "_ZN4ggml3cpu6repack4gemmI10block_q4_KLl8ELl8EL9ggml_type15EEEviPfmPKvS7_ii");
+    *(void **)&quantize_mat_q8_K_4x8 = dlsym(lib, "_Z19ggml_quantize_mat_tILl8EL9ggml_type15EEvPKfPvll");
+    if (!traits_cpu || !cpu_init || !backend_init || !set_n_threads || !repack_buft || !gemv_q4_K_8x8 ||
+        !gemm_q4_K_8x8 || !quantize_mat_q8_K_4x8) {
         fprintf(stderr, "%s lacks a CPU backend symbol\n", path);
         return -1;
     }
@@ -464,6 +470,75 @@ static void check_vec_dot(const Kind *t)
 }
 
 
+
+/* Q8_K 4x8 (interleaved) quantizer: four columns of nb super-blocks. */
+static void quant4_case(const char *what, const float *x, size_t nb)
+{
+    size_t k = nb * 256, bytes = nb * Q8_KX4_BYTES;
+    uint8_t *a = calloc(1, bytes), *b = calloc(1, bytes);
+    char name[160];
+    snprintf(name, sizeof name, "q8_K 4x8 quantize %s (%zu blocks) %s", what, nb, mode_name());
+    q8_k_quantize4x8(x, k, a);
+    quantize_mat_q8_K_4x8(x, b, 4, (int64_t)k);
+    verdict(name, cmp_bytes(name, a, b, bytes), (long)bytes);
+    free(a);
+    free(b);
+}
+
+static void check_quantize4x8(void)
+{
+    enum { NB = 64 };
+    float *x = malloc(4 * NB * 256 * sizeof(float)), *e = malloc(4096 * 32 * sizeof(float));
+    size_t lens[] = {1, 2, 3, 16};
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        size_t nb = lens[li];
+        for (size_t i = 0; i < 4 * nb; i++)
+            fill_floats(x + 256 * i, 256);
+        quant4_case("random", x, nb);
+    }
+    /* edge blocks of 32 placed into ordinary super-blocks, every place */
+    size_t ne = edge32(e, 4096);
+    size_t nb = (ne + 3) / 4 > NB ? NB : (ne + 3) / 4;
+    for (size_t i = 0; i < 4 * nb; i++) {
+        fill_floats(x + 256 * i, 256);
+        if (i < ne)
+            memcpy(x + 256 * i + 32 * (i % 8), e + 32 * i, 32 * sizeof(float));
+    }
+    quant4_case("edge blocks inside ordinary ones", x, nb);
+    /* the sign of the scale: +m and -m in the same lane, other lanes, other
+     * sub-blocks, either first; zeros; all-negative */
+    nb = 0;
+    for (int p = 0; p < 256 && nb < NB; p += 37)
+        for (int q = 0; q < 256 && nb < NB; q += 29) {
+            if (p == q)
+                continue;
+            for (int r = 0; r < 4; r++) {
+                float *c = x + (size_t)r * NB * 256 + 256 * nb;
+                for (int i = 0; i < 256; i++)
+                    c[i] = gauss();
+                c[p] = r & 1 ? 9.0f : -9.0f;
+                c[q] = r & 1 ? -9.0f : 9.0f;
+                if (r == 2)
+                    c[(p + 8) % 256] = 9.5f;   /* a larger one later */
+                if (r == 3)
+                    for (int i = 0; i < 256; i++)
+                        c[i] = -fabsf(c[i]) - 0.25f;
+            }
+            nb++;
+        }
+    /* quant4_case reads column r at x + r*k, k = nb*256: repack the layout */
+    float *y = malloc(4 * nb * 256 * sizeof(float));
+    for (int r = 0; r < 4; r++)
+        memcpy(y + (size_t)r * nb * 256, x + (size_t)r * NB * 256, nb * 256 * sizeof(float));
+    quant4_case("+-max ties and sign changes", y, nb);
+    for (size_t i = 0; i < 4 * 256; i++)
+        y[i] = (i / 256 == 1) ? 0.0f : (i / 256 == 2 ? -0.0f : gauss());
+    quant4_case("zero columns", y, 1);
+    free(y);
+    free(x);
+    free(e);
+}
+
 /* ---------------------------------------------------------------- repacked Q4_K */
 
 /* A Q4_K weight of rows x k in ggml's repack buffer (set_tensor repacks
@@ -544,6 +619,33 @@ static void check_repack_q4_k(ggml_backend_t be)
                              am ? "hostile(-128)" : "quantized", rows, k, mode_name());
                     verdict(name, cmp_f32(name, y, want, rows), (long)rows);
                 }
+                /* gemm: four columns, ggml-made (its own 4x8 quantizer) or hostile */
+                for (int am = 0; am < 2; am++) {
+                    uint8_t *a4 = malloc(nb * Q8_KX4_BYTES);
+                    float *x4 = malloc(4 * k * sizeof(float)), *y4 = malloc(4 * rows * sizeof(float)),
+                          *w4 = malloc(4 * rows * sizeof(float));
+                    if (am == 0) {
+                        fill_floats(x4, 4 * k);
+                        quantize_mat_q8_K_4x8(x4, a4, 4, (int64_t)k);
+                    } else {
+                        for (size_t i = 0; i < nb * Q8_KX4_BYTES; i++)
+                            a4[i] = next64() % 4 == 0 ? 0x80 : (uint8_t)next64();
+                        for (size_t b = 0; b < nb; b++)
+                            for (int c = 0; c < 4; c++) {
+                                float d = ldexpf(uni() + 0.5f, -(int)(next64() % 21));
+                                memcpy(a4 + b * Q8_KX4_BYTES + 4 * c, &d, 4);
+                            }
+                    }
+                    gemm_q4_K_8x8((int)k, w4, rows, r.t->data, a4, 4, (int)rows);
+                    q4_k_x8_gemm4(ours, rows, nb, a4, y4, rows);
+                    snprintf(name, sizeof name, "Q4_K x8 gemm %s weights, %s activations %zux%zu %s", mn,
+                             am ? "raw(-128, random bsums)" : "quantized", rows, k, mode_name());
+                    verdict(name, cmp_f32(name, y4, w4, 4 * rows), (long)(4 * rows));
+                    free(a4);
+                    free(x4);
+                    free(y4);
+                    free(w4);
+                }
                 repack_free(&r);
             }
             free(w);
@@ -554,7 +656,7 @@ static void check_repack_q4_k(ggml_backend_t be)
             free(want);
         }
     /* whole products on the repacked weight */
-    size_t cols_list[] = {1, 2, 3, 5, 6, 7};
+    size_t cols_list[] = {1, 2, 3, 4, 5, 6, 7, 8, 13, 16, 17};
     for (int nt = 1; nt <= 2; nt++) {
         set_n_threads(be, nt);
         for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++)
@@ -585,7 +687,7 @@ static void check_repack_q4_k(ggml_backend_t be)
                 struct ggml_cgraph *g = ggml_new_graph(ctx);
                 ggml_build_forward_expand(g, Y);
                 char name[128], err[200];
-                snprintf(name, sizeof name, "Q4_K repacked mul_mat %zux%zu cols=%zu (gemv columns) threads=%d %s",
+                snprintf(name, sizeof name, "Q4_K repacked mul_mat %zux%zu cols=%zu threads=%d %s",
                          rows, k, cols, nt, mode_name());
                 if (ggml_backend_graph_compute(be, g) != GGML_STATUS_SUCCESS ||
                     q4_k_repack8(w, wb, rows, k, ours, wb, err, sizeof err) != 0) {
@@ -593,6 +695,16 @@ static void check_repack_q4_k(ggml_backend_t be)
                     printf("FAIL %s: compute or repack failed\n", name);
                 } else {
                     long bad = 0, total = 0;
+                    uint8_t *a4 = malloc(nb * Q8_KX4_BYTES);
+                    float *y4 = malloc(4 * rows * sizeof(float));
+                    for (size_t c = 0; c + 4 <= cols; c += 4) {
+                        q8_k_quantize4x8((const float *)X->data + c * k, k, a4);
+                        q4_k_x8_gemm4(ours, rows, nb, a4, y4, rows);
+                        bad += cmp_f32(name, y4, (const float *)Y->data + c * rows, 4 * rows);
+                        total += (long)(4 * rows);
+                    }
+                    free(a4);
+                    free(y4);
                     for (size_t c = cols - cols % 4; c < cols; c++) {
                         q8_k_quantize((const float *)X->data + c * k, k, act, nb * Q8_K_BYTES, err, sizeof err);
                         q4_k_x8_gemv(ours, rows, nb, act, y);
@@ -668,6 +780,7 @@ int main(int argc, char **argv)
             check_dequant(&kinds[i]);
             check_vec_dot(&kinds[i]);
         }
+        check_quantize4x8();
         check_repack_q4_k(be);
     }
     q8_set_simd(1);

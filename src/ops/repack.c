@@ -139,15 +139,41 @@ static void gemv_portable(const uint8_t *wr, size_t rows, size_t nb, const uint8
 }
 
 #if Q8_X86
-/* One group of 8 rows: per sub-block, each 8-byte chunk of the activation
- * broadcast to the four 64-bit lanes meets four rows' chunks (rows 0-3 and
- * 4-7 in two registers); 16-bit sums over the sub-block's 4 chunks (at most
- * 4*2*15*128 = 15360), times the row's scale into 32 bits, then the pairs
- * of 32-bit lanes of a row are added: isum, exact. */
+/* Sub-block s of one Q4_Kx8 block against an activation whose 8-byte chunk
+ * c of sub-block s sits at q8 + cstride*(4s + c) (8 for a plain Q8_K row,
+ * 32 for one column of a Q8_Kx4 block): the 8 rows' scale * (q4 . q8) in
+ * lanes 0..7, exact. Each chunk is broadcast to the four 64-bit lanes and
+ * meets four rows' chunks (rows 0-3 and 4-7 in two registers); 16-bit sums
+ * over the 4 chunks (at most 4*2*15*128 = 15360), times the row's scale into
+ * 32 bits, then each row's two 32-bit halves are added. */
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline __m256i x8_subdot_avx2(const uint8_t *blk, const uint8_t *q8, size_t cstride, int s,
+                                     const uint8_t sc[8])
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    const uint8_t *q = blk + X8_QS + 256 * (s / 2);
+    const int shift = (s & 1) * 4;
+    __m256i p03 = _mm256_setzero_si256(), p47 = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        long long a8;
+        memcpy(&a8, q8 + cstride * (size_t)(4 * s + c), 8);
+        const __m256i av = _mm256_set1_epi64x(a8);
+        const __m256i w03 = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(q + 64 * c)), shift), m4);
+        const __m256i w47 = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(q + 64 * c + 32)), shift), m4);
+        p03 = _mm256_add_epi16(p03, _mm256_maddubs_epi16(w03, av));
+        p47 = _mm256_add_epi16(p47, _mm256_maddubs_epi16(w47, av));
+    }
+    const long long one4 = 0x0001000100010001LL;
+    const __m256i s03 = _mm256_setr_epi64x(sc[0] * one4, sc[1] * one4, sc[2] * one4, sc[3] * one4);
+    const __m256i s47 = _mm256_setr_epi64x(sc[4] * one4, sc[5] * one4, sc[6] * one4, sc[7] * one4);
+    /* hadd gives [r0 r1 r4 r5 | r2 r3 r6 r7]; the permute puts r0..r7 in order */
+    const __m256i h = _mm256_hadd_epi32(_mm256_madd_epi16(p03, s03), _mm256_madd_epi16(p47, s47));
+    return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+}
+
 __attribute__((target("avx2,f16c,fma")))
 static void gemv_avx2(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y)
 {
-    const __m256i m4 = _mm256_set1_epi8(0xF);
     for (size_t g = 0; g < rows / 8; g++, y += 8) {
         __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
         for (size_t b = 0; b < nb; b++) {
@@ -155,32 +181,9 @@ static void gemv_avx2(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *
             uint8_t sc[8][8];
             int32_t imin[8];
             x8_mins(blk, a, imin, sc);
-            __m256i i03 = _mm256_setzero_si256(), i47 = _mm256_setzero_si256();
-            for (int s = 0; s < 8; s++) {
-                const uint8_t *q = blk + X8_QS + 256 * (s / 2);
-                const int shift = (s & 1) * 4;
-                __m256i p03 = _mm256_setzero_si256(), p47 = _mm256_setzero_si256();
-                for (int c = 0; c < 4; c++) {
-                    long long a8;
-                    memcpy(&a8, a + 4 + 32 * s + 8 * c, 8);
-                    const __m256i av = _mm256_set1_epi64x(a8);
-                    const __m256i w03 = _mm256_and_si256(
-                        _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(q + 64 * c)), shift), m4);
-                    const __m256i w47 = _mm256_and_si256(
-                        _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(q + 64 * c + 32)), shift), m4);
-                    p03 = _mm256_add_epi16(p03, _mm256_maddubs_epi16(w03, av));
-                    p47 = _mm256_add_epi16(p47, _mm256_maddubs_epi16(w47, av));
-                }
-                const __m256i s03 = _mm256_setr_epi64x(sc[s][0] * 0x0001000100010001LL, sc[s][1] * 0x0001000100010001LL,
-                                                       sc[s][2] * 0x0001000100010001LL, sc[s][3] * 0x0001000100010001LL);
-                const __m256i s47 = _mm256_setr_epi64x(sc[s][4] * 0x0001000100010001LL, sc[s][5] * 0x0001000100010001LL,
-                                                       sc[s][6] * 0x0001000100010001LL, sc[s][7] * 0x0001000100010001LL);
-                i03 = _mm256_add_epi32(i03, _mm256_madd_epi16(p03, s03));
-                i47 = _mm256_add_epi32(i47, _mm256_madd_epi16(p47, s47));
-            }
-            /* hadd: [r0 r1 r4 r5 | r2 r3 r6 r7]; permute to r0..r7 */
-            __m256i isum = _mm256_hadd_epi32(i03, i47);
-            isum = _mm256_permutevar8x32_epi32(isum, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+            __m256i isum = _mm256_setzero_si256();
+            for (int s = 0; s < 8; s++)
+                isum = _mm256_add_epi32(isum, x8_subdot_avx2(blk, a + 4, 8, s, sc[s]));
             const __m256 ad = _mm256_set1_ps(rd_f32(a));
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + X8_D)));
             const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + X8_DMIN)));
@@ -202,4 +205,188 @@ void q4_k_x8_gemv(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act,
     }
 #endif
     gemv_portable(wr, rows, nb, act, y);
+}
+
+/* ---------------------------------------------------------------- Q8_K 4x8 quantizer */
+
+/* vmaxps: the second operand unless the first is strictly greater. */
+static inline float maxps1(float a, float b) { return a > b ? a : b; }
+static inline float absf(float v) { uint32_t u; memcpy(&u, &v, 4); u &= 0x7fffffffu; memcpy(&v, &u, 4); return v; }
+
+/* vroundps (nearest even), vcvtps2dq (NaN and out of range: INT32_MIN), the
+ * two saturating packs. */
+static inline int8_t cvt_pack(float v)
+{
+    float r = nearbyintf(v);
+    int32_t i = r >= -2147483648.0f && r < 2147483648.0f ? (int32_t)r : INT32_MIN;
+    return (int8_t)(i > 127 ? 127 : i < -128 ? -128 : i);
+}
+
+/* One column's iscale for one super-block (256 floats at x), as the AVX2
+ * ggml_quantize_mat_q8_K_4x8: lane L of the running |x| maximum folds
+ * x[8t+L], t = 0..31, in order; a lane's "positive" flag is set when a
+ * non-negative x equals its maximum and cleared when the maximum grows past
+ * it (compared after each 32 values); amax is q8_0's vmaxps tree over the
+ * lanes; iscale = -127/amax when a flagged lane holds amax, else 127/amax
+ * (0 when amax is 0). Returns iscale; *d = 1/iscale (0 when amax is 0). */
+static float x4_iscale(const float *x, float *d)
+{
+    float m[8];
+    int pos[8];
+    for (int L = 0; L < 8; L++) {
+        float v = absf(x[L]);
+        for (int t = 1; t < 4; t++)
+            v = maxps1(v, absf(x[8 * t + L]));
+        int p = 0;
+        for (int t = 0; t < 4; t++)
+            p |= v == x[8 * t + L];
+        for (int sb = 1; sb < 8; sb++) {
+            const float prev = v;
+            for (int t = 0; t < 4; t++)
+                v = maxps1(v, absf(x[32 * sb + 8 * t + L]));
+            p &= prev == v;
+            for (int t = 0; t < 4; t++)
+                p |= v == x[32 * sb + 8 * t + L];
+        }
+        m[L] = v;
+        pos[L] = p;
+    }
+    const float h0 = maxps1(m[4], m[0]), h1 = maxps1(m[5], m[1]), h2 = maxps1(m[6], m[2]), h3 = maxps1(m[7], m[3]);
+    const float amax = maxps1(maxps1(h0, h2), maxps1(h1, h3));
+    int flagged = 0;
+    for (int L = 0; L < 8; L++)
+        flagged |= pos[L] && amax == m[L];
+    float is = amax != 0.0f ? 127.0f / amax : 0.0f;
+    if (flagged)
+        is = amax != 0.0f ? -127.0f / amax : 0.0f;
+    *d = amax != 0.0f ? 1.0f / is : 0.0f;
+    return is;
+}
+
+void q8_k_quantize4x8(const float *x, size_t k, uint8_t *out)
+{
+    for (size_t b = 0; b < k / QK_K_BLOCK; b++, out += Q8_KX4_BYTES) {
+        float is[4];
+        for (int r = 0; r < 4; r++) {
+            float d;
+            is[r] = x4_iscale(x + (size_t)r * k + 256 * b, &d);
+            memcpy(out + 4 * r, &d, 4);
+        }
+        int8_t *qs = (int8_t *)(out + 16);
+        for (int j = 0; j < 32; j++)
+            for (int r = 0; r < 4; r++)
+                for (int t = 0; t < 8; t++)
+                    qs[32 * j + 8 * r + t] = cvt_pack(x[(size_t)r * k + 256 * b + 8 * j + t] * is[r]);
+        /* bsums[16k + 4r + i]: column r, values 64k + 16i .. +15 */
+        for (int kk = 0; kk < 4; kk++)
+            for (int r = 0; r < 4; r++)
+                for (int i = 0; i < 4; i++) {
+                    int sum = 0;
+                    for (int u = 64 * kk + 16 * i; u < 64 * kk + 16 * i + 16; u++)
+                        sum += qs[32 * (u / 8) + 8 * r + u % 8];
+                    uint8_t *p = out + 16 + 1024 + 2 * (16 * kk + 4 * r + i);
+                    p[0] = (uint8_t)sum;
+                    p[1] = (uint8_t)((unsigned)sum >> 8);
+                }
+    }
+}
+
+/* ---------------------------------------------------------------- gemm */
+
+/* Column c of a Q8_Kx4 block: the pairwise bsum sums of sub-blocks 2sb and
+ * 2sb+1 (vphaddw: 16-bit wrap). */
+static void x4_q8s(const uint8_t *a4, int c, int sb, int16_t q[2])
+{
+    const uint8_t *p = a4 + 16 + 1024 + 2 * (16 * sb + 4 * c);
+    q[0] = (int16_t)(uint16_t)((uint16_t)rd_i16(p) + (uint16_t)rd_i16(p + 2));
+    q[1] = (int16_t)(uint16_t)((uint16_t)rd_i16(p + 4) + (uint16_t)rd_i16(p + 6));
+}
+
+static void gemm_portable(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t ys)
+{
+    for (size_t g = 0; g < rows / 8; g++)
+        for (int c = 0; c < 4; c++) {
+            float acc[8] = {0}, accm[8] = {0};
+            for (size_t b = 0; b < nb; b++) {
+                const uint8_t *blk = wr + (g * nb + b) * Q4_KX8_BYTES, *a4 = act4 + b * Q8_KX4_BYTES;
+                const int8_t *q8 = (const int8_t *)(a4 + 16);
+                const float ad = rd_f32(a4 + 4 * c);
+                uint8_t sc[8][8], mn[8][8]; /* [sub-block][row] */
+                for (int s = 0; s < 8; s++)
+                    k4_scales(blk + X8_SCALES + 12 * s, sc[s], mn[s]);
+                for (int sb = 0; sb < 4; sb++) {
+                    int16_t q8s[2];
+                    x4_q8s(a4, c, sb, q8s);
+                    for (int j = 0; j < 8; j++) {
+                        int32_t isb = 0;
+                        for (int h = 0; h < 2; h++) {
+                            const int s = 2 * sb + h;
+                            int32_t dot = 0;
+                            for (int v = 0; v < 32; v++) {
+                                const int u = 32 * s + v; /* value index in the super-block */
+                                const uint8_t q = blk[X8_QS + 64 * (4 * sb + v / 8) + 8 * j + v % 8];
+                                dot += (h ? q >> 4 : q & 0xF) * q8[32 * (u / 8) + 8 * c + u % 8];
+                            }
+                            isb += sc[s][j] * dot;
+                        }
+                        const int32_t imin = (int32_t)((uint32_t)(mn[2 * sb][j] * q8s[0]) + (uint32_t)(mn[2 * sb + 1][j] * q8s[1]));
+                        const float dj = f16_to_f32(q8_rd16(blk + X8_D + 2 * j));
+                        const float mj = f16_to_f32(q8_rd16(blk + X8_DMIN + 2 * j));
+                        acc[j] = fmaf((float)isb, dj * ad, acc[j]);
+                        accm[j] = fmaf((float)imin, mj * ad, accm[j]);
+                    }
+                }
+            }
+            for (int j = 0; j < 8; j++)
+                y[(size_t)c * ys + 8 * g + (size_t)j] = acc[j] - accm[j];
+        }
+}
+
+#if Q8_X86
+__attribute__((target("avx2,f16c,fma")))
+static void gemm_avx2(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t ys)
+{
+    for (size_t g = 0; g < rows / 8; g++) {
+        __m256 acc[4], accm[4];
+        for (int c = 0; c < 4; c++)
+            acc[c] = accm[c] = _mm256_setzero_ps();
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *blk = wr + (g * nb + b) * Q4_KX8_BYTES, *a4 = act4 + b * Q8_KX4_BYTES;
+            uint8_t sc[8][8], mn[8][8];
+            for (int s = 0; s < 8; s++)
+                k4_scales(blk + X8_SCALES + 12 * s, sc[s], mn[s]);
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + X8_D)));
+            const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + X8_DMIN)));
+            for (int sb = 0; sb < 4; sb++) {
+                const __m256i m0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn[2 * sb]));
+                const __m256i m1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn[2 * sb + 1]));
+                for (int c = 0; c < 4; c++) {
+                    const uint8_t *q8 = a4 + 16 + 8 * c;
+                    const __m256i isb = _mm256_add_epi32(x8_subdot_avx2(blk, q8, 32, 2 * sb, sc[2 * sb]),
+                                                         x8_subdot_avx2(blk, q8, 32, 2 * sb + 1, sc[2 * sb + 1]));
+                    int16_t q8s[2];
+                    x4_q8s(a4, c, sb, q8s);
+                    const __m256i imin = _mm256_add_epi32(_mm256_mullo_epi32(m0, _mm256_set1_epi32(q8s[0])),
+                                                          _mm256_mullo_epi32(m1, _mm256_set1_epi32(q8s[1])));
+                    const __m256 ad = _mm256_set1_ps(rd_f32(a4 + 4 * c));
+                    acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isb), _mm256_mul_ps(d, ad), acc[c]);
+                    accm[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(dm, ad), accm[c]);
+                }
+            }
+        }
+        for (int c = 0; c < 4; c++)
+            _mm256_storeu_ps(y + (size_t)c * ys + 8 * g, _mm256_sub_ps(acc[c], accm[c]));
+    }
+}
+#endif
+
+void q4_k_x8_gemm4(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t y_stride)
+{
+#if Q8_X86
+    if (q8_simd()) {
+        gemm_avx2(wr, rows, nb, act4, y, y_stride);
+        return;
+    }
+#endif
+    gemm_portable(wr, rows, nb, act4, y, y_stride);
 }

@@ -20,7 +20,13 @@
  * imin = sum of min * (pairwise bsum sum, wrapping at 16 bits); then
  * acc = fma((float)isum, d_j * d_act, acc) and
  * accm = fma((float)imin, dmin_j * d_act, accm); the result is acc - accm.
- * Implemented here for that path; the 4-column gemm is not (yet).
+ *
+ * ggml_gemm_q4_K_8x8_q8_K (AVX2), per weight row j and activation column c:
+ * the same integers, but taken per PAIR of sub-blocks (4 per super-block):
+ * acc = fma((float)isum_pair, d_j * d_c, acc),
+ * accm = fma((float)imin_pair, dmin_j * d_c, accm), result acc - accm. Its
+ * activations come from ggml_quantize_mat_q8_K_4x8 (AVX2), which is not
+ * quantize_row_q8_K: see q8_k_quantize4x8.
  */
 #ifndef BANKML_REPACK_H
 #define BANKML_REPACK_H
@@ -49,5 +55,25 @@ int q4_k_repack8(const uint8_t *w, size_t w_len, size_t rows, size_t k, uint8_t 
  * ggml_gemv_q4_K_8x8_q8_K (AVX2) over those rows. Unchecked: the caller owns
  * the lengths (q4_kx8_bytes(rows, k) and k/256 Q8_K blocks). */
 void q4_k_x8_gemv(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y);
+
+/* Bytes of one Q8_Kx4 block: f32 d[4], int8 qs[1024] (8 values of column 0,
+ * 8 of column 1, ... in turn), int16 bsums[64] (bsums[16k + 4c + i]: column
+ * c, values 64k + 16i .. +15). */
+#define Q8_KX4_BYTES 1168
+
+/* Quantizes 4 activation columns (column r at x + r*k, k a multiple of 256)
+ * into k/256 Q8_Kx4 blocks at out, as the AVX2 ggml_quantize_mat_q8_K_4x8 of
+ * b11669: per column and super-block, amax through 8 vmaxps lanes and q8_0's
+ * tree, the sign of the scale from whether a non-negative value holds the
+ * maximum (tracked per lane as that kernel does; not quantize_row_q8_K_ref's
+ * "first largest |x|"), iscale = -+127/amax, d = 1/iscale, q =
+ * round-half-even(x*iscale) with vcvtps2dq and saturating packs (NaN, inf
+ * and overflow give -128). Unchecked. */
+void q8_k_quantize4x8(const float *x, size_t k, uint8_t *out);
+
+/* y[c*y_stride + r] for the 4 columns c of act4 (k/256 = nb Q8_Kx4 blocks)
+ * and rows r in [0, rows) of a repacked Q4_K matrix (rows a multiple of 8):
+ * the bits of ggml_gemm_q4_K_8x8_q8_K (AVX2). Unchecked. */
+void q4_k_x8_gemm4(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t y_stride);
 
 #endif
