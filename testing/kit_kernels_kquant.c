@@ -52,6 +52,10 @@ static void (*gemv_q4_K_8x8)(int n, float *s, size_t bs, const void *vx, const v
 static void (*gemm_q4_K_8x8)(int n, float *s, size_t bs, const void *vx, const void *vy, int nr, int nc);
 /* ggml_quantize_mat_t<8, GGML_TYPE_Q8_K>: jumps to ggml_quantize_mat_q8_K_4x8 */
 static void (*quantize_mat_q8_K_4x8)(const float *x, void *vy, int64_t nrow, int64_t n_per_row);
+static void (*gemv_q4_0_8x8)(int n, float *s, size_t bs, const void *vx, const void *vy, int nr, int nc);
+static void (*gemm_q4_0_8x8)(int n, float *s, size_t bs, const void *vx, const void *vy, int nr, int nc);
+/* ggml_quantize_mat_t<8, GGML_TYPE_Q8_0>: ggml_quantize_mat_q8_0_4x8 */
+static void (*quantize_mat_q8_0_4x8)(const float *x, void *vy, int64_t nrow, int64_t n_per_row);
 
 static int load_cpu(void)
 {
@@ -74,8 +78,11 @@ static int load_cpu(void)
     *(void **)&gemv_q4_K_8x8 = dlsym(lib, "_ZN4ggml3cpu6repack4gemvI10block_q4_KLl8ELl8EL9ggml_type15EEEviPfmPKvS7_ii");
     *(void **)&gemm_q4_K_8x8 = dlsym(lib, "_ZN4ggml3cpu6repack4gemmI10block_q4_KLl8ELl8EL9ggml_type15EEEviPfmPKvS7_ii");
     *(void **)&quantize_mat_q8_K_4x8 = dlsym(lib, "_Z19ggml_quantize_mat_tILl8EL9ggml_type15EEvPKfPvll");
+    *(void **)&gemv_q4_0_8x8 = dlsym(lib, "_ZN4ggml3cpu6repack4gemvI10block_q4_0Ll8ELl8EL9ggml_type8EEEviPfmPKvS7_ii");
+    *(void **)&gemm_q4_0_8x8 = dlsym(lib, "_ZN4ggml3cpu6repack4gemmI10block_q4_0Ll8ELl8EL9ggml_type8EEEviPfmPKvS7_ii");
+    *(void **)&quantize_mat_q8_0_4x8 = dlsym(lib, "_Z19ggml_quantize_mat_tILl8EL9ggml_type8EEvPKfPvll");
     if (!traits_cpu || !cpu_init || !backend_init || !set_n_threads || !repack_buft || !gemv_q4_K_8x8 ||
-        !gemm_q4_K_8x8 || !quantize_mat_q8_K_4x8) {
+        !gemm_q4_K_8x8 || !quantize_mat_q8_K_4x8 || !gemv_q4_0_8x8 || !gemm_q4_0_8x8 || !quantize_mat_q8_0_4x8) {
         fprintf(stderr, "%s lacks a CPU backend symbol\n", path);
         return -1;
     }
@@ -485,8 +492,31 @@ static void quant4_case(const char *what, const float *x, size_t nb)
     free(b);
 }
 
+/* q8_0 4x8: four columns of nb blocks of 32 */
+static void quant4_q80_case(const char *what, const float *x, size_t nb)
+{
+    size_t k = nb * 32, bytes = nb * Q8_0X4_BYTES;
+    uint8_t *a = calloc(1, bytes), *b = calloc(1, bytes);
+    char name[160];
+    snprintf(name, sizeof name, "q8_0 4x8 quantize %s (%zu blocks) %s", what, nb, mode_name());
+    q8_0_quantize4x8(x, k, a);
+    quantize_mat_q8_0_4x8(x, b, 4, (int64_t)k);
+    verdict(name, cmp_bytes(name, a, b, bytes), (long)bytes);
+    free(a);
+    free(b);
+}
+
 static void check_quantize4x8(void)
 {
+    {
+        float *e = malloc(4096 * 32 * sizeof(float));
+        size_t ne = edge32(e, 4096) / 4;
+        quant4_q80_case("edge blocks", e, ne);
+        for (size_t i = 0; i < 4 * 40 * 32; i++)
+            e[i] = gauss() * (float)(1 + i % 7);
+        quant4_q80_case("random", e, 40);
+        free(e);
+    }
     enum { NB = 64 };
     float *x = malloc(4 * NB * 256 * sizeof(float)), *e = malloc(4096 * 32 * sizeof(float));
     size_t lens[] = {1, 2, 3, 16};
@@ -549,11 +579,11 @@ typedef struct {
     struct ggml_tensor *t;
 } Repacked;
 
-static int repack_ggml(Repacked *r, const uint8_t *w, size_t rows, size_t k)
+static int repack_ggml(Repacked *r, enum ggml_type type, const uint8_t *w, size_t rows, size_t k)
 {
     struct ggml_init_params ip = {ggml_tensor_overhead() * 2, NULL, true};
     r->ctx = ggml_init(ip);
-    r->t = ggml_new_tensor_2d(r->ctx, GGML_TYPE_Q4_K, (int64_t)k, (int64_t)rows);
+    r->t = ggml_new_tensor_2d(r->ctx, type, (int64_t)k, (int64_t)rows);
     ggml_backend_buffer_type_t bt = repack_buft();
     r->buf = ggml_backend_buft_alloc_buffer(bt, ggml_backend_buft_get_alloc_size(bt, r->t) + 64);
     if (!r->buf || ggml_backend_tensor_alloc(r->buf, r->t, ggml_backend_buffer_get_base(r->buf)) != GGML_STATUS_SUCCESS) {
@@ -570,20 +600,48 @@ static void repack_free(Repacked *r)
     ggml_free(r->ctx);
 }
 
-/* The repacked bytes, ggml's gemv against ours (raw and ggml-made weights,
- * ggml-made and hostile activations), and whole ggml_mul_mat graphs on the
- * repacked weight for 1..3 columns (all gemv) and 5..7 (the columns past 4:
- * gemv; the first four go to the gemm, not reproduced yet and not
- * compared), 1 and 2 threads. */
-static void check_repack_q4_k(ggml_backend_t be)
+/* One repacked type: ours and ggml's pieces. */
+typedef struct {
+    const Kind *t;             /* the plain weight type */
+    size_t blk;                /* values per activation block (256 or 32) */
+    size_t abytes, a4bytes;    /* bytes per plain / 4-column activation block */
+    int (*repack)(const uint8_t *, size_t, size_t, size_t, uint8_t *, size_t, char *, size_t);
+    void (*gemv)(const uint8_t *, size_t, size_t, const uint8_t *, float *);
+    void (*gemm)(const uint8_t *, size_t, size_t, const uint8_t *, float *, size_t);
+    void (*quant4)(const float *, size_t, uint8_t *);
+    int (*quant1)(const float *, size_t, uint8_t *, size_t, char *, size_t);
+    void (**ggemv)(int, float *, size_t, const void *, const void *, int, int);
+    void (**ggemm)(int, float *, size_t, const void *, const void *, int, int);
+    void (**gquant4)(const float *, void *, int64_t, int64_t);
+} RK;
+
+/* Sets column c's scale in a 4-column activation block: f32 (Q8_Kx4) or
+ * f16 (Q8_0x4). */
+static void set_a4_scale(const RK *p, uint8_t *blk, int c)
+{
+    if (p->blk == 256) {
+        float d = ldexpf(uni() + 0.5f, -(int)(next64() % 21));
+        memcpy(blk + 4 * c, &d, 4);
+    } else {
+        put16(blk + 2 * c, rand_scale());
+    }
+}
+
+/* The repacked bytes against ggml's repack buffer; ggml's exported gemv and
+ * gemm against ours (ggml-made, raw and special-scale weights; ggml-made
+ * and hostile -128 activations); whole ggml_mul_mat graphs on the repacked
+ * weight for 1..17 columns (groups of 4 through the interleaved quantizer and
+ * gemm, the rest through the plain quantizer and gemv), every column, 1 and
+ * 2 threads. */
+static void check_repack(const RK *p, ggml_backend_t be)
 {
     size_t rows_list[] = {8, 16, 24, 64, 136};
     size_t kb_list[] = {1, 2, 3, 7, 16};
-    const Kind *t = &kinds[0];
+    const Kind *t = p->t;
     for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++)
         for (size_t ki = 0; ki < sizeof kb_list / sizeof *kb_list; ki++) {
-            size_t rows = rows_list[ri], nb = kb_list[ki], k = nb * 256, wb = rows * nb * Q4_K_BYTES;
-            uint8_t *w = malloc(wb), *ours = malloc(wb), *act = malloc(nb * Q8_K_BYTES);
+            size_t rows = rows_list[ri], nb = kb_list[ki], k = nb * t->blk, wb = rows * nb * t->bytes;
+            uint8_t *w = malloc(wb), *ours = malloc(wb), *act = malloc(nb * p->abytes);
             float *x = malloc(k * sizeof(float)), *y = malloc(rows * sizeof(float)), *want = malloc(rows * sizeof(float));
             char name[128], err[200];
             for (int mode = 0; mode < 3; mode++) {
@@ -592,14 +650,14 @@ static void check_repack_q4_k(ggml_backend_t be)
                 else
                     make_raw(t, w, rows * nb, mode == 2 ? 1 : 0, 0);
                 Repacked r;
-                if (repack_ggml(&r, w, rows, k) != 0) {
+                if (repack_ggml(&r, t->type, w, rows, k) != 0) {
                     failed++;
                     printf("FAIL repack buffer for %zux%zu\n", rows, k);
                     continue;
                 }
                 const char *mn = mode == 0 ? "quantized" : mode == 1 ? "raw" : "special scales";
-                snprintf(name, sizeof name, "Q4_K repack8 %s %zux%zu", mn, rows, k);
-                if (q4_k_repack8(w, wb, rows, k, ours, wb, err, sizeof err) != 0) {
+                snprintf(name, sizeof name, "%s repack8 %s %zux%zu", t->name, mn, rows, k);
+                if (p->repack(w, wb, rows, k, ours, wb, err, sizeof err) != 0) {
                     failed++;
                     printf("FAIL %s: %s\n", name, err);
                     repack_free(&r);
@@ -609,37 +667,35 @@ static void check_repack_q4_k(ggml_backend_t be)
                 for (int am = 0; am < 2; am++) {
                     if (am == 0) {
                         fill_floats(x, k);
-                        traits_cpu(GGML_TYPE_Q8_K)->from_float(x, act, (int64_t)k);
+                        traits_cpu(t->act_type)->from_float(x, act, (int64_t)k);
                     } else {
-                        make_act(GGML_TYPE_Q8_K, act, nb, 1, next64() & 1);
+                        make_act(t->act_type, act, nb, 1, next64() & 1);
                     }
-                    gemv_q4_K_8x8((int)k, want, rows, r.t->data, act, 1, (int)rows);
-                    q4_k_x8_gemv(ours, rows, nb, act, y);
-                    snprintf(name, sizeof name, "Q4_K x8 gemv %s weights, %s activations %zux%zu %s", mn,
+                    (*p->ggemv)((int)k, want, rows, r.t->data, act, 1, (int)rows);
+                    p->gemv(ours, rows, nb, act, y);
+                    snprintf(name, sizeof name, "%s x8 gemv %s weights, %s activations %zux%zu %s", t->name, mn,
                              am ? "hostile(-128)" : "quantized", rows, k, mode_name());
                     verdict(name, cmp_f32(name, y, want, rows), (long)rows);
                 }
                 /* gemm: four columns, ggml-made (its own 4x8 quantizer) or hostile */
                 for (int am = 0; am < 2; am++) {
-                    uint8_t *a4 = malloc(nb * Q8_KX4_BYTES);
+                    uint8_t *a4 = malloc(nb * p->a4bytes);
                     float *x4 = malloc(4 * k * sizeof(float)), *y4 = malloc(4 * rows * sizeof(float)),
                           *w4 = malloc(4 * rows * sizeof(float));
                     if (am == 0) {
                         fill_floats(x4, 4 * k);
-                        quantize_mat_q8_K_4x8(x4, a4, 4, (int64_t)k);
+                        (*p->gquant4)(x4, a4, 4, (int64_t)k);
                     } else {
-                        for (size_t i = 0; i < nb * Q8_KX4_BYTES; i++)
+                        for (size_t i = 0; i < nb * p->a4bytes; i++)
                             a4[i] = next64() % 4 == 0 ? 0x80 : (uint8_t)next64();
                         for (size_t b = 0; b < nb; b++)
-                            for (int c = 0; c < 4; c++) {
-                                float d = ldexpf(uni() + 0.5f, -(int)(next64() % 21));
-                                memcpy(a4 + b * Q8_KX4_BYTES + 4 * c, &d, 4);
-                            }
+                            for (int c = 0; c < 4; c++)
+                                set_a4_scale(p, a4 + b * p->a4bytes, c);
                     }
-                    gemm_q4_K_8x8((int)k, w4, rows, r.t->data, a4, 4, (int)rows);
-                    q4_k_x8_gemm4(ours, rows, nb, a4, y4, rows);
-                    snprintf(name, sizeof name, "Q4_K x8 gemm %s weights, %s activations %zux%zu %s", mn,
-                             am ? "raw(-128, random bsums)" : "quantized", rows, k, mode_name());
+                    (*p->ggemm)((int)k, w4, rows, r.t->data, a4, 4, (int)rows);
+                    p->gemm(ours, rows, nb, a4, y4, rows);
+                    snprintf(name, sizeof name, "%s x8 gemm %s weights, %s activations %zux%zu %s", t->name, mn,
+                             am ? "raw(-128)" : "quantized", rows, k, mode_name());
                     verdict(name, cmp_f32(name, y4, w4, 4 * rows), (long)(4 * rows));
                     free(a4);
                     free(x4);
@@ -661,13 +717,13 @@ static void check_repack_q4_k(ggml_backend_t be)
         set_n_threads(be, nt);
         for (size_t ri = 0; ri < sizeof rows_list / sizeof *rows_list; ri++)
             for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++) {
-                size_t rows = rows_list[ri], cols = cols_list[ci], nb = 3, k = nb * 256;
-                size_t wb = rows * nb * Q4_K_BYTES;
-                uint8_t *w = malloc(wb), *ours = malloc(wb), *act = malloc(nb * Q8_K_BYTES);
+                size_t rows = rows_list[ri], cols = cols_list[ci], nb = 3 * (256 / t->blk), k = nb * t->blk;
+                size_t wb = rows * nb * t->bytes;
+                uint8_t *w = malloc(wb), *ours = malloc(wb), *act = malloc(nb * p->abytes);
                 float *y = malloc(rows * sizeof(float));
                 make_weights(t, w, rows, k);
                 Repacked r;
-                if (repack_ggml(&r, w, rows, k) != 0) {
+                if (repack_ggml(&r, t->type, w, rows, k) != 0) {
                     failed++;
                     printf("FAIL repack buffer for %zux%zu\n", rows, k);
                     free(w);
@@ -687,27 +743,27 @@ static void check_repack_q4_k(ggml_backend_t be)
                 struct ggml_cgraph *g = ggml_new_graph(ctx);
                 ggml_build_forward_expand(g, Y);
                 char name[128], err[200];
-                snprintf(name, sizeof name, "Q4_K repacked mul_mat %zux%zu cols=%zu threads=%d %s",
-                         rows, k, cols, nt, mode_name());
+                snprintf(name, sizeof name, "%s repacked mul_mat %zux%zu cols=%zu threads=%d %s",
+                         t->name, rows, k, cols, nt, mode_name());
                 if (ggml_backend_graph_compute(be, g) != GGML_STATUS_SUCCESS ||
-                    q4_k_repack8(w, wb, rows, k, ours, wb, err, sizeof err) != 0) {
+                    p->repack(w, wb, rows, k, ours, wb, err, sizeof err) != 0) {
                     failed++;
                     printf("FAIL %s: compute or repack failed\n", name);
                 } else {
                     long bad = 0, total = 0;
-                    uint8_t *a4 = malloc(nb * Q8_KX4_BYTES);
+                    uint8_t *a4 = malloc(nb * p->a4bytes);
                     float *y4 = malloc(4 * rows * sizeof(float));
                     for (size_t c = 0; c + 4 <= cols; c += 4) {
-                        q8_k_quantize4x8((const float *)X->data + c * k, k, a4);
-                        q4_k_x8_gemm4(ours, rows, nb, a4, y4, rows);
+                        p->quant4((const float *)X->data + c * k, k, a4);
+                        p->gemm(ours, rows, nb, a4, y4, rows);
                         bad += cmp_f32(name, y4, (const float *)Y->data + c * rows, 4 * rows);
                         total += (long)(4 * rows);
                     }
                     free(a4);
                     free(y4);
                     for (size_t c = cols - cols % 4; c < cols; c++) {
-                        q8_k_quantize((const float *)X->data + c * k, k, act, nb * Q8_K_BYTES, err, sizeof err);
-                        q4_k_x8_gemv(ours, rows, nb, act, y);
+                        p->quant1((const float *)X->data + c * k, k, act, nb * p->abytes, err, sizeof err);
+                        p->gemv(ours, rows, nb, act, y);
                         bad += cmp_f32(name, y, (const float *)Y->data + c * rows, rows);
                         total += (long)rows;
                     }
@@ -744,6 +800,8 @@ static void check_refusals(void)
         {"Q5_1 dequant NULL out", q5_1_dequantize(buf, sizeof buf, 32, NULL, err, sizeof err)},
         {"Q4_K repack 12 rows", q4_k_repack8(buf, sizeof buf, 12, 256, buf, sizeof buf, err, sizeof err)},
         {"Q4_K repack short input", q4_k_repack8(buf, 1000, 8, 256, buf, 2000, err, sizeof err)},
+        {"Q4_0 repack 4 rows", q4_0_repack8(buf, sizeof buf, 4, 32, buf, sizeof buf, err, sizeof err)},
+        {"Q4_0 repack short output", q4_0_repack8(buf, sizeof buf, 8, 64, buf, 287, err, sizeof err)},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         if (cases[i].rc == -1) {
@@ -781,7 +839,14 @@ int main(int argc, char **argv)
             check_vec_dot(&kinds[i]);
         }
         check_quantize4x8();
-        check_repack_q4_k(be);
+        const RK rks[] = {
+            {&kinds[0], 256, Q8_K_BYTES, Q8_KX4_BYTES, q4_k_repack8, q4_k_x8_gemv, q4_k_x8_gemm4, q8_k_quantize4x8,
+             q8_k_quantize, &gemv_q4_K_8x8, &gemm_q4_K_8x8, &quantize_mat_q8_K_4x8},
+            {&kinds[3], 32, Q8_0_BYTES, Q8_0X4_BYTES, q4_0_repack8, q4_0_x8_gemv, q4_0_x8_gemm4, q8_0_quantize4x8,
+             q8_0_quantize, &gemv_q4_0_8x8, &gemm_q4_0_8x8, &quantize_mat_q8_0_4x8},
+        };
+        for (size_t i = 0; i < sizeof rks / sizeof *rks; i++)
+            check_repack(&rks[i], be);
     }
     q8_set_simd(1);
     check_refusals();

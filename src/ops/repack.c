@@ -390,3 +390,208 @@ void q4_k_x8_gemm4(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act
 #endif
     gemm_portable(wr, rows, nb, act4, y, y_stride);
 }
+
+/* ---------------------------------------------------------------- Q4_0 8x8 */
+
+#define Q40X8_QS 16 /* d[8] (f16) first */
+
+int q4_0_repack8(const uint8_t *w, size_t w_len, size_t rows, size_t k, uint8_t *out, size_t out_len,
+                 char *err, size_t errlen)
+{
+    if (rows % 8 != 0 || k % 32 != 0) {
+        if (err)
+            snprintf(err, errlen, "Q4_0 repacking needs rows in eights and whole blocks, not %zu x %zu", rows, k);
+        return -1;
+    }
+    size_t nb = k / 32;
+    if (rows && nb > SIZE_MAX / 18 / rows) {
+        if (err)
+            snprintf(err, errlen, "Q4_0 matrix of %zu x %zu is too large", rows, k);
+        return -1;
+    }
+    size_t need = rows * nb * 18;
+    if (w_len < need || out_len < need) {
+        if (err)
+            snprintf(err, errlen, "Q4_0 repack of %zu x %zu needs %zu bytes in and out, given %zu and %zu", rows,
+                     k, need, w_len, out_len);
+        return -1;
+    }
+    if (need && (!w || !out)) {
+        if (err)
+            snprintf(err, errlen, "Q4_0 repack given a NULL buffer");
+        return -1;
+    }
+    for (size_t g = 0; g < rows / 8; g++)
+        for (size_t x = 0; x < nb; x++) {
+            uint8_t *o = out + (g * nb + x) * Q4_0X8_BYTES;
+            for (int i = 0; i < 8; i++)
+                memcpy(o + 2 * i, w + ((8 * g + (size_t)i) * nb + x) * 18, 2);
+            /* 8-byte piece i: row i % 8, bytes 8 * (i / 8), every nibble's top bit flipped */
+            for (int i = 0; i < 16; i++) {
+                const uint8_t *src = w + ((8 * g + (size_t)(i % 8)) * nb + x) * 18 + 2 + 8 * (i / 8);
+                for (int t = 0; t < 8; t++)
+                    o[Q40X8_QS + 8 * i + t] = src[t] ^ 0x88;
+            }
+        }
+    return 0;
+}
+
+void q8_0_quantize4x8(const float *x, size_t k, uint8_t *out)
+{
+    for (size_t b = 0; b < k / 32; b++, out += Q8_0X4_BYTES) {
+        uint8_t blk[4][34];
+        for (int r = 0; r < 4; r++) {
+            q8_0_quantize_blocks(x + (size_t)r * k + 32 * b, blk[r], 1);
+            memcpy(out + 2 * r, blk[r], 2);
+        }
+        for (int j = 0; j < 4; j++)
+            for (int r = 0; r < 4; r++)
+                memcpy(out + 8 + 32 * j + 8 * r, blk[r] + 2 + 8 * j, 8);
+    }
+}
+
+/* Weight value v (0..31) of row j in a Q4_0x8 block, -8..7. */
+static inline int q40x8_val(const uint8_t *blk, int j, int v)
+{
+    const uint8_t byte = blk[Q40X8_QS + 64 * ((v % 16) / 8) + 8 * j + v % 8];
+    const int s = v < 16 ? byte & 0xF : byte >> 4;
+    return (s ^ 8) - 8;
+}
+
+/* vpsignb(y, x) as a byte: -y when x < 0 (wrapping: -(-128) = -128), 0 when x = 0. */
+static inline int sign8(int y, int x) { return x < 0 ? (int8_t)(uint8_t)(-y) : x == 0 ? 0 : y; }
+
+static void q40_gemv_portable(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y)
+{
+    for (size_t g = 0; g < rows / 8; g++)
+        for (int j = 0; j < 8; j++) {
+            float acc = 0.0f;
+            for (size_t b = 0; b < nb; b++) {
+                const uint8_t *blk = wr + (g * nb + b) * Q4_0X8_BYTES, *a = act + b * 34;
+                int32_t isum = 0;
+                for (int v = 0; v < 32; v++) {
+                    const int wv = q40x8_val(blk, j, v);
+                    isum += (wv < 0 ? -wv : wv) * sign8((int8_t)a[2 + v], wv); /* the weight's sign */
+                }
+                const float dj = f16_to_f32(q8_rd16(blk + 2 * j)), da = f16_to_f32(q8_rd16(a));
+                acc = fmaf((float)isum, dj * da, acc);
+            }
+            y[8 * g + (size_t)j] = acc;
+        }
+}
+
+static void q40_gemm_portable(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t ys)
+{
+    for (size_t g = 0; g < rows / 8; g++)
+        for (int c = 0; c < 4; c++)
+            for (int j = 0; j < 8; j++) {
+                float acc = 0.0f;
+                for (size_t b = 0; b < nb; b++) {
+                    const uint8_t *blk = wr + (g * nb + b) * Q4_0X8_BYTES, *a4 = act4 + b * Q8_0X4_BYTES;
+                    int32_t isum = 0;
+                    for (int v = 0; v < 32; v++) {
+                        const int av = (int8_t)a4[8 + 32 * (v / 8) + 8 * c + v % 8];
+                        /* the activation's sign: |a| as an unsigned byte (128 for -128) */
+                        isum += (av < 0 ? -av : av) * sign8(q40x8_val(blk, j, v), av);
+                    }
+                    const float dj = f16_to_f32(q8_rd16(blk + 2 * j)), da = f16_to_f32(q8_rd16(a4 + 2 * c));
+                    acc = fmaf((float)isum, dj * da, acc);
+                }
+                y[(size_t)c * ys + 8 * g + (size_t)j] = acc;
+            }
+}
+
+#if Q8_X86
+/* One Q4_0x8 block against one 32-value activation whose 8-byte chunk c
+ * sits at a + cstride*c: the 8 rows' exact sums in lanes 0..7. wsign: the
+ * gemv's vpsignb on the weight (an activation of -128 against a negative
+ * weight wraps), else the gemm's on the activation (exact). */
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline __m256i q40x8_dot_avx2(const uint8_t *blk, const uint8_t *a, size_t cstride, int wsign)
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF), e8 = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
+    __m256i s03 = _mm256_setzero_si256(), s47 = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const uint8_t *q = blk + Q40X8_QS + 64 * (c & 1);
+        const int shift = (c >> 1) * 4;
+        long long a8;
+        memcpy(&a8, a + cstride * (size_t)c, 8);
+        const __m256i av = _mm256_set1_epi64x(a8);
+        __m256i w03 = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)q), shift), m4);
+        __m256i w47 = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(q + 32)), shift), m4);
+        w03 = _mm256_sub_epi8(_mm256_xor_si256(w03, e8), e8);
+        w47 = _mm256_sub_epi8(_mm256_xor_si256(w47, e8), e8);
+        __m256i p03, p47;
+        if (wsign) {
+            p03 = _mm256_maddubs_epi16(_mm256_sign_epi8(w03, w03), _mm256_sign_epi8(av, w03));
+            p47 = _mm256_maddubs_epi16(_mm256_sign_epi8(w47, w47), _mm256_sign_epi8(av, w47));
+        } else {
+            p03 = _mm256_maddubs_epi16(_mm256_sign_epi8(av, av), _mm256_sign_epi8(w03, av));
+            p47 = _mm256_maddubs_epi16(_mm256_sign_epi8(av, av), _mm256_sign_epi8(w47, av));
+        }
+        s03 = _mm256_add_epi32(s03, _mm256_madd_epi16(p03, ones));
+        s47 = _mm256_add_epi32(s47, _mm256_madd_epi16(p47, ones));
+    }
+    const __m256i h = _mm256_hadd_epi32(s03, s47);
+    return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+}
+
+__attribute__((target("avx2,f16c,fma")))
+static void q40_gemv_avx2(const float *h, const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y)
+{
+    for (size_t g = 0; g < rows / 8; g++) {
+        __m256 acc = _mm256_setzero_ps();
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *blk = wr + (g * nb + b) * Q4_0X8_BYTES, *a = act + b * 34;
+            const __m256i isum = q40x8_dot_avx2(blk, a + 2, 8, 1);
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(h[q8_rd16(a)])), acc);
+        }
+        _mm256_storeu_ps(y + 8 * g, acc);
+    }
+}
+
+__attribute__((target("avx2,f16c,fma")))
+static void q40_gemm_avx2(const float *h, const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y,
+                          size_t ys)
+{
+    for (size_t g = 0; g < rows / 8; g++) {
+        __m256 acc[4];
+        for (int c = 0; c < 4; c++)
+            acc[c] = _mm256_setzero_ps();
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *blk = wr + (g * nb + b) * Q4_0X8_BYTES, *a4 = act4 + b * Q8_0X4_BYTES;
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+            for (int c = 0; c < 4; c++) {
+                const __m256i isum = q40x8_dot_avx2(blk, a4 + 8 + 8 * c, 32, 0);
+                const __m256 da = _mm256_set1_ps(h[q8_rd16(a4 + 2 * c)]);
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, da), acc[c]);
+            }
+        }
+        for (int c = 0; c < 4; c++)
+            _mm256_storeu_ps(y + (size_t)c * ys + 8 * g, acc[c]);
+    }
+}
+#endif
+
+void q4_0_x8_gemv(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y)
+{
+#if Q8_X86
+    if (q8_simd()) {
+        q40_gemv_avx2(q8_f16_table(), wr, rows, nb, act, y);
+        return;
+    }
+#endif
+    q40_gemv_portable(wr, rows, nb, act, y);
+}
+
+void q4_0_x8_gemm4(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t y_stride)
+{
+#if Q8_X86
+    if (q8_simd()) {
+        q40_gemm_avx2(q8_f16_table(), wr, rows, nb, act4, y, y_stride);
+        return;
+    }
+#endif
+    q40_gemm_portable(wr, rows, nb, act4, y, y_stride);
+}

@@ -76,4 +76,28 @@ void q8_k_quantize4x8(const float *x, size_t k, uint8_t *out);
  * the bits of ggml_gemm_q4_K_8x8_q8_K (AVX2). Unchecked. */
 void q4_k_x8_gemm4(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t y_stride);
 
+/* ---- Q4_0 8x8 (q4_0_8x8 in llama.cpp's log) ----
+ * Layout per 8 rows x 32 values: f16 d[8], then qs[128] in 8-byte pieces,
+ * piece i from row i % 8, bytes 8*(i/8) of its 16, every nibble XOR 8 (so a
+ * nibble read as a signed 4-bit number is the value q - 8).
+ * ggml_gemv_q4_0_8x8_q8_0 (AVX2) per row j: isum over the 32 values with
+ * vpsignb on the weight (so an activation of -128 against a negative weight
+ * counts -128*|w|, as vec_dot does), acc = fma((float)isum, d_j * d_a, acc)
+ * per block. ggml_gemm_q4_0_8x8_q8_0: the same but vpsignb on the
+ * activation (-128 counts as 128 * -w: the exact product), activations from
+ * ggml_quantize_mat_q8_0_4x8 (q8_0's quantizer per column, interleaved). */
+#define Q4_0X8_BYTES 144
+#define Q8_0X4_BYTES 136 /* f16 d[4], qs[128]: 8 values of column 0, 8 of column 1, ... */
+
+/* Repacks a plain Q4_0 matrix (rows a multiple of 8, k of 32) as b11669's
+ * repack_q4_0_to_q4_0_8_bl. Returns 0, or -1 with a reason. */
+int q4_0_repack8(const uint8_t *w, size_t w_len, size_t rows, size_t k, uint8_t *out, size_t out_len,
+                 char *err, size_t errlen);
+/* 4 columns (column r at x + r*k) into k/32 Q8_0x4 blocks (unchecked). */
+void q8_0_quantize4x8(const float *x, size_t k, uint8_t *out);
+/* y[r], r < rows: repacked Q4_0 times one q8_0 row of nb blocks (unchecked). */
+void q4_0_x8_gemv(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y);
+/* y[c*y_stride + r]: repacked Q4_0 times the 4 columns of act4 (unchecked). */
+void q4_0_x8_gemm4(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t y_stride);
+
 #endif
