@@ -1,6 +1,7 @@
 /*
  * test_kquant.c -- unit tests of src/ops/q4_k.c (Q4_K, Q6_K, Q8_K) and
- * src/ops/q4_0.c (Q4_0, Q4_1, Q5_0, q8_1) on hand-built blocks with literal
+ * src/ops/q4_0.c (Q4_0, Q4_1, Q5_0, q8_1) and src/ops/repack.c (Q4_K and Q4_0
+ * 8x8) on hand-built blocks with literal
  * expected values, each run with the AVX2 kernels (when the CPU has them)
  * and with the portable C. The bit-exact comparison with ggml itself is
  * testing/oracle_kernels_kquant.py.
@@ -10,6 +11,7 @@
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
 #include "ops/q8_0.h"
+#include "ops/repack.h"
 
 static uint32_t fb(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
@@ -211,5 +213,65 @@ TEST(q8_1_quantize_block)
         CHECK_INT((int8_t)q[5], -2);
         CHECK_INT((int8_t)q[6], 40);
         CHECK_INT((int8_t)q[9], 0);
+    });
+}
+
+/* Eight Q4_K rows (row r: d = r+1, the block of q4k_block otherwise),
+ * repacked, times all-ones Q8_K: 16800*(r+1) - 1136, as vec_dot gives. */
+TEST(q4_k_repack8_gemv)
+{
+    uint8_t w[8 * Q4_K_BYTES], wr[8 * Q4_K_BYTES], a[Q8_K_BYTES];
+    static const uint16_t d16[8] = {0x3c00, 0x4000, 0x4200, 0x4400, 0x4500, 0x4600, 0x4700, 0x4800};
+    for (int r = 0; r < 8; r++) {
+        q4k_block(w + r * Q4_K_BYTES);
+        put16(w + r * Q4_K_BYTES, d16[r]);
+    }
+    q8k_ones(a);
+    CHECK_INT(q4_k_repack8(w, sizeof w, 8, 256, wr, sizeof wr, NULL, 0), 0);
+    CHECK_INT(wr[2 * 3] | wr[2 * 3 + 1] << 8, 0x4400);  /* d of row 3 */
+    CHECK_INT(wr[16 + 2 * 5] | wr[17 + 2 * 5] << 8, 0x3800); /* dmin of row 5 */
+    CHECK_MEM(wr + 128 + 8 * 2, w + 2 * Q4_K_BYTES + 16, 8);   /* piece 2: row 2, bytes 0-7 */
+    CHECK_MEM(wr + 128 + 8 * 9, w + 1 * Q4_K_BYTES + 16 + 8, 8); /* piece 9: row 1, bytes 8-15 */
+    float y[8];
+    BOTH_PATHS({
+        q4_k_x8_gemv(wr, 8, 1, a, y);
+        for (int r = 0; r < 8; r++)
+            CHECK(y[r] == 16800.0f * (float)(r + 1) - 1136.0f);
+    });
+    char err[128];
+    CHECK_INT(q4_k_repack8(w, sizeof w, 4, 256, wr, sizeof wr, err, sizeof err), -1);
+    CHECK_STR(err, "Q4_K repacking needs rows in eights and whole super-blocks, not 4 x 256");
+}
+
+/* Q4_0 rows of all -8 (d = 1) against ones with one -128 (d = 1): the gemv
+ * takes vpsignb on the weight, so -128 against -8 counts -1024 (as vec_dot);
+ * the gemm takes it on the activation and counts the true +1024. */
+TEST(q4_0_repack8_gemv_gemm_minus_128)
+{
+    uint8_t w[8 * Q4_0_BYTES], wr[8 * Q4_0_BYTES], a[Q8_0_BYTES], a4[Q8_0X4_BYTES];
+    for (int r = 0; r < 8; r++) {
+        put16(w + r * Q4_0_BYTES, 0x3c00);
+        memset(w + r * Q4_0_BYTES + 2, 0, 16);
+    }
+    put16(a, 0x3c00);
+    memset(a + 2, 1, 32);
+    a[2] = 0x80;
+    for (int c = 0; c < 4; c++)
+        put16(a4 + 2 * c, 0x3c00);
+    memset(a4 + 8, 1, 128);
+    a4[8] = 0x80; /* column 0, value 0 */
+    CHECK_INT(q4_0_repack8(w, sizeof w, 8, 32, wr, sizeof wr, NULL, 0), 0);
+    CHECK_INT(wr[16], 0x88); /* nibbles 0 stored as 8 */
+    float y[8], y4[32];
+    BOTH_PATHS({
+        CHECK(q4_0_vec_dot(w, a, 1) == -1272.0f);
+        q4_0_x8_gemv(wr, 8, 1, a, y);
+        for (int r = 0; r < 8; r++)
+            CHECK(y[r] == -1272.0f); /* -1024 - 31*8 */
+        q4_0_x8_gemm4(wr, 8, 1, a4, y4, 8);
+        for (int r = 0; r < 8; r++) {
+            CHECK(y4[r] == 776.0f);       /* 1024 - 31*8 */
+            CHECK(y4[8 + r] == -256.0f);  /* 32 * -8 */
+        }
     });
 }
