@@ -263,7 +263,23 @@ static float x4_iscale(const float *x, float *d)
     return is;
 }
 
-void q8_k_quantize4x8(const float *x, size_t k, uint8_t *out)
+/* bsums[16k + 4r + i] of a Q8_Kx4 block from its quants. */
+static void x4_bsums(uint8_t *out)
+{
+    const int8_t *qs = (const int8_t *)(out + 16);
+    for (int kk = 0; kk < 4; kk++)
+        for (int r = 0; r < 4; r++)
+            for (int i = 0; i < 4; i++) {
+                int sum = 0;
+                for (int u = 64 * kk + 16 * i; u < 64 * kk + 16 * i + 16; u++)
+                    sum += qs[32 * (u / 8) + 8 * r + u % 8];
+                uint8_t *p = out + 16 + 1024 + 2 * (16 * kk + 4 * r + i);
+                p[0] = (uint8_t)sum;
+                p[1] = (uint8_t)((unsigned)sum >> 8);
+            }
+}
+
+static void q8k4_portable(const float *x, size_t k, uint8_t *out)
 {
     for (size_t b = 0; b < k / QK_K_BLOCK; b++, out += Q8_KX4_BYTES) {
         float is[4];
@@ -277,18 +293,77 @@ void q8_k_quantize4x8(const float *x, size_t k, uint8_t *out)
             for (int r = 0; r < 4; r++)
                 for (int t = 0; t < 8; t++)
                     qs[32 * j + 8 * r + t] = cvt_pack(x[(size_t)r * k + 256 * b + 8 * j + t] * is[r]);
-        /* bsums[16k + 4r + i]: column r, values 64k + 16i .. +15 */
-        for (int kk = 0; kk < 4; kk++)
-            for (int r = 0; r < 4; r++)
-                for (int i = 0; i < 4; i++) {
-                    int sum = 0;
-                    for (int u = 64 * kk + 16 * i; u < 64 * kk + 16 * i + 16; u++)
-                        sum += qs[32 * (u / 8) + 8 * r + u % 8];
-                    uint8_t *p = out + 16 + 1024 + 2 * (16 * kk + 4 * r + i);
-                    p[0] = (uint8_t)sum;
-                    p[1] = (uint8_t)((unsigned)sum >> 8);
-                }
+        x4_bsums(out);
     }
+}
+
+#if Q8_X86
+/* The same with ggml's vector steps: the 8-lane maximum and the lanes'
+ * "positive" masks (vcmpeqps, ordered), vmovmskps, the divisions in scalar,
+ * then the quants of the four columns 8 values at a time, packed and
+ * permuted into one 32-byte store. */
+__attribute__((target("avx2,f16c,fma")))
+static void q8k4_avx2(const float *x, size_t k, uint8_t *out)
+{
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (size_t b = 0; b < k / QK_K_BLOCK; b++, out += Q8_KX4_BYTES) {
+        __m256 isv[4];
+        for (int r = 0; r < 4; r++) {
+            const float *xr = x + (size_t)r * k + 256 * b;
+            __m256 v[4], m, mask;
+            for (int t = 0; t < 4; t++)
+                v[t] = _mm256_loadu_ps(xr + 8 * t);
+            m = _mm256_max_ps(_mm256_and_ps(v[0], absmask), _mm256_and_ps(v[1], absmask));
+            m = _mm256_max_ps(m, _mm256_and_ps(v[2], absmask));
+            m = _mm256_max_ps(m, _mm256_and_ps(v[3], absmask));
+            mask = _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(m, v[0], _CMP_EQ_OQ), _mm256_cmp_ps(m, v[1], _CMP_EQ_OQ)),
+                                _mm256_or_ps(_mm256_cmp_ps(m, v[2], _CMP_EQ_OQ), _mm256_cmp_ps(m, v[3], _CMP_EQ_OQ)));
+            for (int sb = 1; sb < 8; sb++) {
+                const __m256 prev = m;
+                for (int t = 0; t < 4; t++) {
+                    v[t] = _mm256_loadu_ps(xr + 32 * sb + 8 * t);
+                    m = _mm256_max_ps(m, _mm256_and_ps(v[t], absmask));
+                }
+                mask = _mm256_and_ps(mask, _mm256_cmp_ps(prev, m, _CMP_EQ_OQ));
+                const __m256 cur = _mm256_or_ps(
+                    _mm256_or_ps(_mm256_cmp_ps(m, v[0], _CMP_EQ_OQ), _mm256_cmp_ps(m, v[1], _CMP_EQ_OQ)),
+                    _mm256_or_ps(_mm256_cmp_ps(m, v[2], _CMP_EQ_OQ), _mm256_cmp_ps(m, v[3], _CMP_EQ_OQ)));
+                mask = _mm256_or_ps(mask, cur);
+            }
+            __m128 q = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+            q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+            q = _mm_max_ss(q, _mm_movehdup_ps(q));
+            const float amax = _mm_cvtss_f32(q);
+            const int flagged = _mm256_movemask_ps(_mm256_and_ps(mask, _mm256_cmp_ps(_mm256_set1_ps(amax), m, _CMP_EQ_OQ)));
+            float is = amax != 0.0f ? 127.0f / amax : 0.0f;
+            if (flagged)
+                is = amax != 0.0f ? -127.0f / amax : 0.0f;
+            const float d = amax != 0.0f ? 1.0f / is : 0.0f;
+            memcpy(out + 4 * r, &d, 4);
+            isv[r] = _mm256_set1_ps(is);
+        }
+        for (int j = 0; j < 32; j++) {
+            __m256i i[4];
+            for (int r = 0; r < 4; r++)
+                i[r] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + (size_t)r * k + 256 * b + 8 * j), isv[r]));
+            const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+            _mm256_storeu_si256((__m256i *)(out + 16 + 32 * j), _mm256_permutevar8x32_epi32(p, order));
+        }
+        x4_bsums(out);
+    }
+}
+#endif
+
+void q8_k_quantize4x8(const float *x, size_t k, uint8_t *out)
+{
+#if Q8_X86
+    if (q8_simd()) {
+        q8k4_avx2(x, k, out);
+        return;
+    }
+#endif
+    q8k4_portable(x, k, out);
 }
 
 /* ---------------------------------------------------------------- gemm */
