@@ -779,6 +779,43 @@ static void check_repack(const RK *p, ggml_backend_t be)
     }
 }
 
+
+/* Which weights b11669 repacks on this CPU, asked as llama.cpp's loader asks
+ * (llama-model.cpp's buft_supported): the weight of a mul_mat placed in a
+ * zero-size repack buffer, then ggml_backend_dev_supports_op. Expected: Q4_K,
+ * Q4_0 (and IQ4_NL) with rows a multiple of 8; not Q5_K, Q6_K, Q4_1, Q5_0,
+ * Q5_1, Q8_0, nor Q4_K / Q4_0 with other row counts. */
+static void check_repack_choice(ggml_backend_t be)
+{
+    struct { enum ggml_type type; size_t rows; int want; } cases[] = {
+        {GGML_TYPE_Q4_K, 16, 1},   {GGML_TYPE_Q4_0, 16, 1},  {GGML_TYPE_IQ4_NL, 16, 1},
+        {GGML_TYPE_Q4_K, 12, 0},   {GGML_TYPE_Q4_0, 20, 0},  {GGML_TYPE_Q5_K, 16, 0},
+        {GGML_TYPE_Q6_K, 16, 0},   {GGML_TYPE_Q4_1, 16, 0},  {GGML_TYPE_Q5_0, 16, 0},
+        {GGML_TYPE_Q5_1, 16, 0},   {GGML_TYPE_Q8_0, 16, 0},  {GGML_TYPE_Q8_0, 64, 0},
+    };
+    ggml_backend_dev_t dev = ggml_backend_get_device(be);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        struct ggml_init_params ip = {ggml_tensor_overhead() * 4, NULL, true};
+        struct ggml_context *ctx = ggml_init(ip);
+        struct ggml_tensor *W = ggml_new_tensor_2d(ctx, cases[i].type, 512, (int64_t)cases[i].rows);
+        struct ggml_tensor *X = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 512, 3);
+        struct ggml_tensor *Y = ggml_mul_mat(ctx, W, X);
+        ggml_backend_buffer_t buf = ggml_backend_buft_alloc_buffer(repack_buft(), 0);
+        W->buffer = buf;
+        int got = ggml_backend_dev_supports_op(dev, Y) ? 1 : 0;
+        W->buffer = NULL;
+        ggml_backend_buffer_free(buf);
+        ggml_free(ctx);
+        if (got == cases[i].want) {
+            passed++;
+        } else {
+            failed++;
+            printf("FAIL repack choice: %s with %zu rows %s repacked\n", ggml_type_name(cases[i].type),
+                   cases[i].rows, got ? "is" : "is not");
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- refusals */
 
 static void check_refusals(void)
@@ -849,6 +886,7 @@ int main(int argc, char **argv)
             check_repack(&rks[i], be);
     }
     q8_set_simd(1);
+    check_repack_choice(be);
     check_refusals();
     ggml_backend_free(be);
     printf("%ld passed, %ld failed, %ld skipped\n", passed, failed, skipped);
