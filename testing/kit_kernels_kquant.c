@@ -57,8 +57,18 @@ static void (*gemm_q4_0_8x8)(int n, float *s, size_t bs, const void *vx, const v
 /* ggml_quantize_mat_t<8, GGML_TYPE_Q8_0>: ggml_quantize_mat_q8_0_4x8 */
 static void (*quantize_mat_q8_0_4x8)(const float *x, void *vy, int64_t nrow, int64_t n_per_row);
 
+/* ggml logs each repacked tensor ("repack: repack tensor ... with q4_K_8x8")
+ * to stderr; only warnings and errors are kept. */
+static void quiet_log(enum ggml_log_level level, const char *text, void *user)
+{
+    (void)user;
+    if (level == GGML_LOG_LEVEL_WARN || level == GGML_LOG_LEVEL_ERROR)
+        fputs(text, stderr);
+}
+
 static int load_cpu(void)
 {
+    ggml_log_set(quiet_log, NULL);
     const char *path = getenv("GGML_BACKEND_PATH");
     if (!path || !*path) {
         fprintf(stderr, "GGML_BACKEND_PATH is not set: run this under the kit's sid-run\n");
