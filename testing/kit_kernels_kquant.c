@@ -40,6 +40,7 @@
 #include "ops/q4_k.h"
 #include "ops/q8_0.h"
 #include "ops/repack.h"
+#include "base/par.h"
 
 /* ---------------------------------------------------------------- the CPU backend */
 
@@ -643,7 +644,7 @@ static void set_a4_scale(const RK *p, uint8_t *blk, int c)
  * weight for 1..17 columns (groups of 4 through the interleaved quantizer and
  * gemm, the rest through the plain quantizer and gemv), every column, 1 and
  * 2 threads. */
-static void check_repack(const RK *p, ggml_backend_t be)
+static void check_repack(const RK *p, ggml_backend_t be, par_pool *pool2)
 {
     size_t rows_list[] = {8, 16, 24, 64, 136};
     size_t kb_list[] = {1, 2, 3, 7, 16};
@@ -760,14 +761,27 @@ static void check_repack(const RK *p, ggml_backend_t be)
                     failed++;
                     printf("FAIL %s: compute or repack failed\n", name);
                 } else {
-                    long bad = 0, total = 0;
+                    /* ours: the whole product (x8_mul_mat: quantizers, column split, rows
+                     * over the pool), then the pieces by hand */
+                    size_t wl = x8_work_bytes(t->type, k, cols);
+                    uint8_t *work = malloc(wl ? wl : 1);
+                    float *yy = malloc(rows * cols * sizeof(float));
+                    long bad = 0, total = (long)(rows * cols);
+                    if (x8_mul_mat(nt == 1 ? NULL : pool2, t->type, ours, wb, rows, k, (const float *)X->data, cols, yy,
+                                   rows * cols, work, wl, err, sizeof err) != 0) {
+                        printf("  %s: %s\n", name, err);
+                        bad++;
+                    } else {
+                        bad += cmp_f32(name, yy, (const float *)Y->data, rows * cols);
+                    }
+                    free(work);
+                    free(yy);
                     uint8_t *a4 = malloc(nb * p->a4bytes);
                     float *y4 = malloc(4 * rows * sizeof(float));
                     for (size_t c = 0; c + 4 <= cols; c += 4) {
                         p->quant4((const float *)X->data + c * k, k, a4);
                         p->gemm(ours, rows, nb, a4, y4, rows);
                         bad += cmp_f32(name, y4, (const float *)Y->data + c * rows, 4 * rows);
-                        total += (long)(4 * rows);
                     }
                     free(a4);
                     free(y4);
@@ -775,7 +789,6 @@ static void check_repack(const RK *p, ggml_backend_t be)
                         p->quant1((const float *)X->data + c * k, k, act, nb * p->abytes, err, sizeof err);
                         p->gemv(ours, rows, nb, act, y);
                         bad += cmp_f32(name, y, (const float *)Y->data + c * rows, rows);
-                        total += (long)rows;
                     }
                     verdict(name, bad, total);
                 }
@@ -848,6 +861,8 @@ static void check_refusals(void)
         {"Q4_K repack 12 rows", q4_k_repack8(buf, sizeof buf, 12, 256, buf, sizeof buf, err, sizeof err)},
         {"Q4_K repack short input", q4_k_repack8(buf, 1000, 8, 256, buf, 2000, err, sizeof err)},
         {"Q4_0 repack 4 rows", q4_0_repack8(buf, sizeof buf, 4, 32, buf, sizeof buf, err, sizeof err)},
+        {"x8_mul_mat of Q6_K", x8_mul_mat(NULL, 14, buf, sizeof buf, 8, 256, (const float *)buf, 1, y, 512, buf, sizeof buf, err, sizeof err)},
+        {"x8_mul_mat short work", x8_mul_mat(NULL, 2, buf, sizeof buf, 8, 32, (const float *)buf, 1, y, 512, buf, 33, err, sizeof err)},
         {"Q4_0 repack short output", q4_0_repack8(buf, sizeof buf, 8, 64, buf, 287, err, sizeof err)},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -869,8 +884,10 @@ int main(int argc, char **argv)
     if (load_cpu() != 0)
         return 2;
     ggml_backend_t be = backend_init();
-    if (!be) {
-        fprintf(stderr, "ggml_backend_cpu_init failed\n");
+    char perr[200];
+    par_pool *pool2 = par_create(2, perr, sizeof perr);
+    if (!be || !pool2) {
+        fprintf(stderr, "setup failed: ggml_backend_cpu_init or par_create (%s)\n", be ? perr : "backend");
         return 2;
     }
     for (int simd = 1; simd >= 0; simd--) {
@@ -893,11 +910,12 @@ int main(int argc, char **argv)
              q8_0_quantize, &gemv_q4_0_8x8, &gemm_q4_0_8x8, &quantize_mat_q8_0_4x8},
         };
         for (size_t i = 0; i < sizeof rks / sizeof *rks; i++)
-            check_repack(&rks[i], be);
+            check_repack(&rks[i], be, pool2);
     }
     q8_set_simd(1);
     check_repack_choice(be);
     check_refusals();
+    par_destroy(pool2);
     ggml_backend_free(be);
     printf("%ld passed, %ld failed, %ld skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;

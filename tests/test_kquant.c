@@ -275,3 +275,32 @@ TEST(q4_0_repack8_gemv_gemm_minus_128)
         }
     });
 }
+
+/* The whole repacked product: 8 Q4_0 rows of -8 (d = 1) times 5 columns of
+ * ones (q8_0: d = fp16(1/127) = 0x2008, q = 127): columns 0-3 through the
+ * 4x8 quantizer and gemm, column 4 through q8_0 and gemv, all
+ * -8*127*32 * 0x2008 = -255.984375. */
+TEST(x8_mul_mat_columns)
+{
+    uint8_t w[8 * Q4_0_BYTES], wr[8 * Q4_0_BYTES];
+    for (int r = 0; r < 8; r++) {
+        put16(w + r * Q4_0_BYTES, 0x3c00);
+        memset(w + r * Q4_0_BYTES + 2, 0, 16);
+    }
+    CHECK_INT(q4_0_repack8(w, sizeof w, 8, 32, wr, sizeof wr, NULL, 0), 0);
+    float x[5 * 32], y[40];
+    for (int i = 0; i < 5 * 32; i++)
+        x[i] = 1.0f;
+    size_t wl = x8_work_bytes(2, 32, 5);
+    CHECK_INT(wl, Q8_0X4_BYTES + Q8_0_BYTES);
+    uint8_t work[Q8_0X4_BYTES + Q8_0_BYTES];
+    BOTH_PATHS({
+        memset(y, 0, sizeof y);
+        CHECK_INT(x8_mul_mat(NULL, 2, wr, sizeof wr, 8, 32, x, 5, y, 40, work, sizeof work, NULL, 0), 0);
+        for (int i = 0; i < 40; i++)
+            CHECK(y[i] == -255.984375f);
+    });
+    char err[160];
+    CHECK_INT(x8_mul_mat(NULL, 2, wr, sizeof wr, 8, 32, x, 5, y, 40, work, sizeof work - 1, err, sizeof err), -1);
+    CHECK_STR(err, "repacked Q4_0 product: weights 144 of 144 bytes, output 40 of 40 floats, work 169 of 170 bytes");
+}

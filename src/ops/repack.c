@@ -670,3 +670,120 @@ void q4_0_x8_gemm4(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act
 #endif
     q40_gemm_portable(wr, rows, nb, act4, y, y_stride);
 }
+
+/* ---------------------------------------------------------------- the product */
+
+typedef struct {
+    int k4;                 /* 1: Q4_K, 0: Q4_0 */
+    const uint8_t *wr;
+    size_t rows, nb, gbytes; /* blocks per row; bytes per 8-row group */
+    const uint8_t *act4, *act1;
+    size_t a4row, a1row, n4, ncols;
+    float *y;
+} x8_mm;
+
+/* Groups [g0, g1) of 8 rows, every column. */
+static void x8_rows(void *ctx, size_t g0, size_t g1, int worker)
+{
+    const x8_mm *m = ctx;
+    (void)worker;
+    const uint8_t *w = m->wr + g0 * m->gbytes;
+    const size_t nr = (g1 - g0) * 8;
+    for (size_t c = 0; c < m->n4; c += 4) {
+        float *y = m->y + c * m->rows + 8 * g0;
+        if (m->k4)
+            q4_k_x8_gemm4(w, nr, m->nb, m->act4 + c / 4 * m->a4row, y, m->rows);
+        else
+            q4_0_x8_gemm4(w, nr, m->nb, m->act4 + c / 4 * m->a4row, y, m->rows);
+    }
+    for (size_t c = m->n4; c < m->ncols; c++) {
+        float *y = m->y + c * m->rows + 8 * g0;
+        if (m->k4)
+            q4_k_x8_gemv(w, nr, m->nb, m->act1 + (c - m->n4) * m->a1row, y);
+        else
+            q4_0_x8_gemv(w, nr, m->nb, m->act1 + (c - m->n4) * m->a1row, y);
+    }
+}
+
+/* Per-type geometry: values per block, weight bytes per block, plain and
+ * 4-column activation bytes per block. 0 for other types. */
+static int x8_geometry(int type, size_t *blk, size_t *wbytes, size_t *a1, size_t *a4)
+{
+    if (type == Q4_K_TYPE) {
+        *blk = QK_K_BLOCK, *wbytes = Q4_K_BYTES, *a1 = Q8_K_BYTES, *a4 = Q8_KX4_BYTES;
+        return 1;
+    }
+    if (type == 2 /* Q4_0 */) {
+        *blk = 32, *wbytes = 18, *a1 = 34, *a4 = Q8_0X4_BYTES;
+        return 1;
+    }
+    return 0;
+}
+
+size_t x8_work_bytes(int type, size_t k, size_t ncols)
+{
+    size_t blk, wb, a1, a4;
+    if (!x8_geometry(type, &blk, &wb, &a1, &a4) || k % blk)
+        return 0;
+    size_t nb = k / blk, n4 = ncols - ncols % 4;
+    if (nb > SIZE_MAX / 2 / a4 || (nb && ncols > SIZE_MAX / 2 / (nb * a4)))
+        return 0;
+    return n4 / 4 * nb * a4 + (ncols - n4) * nb * a1;
+}
+
+int x8_mul_mat(par_pool *p, int type, const uint8_t *wr, size_t wr_len, size_t rows, size_t k, const float *x,
+               size_t ncols, float *y, size_t y_len, uint8_t *work, size_t work_len, char *err, size_t errlen)
+{
+    size_t blk, wb, a1, a4;
+    if (!x8_geometry(type, &blk, &wb, &a1, &a4)) {
+        if (err)
+            snprintf(err, errlen, "weight type %d has no repacked product", type);
+        return -1;
+    }
+    const char *what = type == Q4_K_TYPE ? "Q4_K" : "Q4_0";
+    if (rows % 8 != 0 || k == 0 || k % blk != 0) {
+        if (err)
+            snprintf(err, errlen, "repacked %s products need rows in eights and whole blocks, not %zu x %zu", what,
+                     rows, k);
+        return -1;
+    }
+    size_t nb = k / blk;
+    if ((rows && nb > SIZE_MAX / wb / rows) || (ncols && rows > SIZE_MAX / ncols) ||
+        (ncols && k > SIZE_MAX / sizeof(float) / ncols)) {
+        if (err)
+            snprintf(err, errlen, "repacked %s product of %zu x %zu x %zu is too large", what, rows, k, ncols);
+        return -1;
+    }
+    size_t need_w = rows * nb * wb, need_a = x8_work_bytes(type, k, ncols);
+    if (wr_len < need_w || y_len < rows * ncols || work_len < need_a) {
+        if (err)
+            snprintf(err, errlen, "repacked %s product: weights %zu of %zu bytes, output %zu of %zu floats, work %zu of %zu bytes",
+                     what, wr_len, need_w, y_len, rows * ncols, work_len, need_a);
+        return -1;
+    }
+    if (rows && ncols && (!wr || !x || !y || !work)) {
+        if (err)
+            snprintf(err, errlen, "repacked %s product given a NULL buffer", what);
+        return -1;
+    }
+    x8_mm m = {type == Q4_K_TYPE, wr, rows, nb, 8 * nb * wb, work, NULL, nb * a4, nb * a1, ncols - ncols % 4,
+               ncols, y};
+    m.act1 = work + m.n4 / 4 * m.a4row;
+    /* the activations, as forward_mul_mat: groups of 4 columns through the
+     * interleaved quantizer, the rest through the plain one */
+    for (size_t c = 0; c < m.n4; c += 4) {
+        if (m.k4)
+            q8_k_quantize4x8(x + c * k, k, work + c / 4 * m.a4row);
+        else
+            q8_0_quantize4x8(x + c * k, k, work + c / 4 * m.a4row);
+    }
+    for (size_t c = m.n4; c < ncols; c++) {
+        uint8_t *a = work + m.n4 / 4 * m.a4row + (c - m.n4) * m.a1row;
+        if (m.k4)
+            q8_k_quantize_blocks(x + c * k, a, nb);
+        else
+            q8_0_quantize_blocks(x + c * k, a, nb);
+    }
+    par_rows(p, x8_rows, &m, rows / 8, 0);
+    return 0;
+}

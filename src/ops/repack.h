@@ -34,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/par.h"
+
 #define Q4_KX8_BYTES 1152 /* one super-block of 8 rows: d[8], dmin[8] (f16), scales[96], qs[1024] */
 
 /* Bytes of a repacked Q4_K matrix of `rows` rows (a multiple of 8) of k
@@ -99,5 +101,18 @@ void q8_0_quantize4x8(const float *x, size_t k, uint8_t *out);
 void q4_0_x8_gemv(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y);
 /* y[c*y_stride + r]: repacked Q4_0 times the 4 columns of act4 (unchecked). */
 void q4_0_x8_gemm4(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t y_stride);
+
+/* ---- the whole product, as b11669's repacked forward_mul_mat ----
+ * y = W x for a repacked matrix of `type` (Q4_K_TYPE 12 or Q4_0 2), rows a
+ * multiple of 8: x holds ncols columns of k floats (column c at x + c*k),
+ * y[c*rows + r]. The columns in groups of 4 are quantized by the 4x8
+ * quantizer and multiplied by gemm; the ncols % 4 last ones by the plain
+ * quantizer (Q8_K ref / q8_0) and gemv. Rows are shared among the pool's
+ * workers in whole 8-row groups (NULL pool: the caller alone); no bit depends
+ * on the split. work: x8_work_bytes(type, k, ncols) bytes for the quantized
+ * activations. Returns 0, or -1 with a reason (nothing is read on failure). */
+size_t x8_work_bytes(int type, size_t k, size_t ncols);
+int x8_mul_mat(par_pool *p, int type, const uint8_t *wr, size_t wr_len, size_t rows, size_t k, const float *x,
+               size_t ncols, float *y, size_t y_len, uint8_t *work, size_t work_len, char *err, size_t errlen);
 
 #endif
