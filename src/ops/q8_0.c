@@ -7,6 +7,7 @@
  * ggml's lane structure and horizontal-sum tree written out). Scales convert
  * through f16.h (exact, F16C semantics, NaN quieted with its payload).
  */
+#include "ops/ops_util.h"
 #include "ops/q8_0.h"
 
 #include "ops/f16.h"
@@ -71,30 +72,8 @@ void q8_set_simd(int on)
 
 /* ---------------------------------------------------------------- fp16 scales */
 
-static uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
 /* ---------------------------------------------------------------- shared helpers */
-
-/* vmaxps semantics: the second operand unless the first is strictly greater
- * (so a NaN in either place yields the second). */
-static inline float maxps1(float a, float b) { return a > b ? a : b; }
-
-/* vcvtps2dq of an already integral float (NaN and out-of-range give INT_MIN),
- * then the two saturating packs to int8. */
-static inline int8_t cvt_pack(float r)
-{
-    int32_t i;
-    if (r >= -2147483648.0f && r < 2147483648.0f)
-        i = (int32_t)r;
-    else
-        i = INT32_MIN;
-    if (i > 127)
-        return 127;
-    if (i < -128)
-        return -128;
-    return (int8_t)i;
-}
 
 int q8_mm_check(q8_mm *m, const char *what, size_t blk, size_t bytes,
                 const uint8_t *w, size_t w_len, size_t rows, size_t k,
