@@ -950,7 +950,8 @@ TEST(engine_acquire_errors_have_their_kinds)
         engine_status_get(e, si);
         CHECK_STR(si->last_sha, sha);
         CHECK_INT(si->resident, 1);
-        CHECK(strstr(si->verified_json, sha) != NULL);
+        CHECK(si->verified_json && strstr(si->verified_json, sha) != NULL);
+        free(si->verified_json);
         free(si);
     }
     /* keep_alive 0 unloads at release */
