@@ -611,18 +611,49 @@ static void h_props(serve_req *req, serve_resp *resp, void *ud)
     jbuf_free(&out);
 }
 
+/* One model of /v1/models: llama-server's members, in its order ("meta"
+ * left out: n_params, size and the file type are not read from the header
+ * yet). */
+static void put_model(jbuf *out, const char *name, long long now)
+{
+    jbuf_puts(out, "{\"id\":");
+    json_put_cstr(out, name);
+    jbuf_puts(out, ",\"aliases\":[");
+    json_put_cstr(out, name);
+    jbuf_printf(out, "],\"tags\":[],\"object\":\"model\",\"architecture\":{\"input_modalities\":[\"text\"],"
+                     "\"output_modalities\":[\"text\"]},\"created\":%lld,\"owned_by\":\"llamacpp\"}", now);
+}
+
+/* /v1/models and /models as llama-server lists its model: Ollama's
+ * "models" first, then OpenAI's "data". Names: --alias or the path for the
+ * startup model, the registry's name for the others. */
 static void h_models(serve_req *req, serve_resp *resp, void *ud)
 {
     llama_api *api = ud;
     engine_entry en;
     jbuf out;
+    long long now = (long long)time(NULL);
+    const char *alias = engine_alias(api->e);
     (void)req;
     jbuf_init(&out);
-    jbuf_puts(&out, "{\"object\":\"list\",\"data\":[");
-    for (size_t i = 0; engine_entry_get(api->e, i, &en) == 0; i++) {
-        jbuf_puts(&out, i ? ",{\"id\":" : "{\"id\":");
-        json_put_cstr(&out, en.file);
-        jbuf_puts(&out, ",\"object\":\"model\",\"owned_by\":\"bankML\"}");
+    for (int pass = 0; pass < 2; pass++) {
+        jbuf_puts(&out, pass ? "],\"object\":\"list\",\"data\":[" : "{\"models\":[");
+        for (size_t i = 0; engine_entry_get(api->e, i, &en) == 0; i++) {
+            const char *name = i != engine_default(api->e) ? en.name : alias ? alias : en.path;
+            if (i) jbuf_putc(&out, ',');
+            if (pass) {
+                put_model(&out, name, now);
+                continue;
+            }
+            jbuf_puts(&out, "{\"name\":");
+            json_put_cstr(&out, name);
+            jbuf_puts(&out, ",\"model\":");
+            json_put_cstr(&out, name);
+            jbuf_puts(&out, ",\"modified_at\":\"\",\"size\":\"\",\"digest\":\"\",\"type\":\"model\",\"description\":\"\","
+                            "\"tags\":[\"\"],\"capabilities\":[\"completion\"],\"parameters\":\"\",\"details\":{"
+                            "\"parent_model\":\"\",\"format\":\"gguf\",\"family\":\"\",\"families\":[\"\"],"
+                            "\"parameter_size\":\"\",\"quantization_level\":\"\"}}");
+        }
     }
     jbuf_puts(&out, "]}");
     serve_reply_json(resp, 200, &out);

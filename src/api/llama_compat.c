@@ -114,17 +114,30 @@ static void resp_head(cx *c, const char *type)
                 type, c->id);
 }
 
-static int resp_partial(cx *c, const engine_result *g)
+/* The last event of a partial that a stop word ends carries the timings
+ * (b11669 sets them on that partial). */
+static void with_timings(cx *c, const engine_result *g)
 {
-    const char *d;
-    size_t dn;
+    if (!c->ev.len || c->ev.p[c->ev.len - 1] != '}') return;
+    c->ev.len--;
+    jbuf_puts(&c->ev, ",\"timings\":");
+    llama_put_timings(&c->ev, g);
+    jbuf_putc(&c->ev, '}');
+}
+
+static int resp_partial(cx *c, const engine_result *g, int stop_now)
+{
+    const char *d = NULL;
+    size_t dn = 0;
+    int have = content_delta(c, &d, &dn);
     if (g->n_decoded == 1) {
         resp_head(c, "response.created");
         if (cx_send(c, "response.created") != 0) return -1;
         resp_head(c, "response.in_progress");
+        if (!have && stop_now) with_timings(c, g);
         if (cx_send(c, "response.in_progress") != 0) return -1;
     }
-    if (!content_delta(c, &d, &dn)) return 0;
+    if (!have) return 0;
     if (!c->text_started) {
         c->text_started = 1;
         jbuf_reset(&c->ev);
@@ -140,6 +153,7 @@ static int resp_partial(cx *c, const engine_result *g)
     jbuf_printf(&c->ev, "{\"type\":\"response.output_text.delta\",\"item_id\":\"%s\",\"delta\":", c->item_id);
     json_put_str(&c->ev, d, dn);
     jbuf_putc(&c->ev, '}');
+    if (stop_now) with_timings(c, g);
     return cx_send(c, "response.output_text.delta");
 }
 
@@ -147,11 +161,10 @@ static int resp_partial(cx *c, const engine_result *g)
 static int cx_on_token(void *ud, const engine_token *t, int stop_now, const engine_result *g)
 {
     cx *c = ud;
-    (void)stop_now;
     if (!c->rq->stream) return serve_client_gone(c->req) ? -1 : 0;
     jbuf_put(&c->raw, t->text, t->text_len);
     if (c->kind == CX_ANTHROPIC) return anthropic_partial(c, g);
-    if (c->kind == CX_RESP) return resp_partial(c, g);
+    if (c->kind == CX_RESP) return resp_partial(c, g, stop_now);
     jbuf_reset(&c->ev);
     jbuf_puts(&c->ev, "{\"choices\":[{\"text\":");
     json_put_str(&c->ev, t->text, t->text_len);
@@ -166,6 +179,7 @@ static int cx_on_token(void *ud, const engine_token *t, int stop_now, const engi
     jbuf_puts(&c->ev, ",\"finish_reason\":null}]");
     cmpl_tail(c);
     jbuf_printf(&c->ev, ",\"id\":\"%s\"}", c->id);
+    if (stop_now) with_timings(c, g);
     return cx_send(c, NULL);
 }
 
