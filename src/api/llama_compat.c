@@ -459,7 +459,7 @@ out:
 
 /* ------------------------------------------------------------------ translations */
 
-static int jstr_is(const json_value *v, const char *s)
+static int cx_str_is(const json_value *v, const char *s)
 {
     return v && v->type == JSON_STRING && v->len == strlen(s) && !memcmp(v->str, s, v->len);
 }
@@ -523,21 +523,21 @@ static int anthropic_blocks(jbuf *o, const json_value *msg, const json_value *co
         const json_value *ty = bl->type == JSON_OBJECT ? json_get(bl, "type") : NULL;
         const char *s;
         size_t n;
-        if (jstr_is(ty, "text")) {
+        if (cx_str_is(ty, "text")) {
             if (n_parts++) jbuf_putc(&parts, ',');
             json_put_value(&parts, bl);
-        } else if (jstr_is(ty, "thinking")) {
+        } else if (cx_str_is(ty, "thinking")) {
             jstr_or_empty(bl, "thinking", &s, &n);
             jbuf_put(&reasoning, s, n);
-        } else if (jstr_is(ty, "image")) {
+        } else if (cx_str_is(ty, "image")) {
             const json_value *src = json_get(bl, "source");
             const json_value *st = src && src->type == JSON_OBJECT ? json_get(src, "type") : NULL;
-            if (!jstr_is(st, "base64") && !jstr_is(st, "url")) continue;
+            if (!cx_str_is(st, "base64") && !cx_str_is(st, "url")) continue;
             if (n_parts++) jbuf_putc(&parts, ',');
             jbuf_puts(&parts, "{\"type\":\"image_url\",\"image_url\":{\"url\":");
             jbuf url;
             jbuf_init(&url);
-            if (jstr_is(st, "base64")) {
+            if (cx_str_is(st, "base64")) {
                 const json_value *mt = json_get(src, "media_type");
                 jbuf_puts(&url, "data:");
                 if (mt && mt->type == JSON_STRING) jbuf_put(&url, mt->str, mt->len);
@@ -551,7 +551,7 @@ static int anthropic_blocks(jbuf *o, const json_value *msg, const json_value *co
             json_put_str(&parts, url.p ? url.p : "", url.len);
             jbuf_free(&url);
             jbuf_puts(&parts, "}}");
-        } else if (jstr_is(ty, "tool_use") || jstr_is(ty, "tool_result")) {
+        } else if (cx_str_is(ty, "tool_use") || cx_str_is(ty, "tool_result")) {
             bk_err(err, errlen, "content blocks of type '%.*s' are refused: " BANKML_NO_TOOLS, (int)ty->len, ty->str);
             jbuf_free(&parts);
             jbuf_free(&reasoning);
@@ -601,7 +601,7 @@ static int anthropic_to_chat(const json_value *b, jbuf *o, int *status, char *er
         for (size_t i = 0; sys->type == JSON_ARRAY && i < sys->n; i++) {
             const char *s;
             size_t n;
-            if (!jstr_is(sys->items[i]->type == JSON_OBJECT ? json_get(sys->items[i], "type") : NULL, "text")) continue;
+            if (!cx_str_is(sys->items[i]->type == JSON_OBJECT ? json_get(sys->items[i], "type") : NULL, "text")) continue;
             jstr_or_empty(sys->items[i], "text", &s, &n);
             put_system_text(&sc, s, n);
         }
@@ -618,7 +618,7 @@ static int anthropic_to_chat(const json_value *b, jbuf *o, int *status, char *er
     for (size_t i = 0; msgs->type == JSON_ARRAY && i < msgs->n; i++) {
         const json_value *m = msgs->items[i];
         const json_value *ct = m->type == JSON_OBJECT ? json_get(m, "content") : NULL;
-        if (!ct && jstr_is(m->type == JSON_OBJECT ? json_get(m, "role") : NULL, "assistant")) continue;
+        if (!ct && cx_str_is(m->type == JSON_OBJECT ? json_get(m, "role") : NULL, "assistant")) continue;
         if (!ct || ct->type != JSON_ARRAY) {
             if (!first) jbuf_putc(o, ',');
             first = 0;
@@ -635,13 +635,13 @@ static int anthropic_to_chat(const json_value *b, jbuf *o, int *status, char *er
     v = json_get(b, "tool_choice");
     if (v && v->type == JSON_OBJECT) {
         const json_value *t = json_get(v, "type");
-        if (jstr_is(t, "auto") || jstr_is(t, "any") || jstr_is(t, "tool")) {
+        if (cx_str_is(t, "auto") || cx_str_is(t, "any") || cx_str_is(t, "tool")) {
             bk_err(err, errlen, "'tool_choice' is refused: " BANKML_NO_TOOLS);
             return -1;
         }
     }
     v = json_get(b, "thinking");
-    if (v && v->type == JSON_OBJECT && jstr_is(json_get(v, "type"), "enabled")) {
+    if (v && v->type == JSON_OBJECT && cx_str_is(json_get(v, "type"), "enabled")) {
         bk_err(err, errlen, "'thinking' with type 'enabled' is refused: bankml does not reproduce llama-server's "
                             "thinking budget yet");
         return -1;
@@ -690,22 +690,22 @@ static int resp_item(rmsg *ms, size_t *nm, const json_value *it, char *err, size
     int ct_str = ct && ct->type == JSON_STRING;
     static const char *const skip[] = {"type", "status", "content"};
     if (role && role->type == JSON_STRING && (ct_str || (ct && ct->type == JSON_ARRAY)) &&
-        (jstr_is(role, "user") || jstr_is(role, "system") || jstr_is(role, "developer"))) {
+        (cx_str_is(role, "user") || cx_str_is(role, "system") || cx_str_is(role, "developer"))) {
         rmsg *m = &ms[(*nm)++];
         put_members_but(&m->head, it, skip, 3);
         if (ct_str) put_text_part(&m->parts, &m->n_parts, ct);
         for (size_t i = 0; !ct_str && i < ct->n; i++) {
             const json_value *p = ct->items[i], *t = p->type == JSON_OBJECT ? json_get(p, "type") : NULL;
-            if (jstr_is(t, "input_text")) {
+            if (cx_str_is(t, "input_text")) {
                 if (!json_get(p, "text")) return bk_err(err, errlen, "'Input text' requires 'text'"), -1;
                 put_text_part(&m->parts, &m->n_parts, json_get(p, "text"));
-            } else if (jstr_is(t, "input_image")) {
+            } else if (cx_str_is(t, "input_image")) {
                 if (!json_get(p, "image_url")) return bk_err(err, errlen, "'image_url' is required"), -1;
                 if (m->n_parts++) jbuf_putc(&m->parts, ',');
                 jbuf_puts(&m->parts, "{\"image_url\":{\"url\":");
                 json_put_value(&m->parts, json_get(p, "image_url"));
                 jbuf_puts(&m->parts, "},\"type\":\"image_url\"}");
-            } else if (jstr_is(t, "input_file")) {
+            } else if (cx_str_is(t, "input_file")) {
                 return bk_err(err, errlen, "'input_file' is not supported by llamacpp at this moment"), -1;
             } else {
                 return bk_err(err, errlen, "'type' must be one of 'input_text', 'input_image', or 'input_file'"), -1;
@@ -713,7 +713,7 @@ static int resp_item(rmsg *ms, size_t *nm, const json_value *it, char *err, size
         }
         return 0;
     }
-    if (jstr_is(role, "assistant") && jstr_is(ty, "message")) {
+    if (cx_str_is(role, "assistant") && cx_str_is(ty, "message")) {
         rmsg *m = merge ? &ms[*nm - 1] : &ms[(*nm)++];
         if (!merge) {
             m->assistant = 1;
@@ -723,10 +723,10 @@ static int resp_item(rmsg *ms, size_t *nm, const json_value *it, char *err, size
         for (size_t i = 0; ct && ct->type == JSON_ARRAY && i < ct->n; i++) {
             const json_value *p = ct->items[i], *t = p->type == JSON_OBJECT ? json_get(p, "type") : NULL;
             const json_value *tx = t ? json_get(p, "text") : NULL, *rf = t ? json_get(p, "refusal") : NULL;
-            if (jstr_is(t, "output_text") || jstr_is(t, "input_text")) {
+            if (cx_str_is(t, "output_text") || cx_str_is(t, "input_text")) {
                 if (!tx || tx->type != JSON_STRING) return bk_err(err, errlen, "'Output text' requires 'text'"), -1;
                 put_text_part(&m->parts, &m->n_parts, tx);
-            } else if (jstr_is(t, "refusal")) {
+            } else if (cx_str_is(t, "refusal")) {
                 if (!rf || rf->type != JSON_STRING) return bk_err(err, errlen, "'Refusal' requires 'refusal'"), -1;
                 if (m->n_parts++) jbuf_putc(&m->parts, ',');
                 jbuf_puts(&m->parts, "{\"refusal\":");
@@ -738,7 +738,7 @@ static int resp_item(rmsg *ms, size_t *nm, const json_value *it, char *err, size
         }
         return 0;
     }
-    if (jstr_is(ty, "function_call") || jstr_is(ty, "function_call_output") || jstr_is(ty, "reasoning")) {
+    if (cx_str_is(ty, "function_call") || cx_str_is(ty, "function_call_output") || cx_str_is(ty, "reasoning")) {
         bk_err(err, errlen, "input items of type '%.*s' are refused: bankml does not reproduce tool calls and "
                             "reasoning items yet", (int)ty->len, ty->str);
         return -1;
@@ -791,7 +791,7 @@ static int responses_to_chat(const json_value *b, jbuf *o, char *err, size_t err
             goto out;
         }
         for (size_t i = 0; i < v->n; i++)
-            if (jstr_is(v->items[i]->type == JSON_OBJECT ? json_get(v->items[i], "type") : NULL, "function")) {
+            if (cx_str_is(v->items[i]->type == JSON_OBJECT ? json_get(v->items[i], "type") : NULL, "function")) {
                 bk_err(err, errlen, "function 'tools' are refused: " BANKML_NO_TOOLS);
                 goto out;
             }
