@@ -267,14 +267,12 @@ def t_transport(L, B):
         S.equal(f"Host {host}: both answer", request(B.port, "POST", "/tokenize", tok, host=host),
                 request(L.port, "POST", "/tokenize", tok, host=host))
     probe_both("after foreign Host headers", L, B)
-    # a model that is not pinned: llama-server (one model) ignores the name; bankml refuses with 404.
-    # The request is PROBE itself, so llama-server's slot ends as it was (same prompt, greedy answer).
+    # a model name nobody pinned: llama-server (one model) serves its model whatever is asked, and so does a
+    # single-model bankml. The request is PROBE itself, so llama-server's slot ends as it was.
     want = request(L.port, "POST", "/v1/chat/completions", dict(PROBE, model="gpt-4o"))
     got = request(B.port, "POST", "/v1/chat/completions", dict(PROBE, model="gpt-4o"))
     S.equal("model gpt-4o: llama-server answers it", view(*want)[0], 200)
-    S.equal("model gpt-4o: bankml's 404 naming what it serves", list(got),
-            [404, {"error": {"code": 404, "message": "model 'gpt-4o' not found: bankml serves pinned models only "
-                                                     "(demo)", "type": "not_found_error"}}])
+    S.equal("model gpt-4o: bankml (one model) answers as llama-server", view(*got), view(*want))
     probe_both("after an unknown model", L, B)
     # mirostat: llama-server samples with it; bankml refuses what it does not reproduce. PROBE again, so
     # llama-server's slot ends as it was.

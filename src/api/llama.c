@@ -7,7 +7,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "api/llama.h"
@@ -17,51 +16,8 @@
 struct llama_api {
     engine *e;
     serve_server *srv;
+    void *compat;              /* llama_compat.c's routes */
 };
-
-static void random_id(char *out, size_t n)
-{
-    static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    unsigned char r[64];
-    if (n > sizeof r + 1) n = sizeof r + 1;
-    if (getrandom(r, n - 1, 0) != (ssize_t)(n - 1))
-        for (size_t i = 0; i + 1 < n; i++) r[i] = (unsigned char)rand();
-    for (size_t i = 0; i + 1 < n; i++) out[i] = al[r[i] % 62];
-    out[n - 1] = 0;
-}
-
-/* The model a request names, resident and locked. NULL after answering the
- * error. */
-static engine_model *lock_model(engine *e, const json_value *body, serve_resp *resp)
-{
-    const char *asked = NULL;
-    size_t al;
-    engine_error er = {0};
-    if (body) json_as_str(json_get(body, "model"), &asked, &al);
-    long idx = engine_find(e, asked);
-    if (idx < 0) {
-        jbuf names, msg;
-        engine_entry en;
-        jbuf_init(&names);
-        jbuf_init(&msg);
-        for (size_t i = 0; engine_entry_get(e, i, &en) == 0; i++) jbuf_printf(&names, "%s%s", i ? ", " : "", en.name);
-        jbuf_printf(&msg, "model '%s' not found: bankml serves pinned models only (%s)", asked,
-                    names.p ? names.p : "");
-        llama_reply_err(resp, 404, msg.oom ? "model not found" : msg.p);
-        jbuf_free(&names);
-        jbuf_free(&msg);
-        return NULL;
-    }
-    engine_model *m = engine_acquire(e, (size_t)idx, NULL, &er);
-    if (!m) llama_reply_err(resp, engine_status(er.kind), er.msg);
-    return m;
-}
-
-static const char *model_path(engine *e, const engine_model *m)
-{
-    engine_entry en;
-    return engine_entry_get(e, engine_model_entry(m), &en) == 0 ? en.path : "";
-}
 
 /* ------------------------------------------------------------------ completions */
 
@@ -187,15 +143,6 @@ static int on_token(void *ud, const engine_token *t, int stop_now, const engine_
 }
 
 static int client_gone(void *ud) { return serve_client_gone(((sctx *)ud)->req); }
-
-static void exceed_ctx(serve_resp *resp, size_t n, size_t n_ctx)
-{
-    char msg[256], extra[128];
-    snprintf(msg, sizeof msg, "request (%zu tokens) exceeds the available context size (%zu tokens), try increasing it",
-             n, n_ctx);
-    snprintf(extra, sizeof extra, "\"n_prompt_tokens\":%zu,\"n_ctx\":%zu", n, n_ctx);
-    serve_reply_error(resp, 400, "exceed_context_size_error", msg, extra);
-}
 
 /* /completion's final result (the last event when streaming). */
 static void completion_final(sctx *c, const engine_result *g, const int32_t *ids, size_t n_ids)
@@ -393,14 +340,14 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
         llama_reply_err(resp, status, err);
         goto out;
     }
-    if (!(m = lock_model(api->e, body, resp))) goto out;
+    if (!(m = llama_lock_model(api->e, body, resp))) goto out;
     if (llama_read_request(m, body, &pre, &rq, err, sizeof err) != 0) {
         llama_reply_err(resp, 400, err);
     } else if (prompt_of(m, &pre, resp, &ids, &n_ids) == 0) {
         engine_select(api->e, m, ids, n_ids);   /* llama-server: at slot selection, before the context check */
         rq.selected = 1;
         if (n_ids >= engine_model_n_ctx(m)) {
-            exceed_ctx(resp, n_ids, engine_model_n_ctx(m));
+            llama_reply_exceed_ctx(resp, n_ids, engine_model_n_ctx(m));
         } else {
             sctx c;
             memset(&c, 0, sizeof c);
@@ -415,8 +362,8 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
             c.chat = chat;
             c.created = (long long)time(NULL);
             memcpy(c.id, "chatcmpl-", 9);
-            random_id(c.id + 9, 33);
-            c.model_name = model_path(api->e, m);
+            llama_random_id(c.id + 9, 33);
+            c.model_name = llama_model_name(api->e, m);
             rq.prompt = ids;
             rq.n_prompt = n_ids;
             run_completion(api->e, m, &c, &rq, ids, n_ids);
@@ -499,7 +446,7 @@ static void h_tokenize(serve_req *req, serve_resp *resp, void *ud)
     llama_field_bool(body, "add_special", &add_special, err, sizeof err);
     llama_field_bool(body, "parse_special", &parse_special, err, sizeof err);
     llama_field_bool(body, "with_pieces", &pieces, err, sizeof err);
-    engine_model *m = lock_model(api->e, NULL, resp);
+    engine_model *m = llama_lock_model(api->e, NULL, resp);
     if (!m) {
         json_free(body);
         return;
@@ -541,7 +488,7 @@ static void h_detokenize(serve_req *req, serve_resp *resp, void *ud)
     llama_api *api = ud;
     json_value *body = llama_parse_body(req, resp);
     if (!body) return;
-    engine_model *m = lock_model(api->e, NULL, resp);
+    engine_model *m = llama_lock_model(api->e, NULL, resp);
     if (!m) {
         json_free(body);
         return;
@@ -596,7 +543,7 @@ static void h_apply_template(serve_req *req, serve_resp *resp, void *ud)
         json_free(body);
         return;
     }
-    engine_model *m = lock_model(api->e, body, resp);
+    engine_model *m = llama_lock_model(api->e, body, resp);
     if (!m) {
         json_free(body);
         return;
@@ -629,7 +576,7 @@ static void h_props(serve_req *req, serve_resp *resp, void *ud)
 {
     llama_api *api = ud;
     (void)req;
-    engine_model *m = lock_model(api->e, NULL, resp);
+    engine_model *m = llama_lock_model(api->e, NULL, resp);
     if (!m) return;
     engine_request rq;
     jbuf out;
@@ -640,11 +587,13 @@ static void h_props(serve_req *req, serve_resp *resp, void *ud)
         llama_reply_err(resp, 500, "out of memory");
     } else {
         size_t tl;
-        const char *path = model_path(api->e, m), *tmpl = engine_model_template(m, &tl);
+        engine_entry en;
+        const char *tmpl = engine_model_template(m, &tl);
+        const char *path = engine_entry_get(api->e, engine_model_entry(m), &en) == 0 ? en.path : "";
         jbuf_puts(&out, "{\"default_generation_settings\":{\"params\":");
         llama_put_gen_settings(&out, &rq, 0);
         jbuf_printf(&out, ",\"n_ctx\":%zu},\"total_slots\":1,\"model_alias\":", engine_model_n_ctx(m));
-        json_put_cstr(&out, path);
+        json_put_cstr(&out, llama_model_name(api->e, m));
         jbuf_puts(&out, ",\"model_path\":");
         json_put_cstr(&out, path);
         jbuf_puts(&out, ",\"modalities\":{\"vision\":false,\"video\":false,\"audio\":false},\"endpoint_slots\":false,"
@@ -662,18 +611,49 @@ static void h_props(serve_req *req, serve_resp *resp, void *ud)
     jbuf_free(&out);
 }
 
+/* One model of /v1/models: llama-server's members, in its order ("meta"
+ * left out: n_params, size and the file type are not read from the header
+ * yet). */
+static void put_model(jbuf *out, const char *name, long long now)
+{
+    jbuf_puts(out, "{\"id\":");
+    json_put_cstr(out, name);
+    jbuf_puts(out, ",\"aliases\":[");
+    json_put_cstr(out, name);
+    jbuf_printf(out, "],\"tags\":[],\"object\":\"model\",\"architecture\":{\"input_modalities\":[\"text\"],"
+                     "\"output_modalities\":[\"text\"]},\"created\":%lld,\"owned_by\":\"llamacpp\"}", now);
+}
+
+/* /v1/models and /models as llama-server lists its model: Ollama's
+ * "models" first, then OpenAI's "data". Names: --alias or the path for the
+ * startup model, the registry's name for the others. */
 static void h_models(serve_req *req, serve_resp *resp, void *ud)
 {
     llama_api *api = ud;
     engine_entry en;
     jbuf out;
+    long long now = (long long)time(NULL);
+    const char *alias = engine_alias(api->e);
     (void)req;
     jbuf_init(&out);
-    jbuf_puts(&out, "{\"object\":\"list\",\"data\":[");
-    for (size_t i = 0; engine_entry_get(api->e, i, &en) == 0; i++) {
-        jbuf_puts(&out, i ? ",{\"id\":" : "{\"id\":");
-        json_put_cstr(&out, en.file);
-        jbuf_puts(&out, ",\"object\":\"model\",\"owned_by\":\"bankML\"}");
+    for (int pass = 0; pass < 2; pass++) {
+        jbuf_puts(&out, pass ? "],\"object\":\"list\",\"data\":[" : "{\"models\":[");
+        for (size_t i = 0; engine_entry_get(api->e, i, &en) == 0; i++) {
+            const char *name = i != engine_default(api->e) ? en.name : alias ? alias : en.path;
+            if (i) jbuf_putc(&out, ',');
+            if (pass) {
+                put_model(&out, name, now);
+                continue;
+            }
+            jbuf_puts(&out, "{\"name\":");
+            json_put_cstr(&out, name);
+            jbuf_puts(&out, ",\"model\":");
+            json_put_cstr(&out, name);
+            jbuf_puts(&out, ",\"modified_at\":\"\",\"size\":\"\",\"digest\":\"\",\"type\":\"model\",\"description\":\"\","
+                            "\"tags\":[\"\"],\"capabilities\":[\"completion\"],\"parameters\":\"\",\"details\":{"
+                            "\"parent_model\":\"\",\"format\":\"gguf\",\"family\":\"\",\"families\":[\"\"],"
+                            "\"parameter_size\":\"\",\"quantization_level\":\"\"}}");
+        }
     }
     jbuf_puts(&out, "]}");
     serve_reply_json(resp, 200, &out);
@@ -717,8 +697,16 @@ llama_api *llama_api_register(serve_server *srv, engine *e)
     serve_route(srv, "POST", "/tokenize", h_tokenize, api, 0);
     serve_route(srv, "POST", "/detokenize", h_detokenize, api, 0);
     serve_route(srv, "POST", "/apply-template", h_apply_template, api, 0);
+    if (!(api->compat = llama_compat_register(srv, e))) {
+        free(api);
+        return NULL;
+    }
     serve_set_not_found(srv, h_not_found, api);
     return api;
 }
 
-void llama_api_free(llama_api *api) { free(api); }
+void llama_api_free(llama_api *api)
+{
+    if (api) llama_compat_free(api->compat);
+    free(api);
+}

@@ -18,4 +18,12 @@ typedef struct llama_api llama_api;
 llama_api *llama_api_register(serve_server *srv, engine *e);
 void llama_api_free(llama_api *api);
 
+/* api/llama_compat.c, registered by llama_api_register: /v1/completions,
+ * /v1/responses, /v1/messages and /v1/messages/count_tokens on the same
+ * slot, and llama-server's refusals of /embedding(s), /rerank, /infill
+ * (without FIM tokens), POST /props and POST /slots/:id. The handle, freed
+ * by llama_compat_free; NULL out of memory. */
+void *llama_compat_register(serve_server *srv, engine *e);
+void llama_compat_free(void *compat);
+
 #endif

@@ -17,6 +17,18 @@
 
 /* serve_reply_error with llama-server's error shape. Returns 0. */
 int llama_reply_err(serve_resp *resp, int code, const char *msg);
+/* llama-server's 400 exceed_context_size_error for a prompt of n tokens. */
+void llama_reply_exceed_ctx(serve_resp *resp, size_t n, size_t n_ctx);
+/* The model a request's `model` names, resident and locked, or NULL after
+ * answering the error. Names: the registry's (an empty or absent name is
+ * the startup model), then --alias (the startup model); any other name is
+ * the one model when one is served (llama-server's rule), a 404 listing
+ * the names when several are. body may be NULL (the startup model). */
+engine_model *llama_lock_model(engine *e, const json_value *body, serve_resp *resp);
+/* The `model` an answer reports: --alias for the startup model, else the
+ * model's path as given (llama-server reports -m's argument). */
+const char *llama_model_name(engine *e, const engine_model *m);
+
 /* The request's JSON, or NULL after answering 400: first as llama-server's
  * nlohmann parser would take it (its exact error text; a byte order mark
  * skipped), then json.c's tree. */
@@ -60,6 +72,9 @@ int llama_read_prompt(const engine_model *m, const json_value *pr, int32_t **ids
 
 /* ---- writing (llama_out.c) ---- */
 
+/* n-1 random letters and digits and a NUL (llama-server's random_string
+ * is 32 of them). */
+void llama_random_id(char *out, size_t n);
 void llama_put_timings(jbuf *b, const engine_result *r);
 void llama_put_usage(jbuf *b, const engine_result *r);
 /* A token's bytes as llama-server's `bytes`: [n, n, ...]. */

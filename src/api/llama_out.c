@@ -5,8 +5,20 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <sys/random.h>
 
 #include "api/llama_json.h"
+
+void llama_random_id(char *out, size_t n)
+{
+    static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char r[64];
+    if (n > sizeof r + 1) n = sizeof r + 1;
+    if (getrandom(r, n - 1, 0) != (ssize_t)(n - 1))
+        for (size_t i = 0; i + 1 < n; i++) r[i] = (unsigned char)rand();
+    for (size_t i = 0; i + 1 < n; i++) out[i] = al[r[i] % 62];
+    out[n - 1] = 0;
+}
 
 void llama_put_timings(jbuf *b, const engine_result *g)
 {

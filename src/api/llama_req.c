@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,62 @@
 int llama_reply_err(serve_resp *resp, int code, const char *msg)
 {
     return serve_reply_error(resp, code, NULL, msg, NULL);
+}
+
+void llama_reply_exceed_ctx(serve_resp *resp, size_t n, size_t n_ctx)
+{
+    char msg[256], extra[128];
+    snprintf(msg, sizeof msg, "request (%zu tokens) exceeds the available context size (%zu tokens), try increasing it",
+             n, n_ctx);
+    snprintf(extra, sizeof extra, "\"n_prompt_tokens\":%zu,\"n_ctx\":%zu", n, n_ctx);
+    serve_reply_error(resp, 400, "exceed_context_size_error", msg, extra);
+}
+
+/* The entry a request's `model` names: the registry's names first (an
+ * empty or absent name is the startup model), then the alias (the startup
+ * model); any other name is the one model when only one is served, as
+ * llama-server serves its model whatever name is asked, and -1 when several
+ * are. */
+static long find_named(engine *e, const char *asked)
+{
+    long idx = engine_find(e, asked);
+    const char *alias = engine_alias(e);
+    if (idx >= 0) return idx;
+    if (alias && asked && !strcmp(asked, alias)) return (long)engine_default(e);
+    return engine_n_entries(e) == 1 ? 0 : -1;
+}
+
+engine_model *llama_lock_model(engine *e, const json_value *body, serve_resp *resp)
+{
+    const char *asked = NULL;
+    size_t al;
+    engine_error er = {0};
+    if (body && body->type == JSON_OBJECT) json_as_str(json_get(body, "model"), &asked, &al);
+    long idx = find_named(e, asked);
+    if (idx < 0) {
+        jbuf names, msg;
+        engine_entry en;
+        jbuf_init(&names);
+        jbuf_init(&msg);
+        for (size_t i = 0; engine_entry_get(e, i, &en) == 0; i++) jbuf_printf(&names, "%s%s", i ? ", " : "", en.name);
+        jbuf_printf(&msg, "model '%s' not found: this bankml serves several pinned models, name one of them (%s)",
+                    asked, names.p ? names.p : "");
+        llama_reply_err(resp, 404, msg.oom ? "model not found" : msg.p);
+        jbuf_free(&names);
+        jbuf_free(&msg);
+        return NULL;
+    }
+    engine_model *m = engine_acquire(e, (size_t)idx, NULL, &er);
+    if (!m) llama_reply_err(resp, engine_status(er.kind), er.msg);
+    return m;
+}
+
+const char *llama_model_name(engine *e, const engine_model *m)
+{
+    engine_entry en;
+    const char *alias = engine_alias(e);
+    if (alias && engine_model_entry(m) == engine_default(e)) return alias;
+    return engine_entry_get(e, engine_model_entry(m), &en) == 0 ? en.path : "";
 }
 
 /* The request's JSON, or NULL after answering 400: first as llama-server's

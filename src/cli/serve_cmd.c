@@ -21,11 +21,11 @@
 const command_spec serve_spec = {
     "serve",
     "serve [MODEL] [--native] [--fork F] [--registry DIR] [--ctx N] [--listen H:P] [--host H --port P] [--upstream H:P] "
-    "[--api-key K] [--allow-origin O] [--keep-alive D] [--threads N] [--llama-threads N] [--cache-ram MiB]",
+    "[--api-key K] [--allow-origin O] [--alias NAME] [--keep-alive D] [--threads N] [--llama-threads N] [--cache-ram MiB]",
     0,
     {"--native"},   /* the Rust original's mode flag (Savante passes it): native is the only mode here */
     {"--fork", "--registry", "--ctx", "-c", "--threads", "--llama-threads", "-t", "--keep-alive", "--cache-ram",
-     "-cram", "--listen", "--host", "--port", "--upstream", "--api-key", "--allow-origin"},
+     "-cram", "--listen", "--host", "--port", "--upstream", "--api-key", "--allow-origin", "--alias"},
     1};
 
 /* The host prompt cache's limit (§1.3): --cache-ram N (MiB, llama-server's
@@ -70,6 +70,7 @@ static int read_opts(const parsed_args *a, engine_opts *o)
     memset(o, 0, sizeof *o);
     o->log_name = "bankml serve";
     o->keep_alive_ms = 5 * 60 * 1000;
+    o->alias = args_opt(a, "--alias");
     if (args_long(&serve_spec, "--ctx", args_opt2(a, "--ctx", "-c"), 1, 1 << 24, 4096, &x)) return -1;
     o->n_ctx = (size_t)x;
     if (args_long(&serve_spec, "--threads", args_opt(a, "--threads"), 1, PAR_MAX_THREADS, engine_default_threads(),

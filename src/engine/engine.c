@@ -298,6 +298,7 @@ size_t engine_n_entries(const engine *e) { return e->n_reg; }
 size_t engine_default(const engine *e) { return e->def; }
 void engine_set_default(engine *e, size_t i) { if (i < e->n_reg) e->def = i; }
 size_t engine_n_ctx_opt(const engine *e) { return e->o.n_ctx; }
+const char *engine_alias(const engine *e) { return e->o.alias && *e->o.alias ? e->o.alias : NULL; }
 int64_t engine_keep_alive_ms(const engine *e) { return e->o.keep_alive_ms; }
 
 int engine_entry_get(const engine *e, size_t i, engine_entry *out)
@@ -445,6 +446,16 @@ const char *engine_model_bos(const engine_model *m) { return m->bos_piece; }
 const char *engine_model_eos(const engine_model *m) { return m->eos_piece; }
 const char *engine_model_sha256(const engine_model *m) { return bankml_verified_sha256(m->ver); }
 size_t engine_model_n_slot(const engine_model *m) { return m->n_slot; }
+int engine_model_has_fim(const engine_model *m)
+{
+    return tok_fim_pre(m->vocab) >= 0 && tok_fim_suf(m->vocab) >= 0 && tok_fim_mid(m->vocab) >= 0;
+}
+void engine_model_fim(const engine_model *m, int32_t *pre, int32_t *suf, int32_t *mid)
+{
+    *pre = tok_fim_pre(m->vocab);
+    *suf = tok_fim_suf(m->vocab);
+    *mid = tok_fim_mid(m->vocab);
+}
 
 const char *engine_model_template(const engine_model *m, size_t *len)
 {

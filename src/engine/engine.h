@@ -68,6 +68,7 @@ typedef struct {
     size_t n_batch;            /* llama-server's -b: prompt tokens per decode call; 0 = 2048 */
     size_t n_ubatch;           /* its -ub: micro-batch (decides kernels, so bits); 0 = 512 */
     int n_parallel;            /* its -np: slots; 0 = 1 */
+    const char *alias;         /* llama-server's --alias: the startup model's name in answers; NULL: none */
 } engine_opts;
 
 typedef struct engine engine;
@@ -111,6 +112,8 @@ long engine_find(const engine *e, const char *asked);
 /* engine_opts.n_ctx and keep_alive_ms as in force. */
 size_t engine_n_ctx_opt(const engine *e);
 int64_t engine_keep_alive_ms(const engine *e);
+/* engine_opts.alias, or NULL when none (or empty) was given. */
+const char *engine_alias(const engine *e);
 
 /* ---- residency and the lock ---- */
 
@@ -145,6 +148,11 @@ const char *engine_model_eos(const engine_model *m);
 const char *engine_model_sha256(const engine_model *m);  /* the pinned file's, hex */
 /* Tokens held in the slot (llama-server's tokens_cached). */
 size_t engine_model_n_slot(const engine_model *m);
+/* The vocabulary's fill-in-the-middle tokens (-1 each when absent), and
+ * 1 when all three of prefix, suffix and middle are there (llama-server's
+ * /infill test). */
+void engine_model_fim(const engine_model *m, int32_t *pre, int32_t *suf, int32_t *mid);
+int engine_model_has_fim(const engine_model *m);
 
 /* The conversation through the model's template as llama-server renders it
  * (/apply-template), appended to out. 0, or -1 with the reason. */
