@@ -3,7 +3,7 @@
  * string writers of src/base/json.c on each string read from stdin.
  *
  * argv[1] names the writer: nl (json_put_str_nl), go (json_put_str_go),
- * text-nl (json_text_nl), text-go (json_text_go), valid
+ * text-nl (json_text_nl), text-go (json_text_go), text-peg (json_text_peg), valid
  * (json_utf8_valid_len, as its decimal digits). Input: one string
  * per line as hex digits of its bytes. Output: one line per input, the
  * appended bytes as hex. The protocol of testing/kit_nlohmann_str.cpp and
@@ -49,6 +49,7 @@ int main(int argc, char **argv)
         else if (!strcmp(mode, "go")) json_put_str_go(&o, p, s.len);
         else if (!strcmp(mode, "text-nl")) json_text_nl(&o, p, s.len);
         else if (!strcmp(mode, "text-go")) json_text_go(&o, p, s.len);
+        else if (!strcmp(mode, "text-peg")) json_text_peg(&o, p, s.len);
         else if (!strcmp(mode, "valid")) jbuf_printf(&o, "%zu", json_utf8_valid_len(p, s.len));
         else { fprintf(stderr, "json-str-driver: unknown writer %s\n", mode); return 2; }
         for (size_t i = 0; i < o.len; i++) {

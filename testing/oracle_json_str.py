@@ -26,6 +26,7 @@ The strings, by group (each string is one test per writer):
                   ASCII text, controls, quotes, HTML bytes, U+2028/9, lone continuation bytes, leads, cut
                   characters, surrogates, overlongs, random bytes
 
+json_text_peg (the chat parser's UTF-8 walk) against the table measured on llama-server b11669.
 Besides the encoders: json_text_nl (the decoded text, for hashes) against Python's
 bytes.decode('utf-8', 'replace'), json_text_go against Go's per-byte U+FFFD rule (the decode of the Go kit's
 output when Go is here), json_utf8_valid_len against Python's decoder. Without g++ or a header the nlohmann
@@ -199,6 +200,15 @@ def main():
            x.decode("utf-8", "replace")]
     s.check("nl: every output parses (json.loads) to the replaced text", not bad, f"{len(bad)} differ, e.g. "
             f"{bad[0].hex() if bad else ''}")
+
+    # json_text_peg: what llama-server b11669's chat answers held, measured on the binary (forced with
+    # logit_bias and presence_penalty on stories260K's byte tokens, non-streamed chat content before nlohmann)
+    peg = [("41e08042", "41efbfbd42"), ("41eda08042", "41eda08042"), ("41f09f42", "41efbfbd42"), ("41e282", "41"),
+           ("4142c3", "4142"), ("41f580", "41"), ("414280", "4142efbfbd"), ("4142c0", "4142"), ("41e080", "41"),
+           ("41f880", "41efbfbdefbfbd"), ("4142eda0", "4142")]
+    got = run([DRIVER, "text-peg"], "".join(x + "\n" for x, _ in peg))
+    for (x, w), o in zip(peg, got):
+        s.check(f"text-peg {x} (measured on llama-server)", o == w, f"want {w}, bankml {o}")
 
     gxx = shutil.which("g++")
     hs = headers()

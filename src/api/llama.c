@@ -132,9 +132,13 @@ static int chat_partial(sctx *c, const engine_token *t, int stop_now, const engi
     const char *p;
     size_t n;
     int have_delta = 0, rc = 0;
-    jbuf delta;
+    jbuf delta, text;
     jbuf_init(&delta);
+    jbuf_init(&text);
     engine_content(c->m, c->raw.p ? c->raw.p : "", c->raw.len, &p, &n);
+    json_text_peg(&text, p, n);   /* the chat parser's UTF-8 walk */
+    p = text.p ? text.p : "";
+    n = text.len;
     if (n > c->sent.len && !memcmp(p, c->sent.p ? c->sent.p : "", c->sent.len)) {
         jbuf_puts(&delta, "{\"content\":");
         json_put_str_nl(&delta, p + c->sent.len, n - c->sent.len);
@@ -175,6 +179,7 @@ extras:
     if (send_event(c) != 0) rc = -1;
 done:
     jbuf_free(&delta);
+    jbuf_free(&text);
     return rc;
 }
 
@@ -247,9 +252,13 @@ static void chat_final(sctx *c, const engine_result *g)
     const engine_request *rq = c->rq;
     const char *content;
     size_t cl, lp0 = 0, lp1 = 0;
-    jbuf out;
+    jbuf out, text;
     jbuf_init(&out);
+    jbuf_init(&text);
     engine_content(c->m, g->text.p ? g->text.p : "", g->text.len, &content, &cl);
+    json_text_peg(&text, content, cl);   /* the chat parser's UTF-8 walk: a character cut at the end dropped */
+    content = text.p ? text.p : "";
+    cl = text.len;
     if (!cl) {   /* an empty parse: llama-server answers the raw text */
         content = g->text.p ? g->text.p : "";
         cl = g->text.len;
@@ -286,6 +295,7 @@ static void chat_final(sctx *c, const engine_result *g)
     jbuf_putc(&out, '}');
     serve_reply_json(c->resp, 200, &out);
     jbuf_free(&out);
+    jbuf_free(&text);
 }
 
 /* The chat stream's end: the final chunk, usage when asked, [DONE], as

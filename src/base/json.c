@@ -203,6 +203,30 @@ void json_text_go(jbuf *b, const char *s, size_t n)
     if (n > start) jbuf_put(b, s + start, n - start);
 }
 
+void json_text_peg(jbuf *b, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, start = 0;
+    while (i < n) {
+        size_t k, j;
+        if (u[i] < 0x80) { i++; continue; }
+        if ((u[i] & 0xC0) == 0x80) k = 0;
+        else if ((u[i] & 0xE0) == 0xC0) k = 2;
+        else if ((u[i] & 0xF0) == 0xE0) k = 3;
+        else if ((u[i] & 0xF8) == 0xF0) k = 4;
+        else k = 0;
+        for (j = 1; j < k && i + j < n && (u[i + j] & 0xC0) == 0x80; j++) {}
+        if (k && j == k) { i += k; continue; }
+        if (i > start) jbuf_put(b, s + start, i - start);
+        start = i;
+        if (k && i + j >= n) return;       /* cut by the end: dropped */
+        jbuf_put(b, "\xEF\xBF\xBD", 3);
+        i += k ? j : 1;
+        start = i;
+    }
+    if (n > start) jbuf_put(b, s + start, n - start);
+}
+
 /* The escape nlohmann's dump() and Go's encoding/json share for an ASCII
  * byte, into esc (at most 6 bytes); 0 when the byte goes out as itself.
  * go adds Go's HTML escapes (<, >, & as \u003c, \u003e, \u0026). */

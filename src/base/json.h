@@ -111,6 +111,15 @@ void json_put_cstr_go(jbuf *b, const char *s);
  * b (for hashes over the answer as returned, e.g. response_sha256). */
 void json_text_nl(jbuf *b, const char *s, size_t n);
 void json_text_go(jbuf *b, const char *s, size_t n);
+/* A chat answer's content as llama-server b11669's chat parser leaves it
+ * (common_parse_utf8_codepoint's walk, measured on the binary): only the
+ * shapes are checked (a lead's length, continuations' top bits), so
+ * overlongs, surrogates and F5..F7 leads pass as they are (the writer then
+ * replaces them); a continuation byte or an F8..FF byte alone, or a lead
+ * with fewer continuations than its shape wants before another byte, is
+ * one U+FFFD for the lead and the continuations it has; a lead cut by the
+ * end of the text is dropped. Appended to b. */
+void json_text_peg(jbuf *b, const char *s, size_t n);
 /* How many leading bytes of s[0..n) are well-formed UTF-8 (RFC 3629). */
 size_t json_utf8_valid_len(const char *s, size_t n);
 /* Writes a parsed value back (compact: separators ", " and ": "). */
