@@ -54,13 +54,11 @@ def chat_view(body):
 
 
 def stream_view(events):
-    """Each event with values that differ by nature removed, the receipt event dropped."""
+    """Each event with values that differ by nature removed, and the receipt bankml adds to the last chunk."""
     out = []
     for e in events:
-        if isinstance(e, dict) and "bankml_receipt" in e:
-            continue
         if isinstance(e, dict):
-            e = {k: v for k, v in e.items() if k not in ("created", "id", "system_fingerprint")}
+            e = {k: v for k, v in e.items() if k not in ("created", "id", "system_fingerprint", "bankml_receipt")}
             if "timings" in e:
                 e["timings"] = {k: e["timings"][k] for k in ("cache_n", "prompt_n", "predicted_n")}
         out.append(e)
@@ -82,6 +80,11 @@ def conversation(label, turns, extra, stream=False):
             body["stream"] = True
             (sl, el), (sb, eb) = L.stream("/v1/chat/completions", body), B.stream("/v1/chat/completions", body)
             eq(f"{label} turn {i + 1} (streamed)", [sb, stream_view(eb)], [sl, stream_view(el)])
+            if sb == 200:
+                last = [e for e in eb if e != "[DONE]"][-1:]
+                S.check(f"{label} turn {i + 1} (streamed) receipt in the last chunk, which has choices",
+                        bool(last) and isinstance(last[0], dict) and "bankml_receipt" in last[0] and
+                        isinstance(last[0].get("choices"), list), str(last)[:300])
             text = "".join(((e.get("choices") or [{}])[0].get("delta") or {}).get("content") or ""
                            for e in el if isinstance(e, dict) and "choices" in e)
         else:

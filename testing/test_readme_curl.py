@@ -74,7 +74,6 @@ def answer_view(path, text, stream):
     if stream:
         evs = [json.loads(ln[5:].strip()) for ln in text.splitlines()
                if ln.startswith("data:") and ln[5:].strip() != "[DONE]"]
-        evs = [e for e in evs if "bankml_receipt" not in e]
         words = "".join(((e.get("choices") or [{}])[0].get("delta") or {}).get("content") or "" for e in evs)
         usage = [e["usage"] for e in evs if e.get("usage")]
         return {"content": words, "usage": usage[-1] if usage else None,

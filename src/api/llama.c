@@ -33,6 +33,7 @@ typedef struct {
     const char *model_name;
     jbuf raw;                  /* text sent so far (partials) */
     jbuf sent;                 /* parsed content sent so far (chat deltas) */
+    jbuf shown;                /* those deltas as a client decodes them (U+FFFD for bad bytes) */
     jbuf lp;                   /* streamed logprobs entries joined (receipt) */
     size_t n_lp;
     jbuf ev;
@@ -56,7 +57,7 @@ static void chunk_head(sctx *c)
 static void chunk_tail(sctx *c)
 {
     jbuf_printf(&c->ev, ",\"created\":%lld,\"id\":\"%s\",\"model\":", c->created, c->id);
-    json_put_cstr(&c->ev, c->model_name);
+    json_put_cstr_nl(&c->ev, c->model_name);
     jbuf_puts(&c->ev, ",\"system_fingerprint\":\"" LLAMA_FINGERPRINT "\",\"object\":\"chat.completion.chunk\"");
 }
 
@@ -65,7 +66,7 @@ static int completion_partial(sctx *c, const engine_token *t, int stop_now, cons
 {
     jbuf_reset(&c->ev);
     jbuf_puts(&c->ev, "{\"index\":0,\"content\":");
-    json_put_str(&c->ev, t->text, t->text_len);
+    json_put_str_nl(&c->ev, t->text, t->text_len);
     jbuf_printf(&c->ev, ",\"tokens\":[%d],\"stop\":false,\"id_slot\":-1,\"tokens_predicted\":%zu,"
                         "\"tokens_evaluated\":%zu", (int)t->tok, g->n_decoded, g->n_prompt);
     if (stop_now) {
@@ -87,13 +88,18 @@ static int chat_partial(sctx *c, const engine_token *t, int stop_now, const engi
     const char *p;
     size_t n;
     int have_delta = 0, rc = 0;
-    jbuf delta;
+    jbuf delta, text;
     jbuf_init(&delta);
+    jbuf_init(&text);
     engine_content(c->m, c->raw.p ? c->raw.p : "", c->raw.len, &p, &n);
+    json_text_peg(&text, p, n);   /* the chat parser's UTF-8 walk */
+    p = text.p ? text.p : "";
+    n = text.len;
     if (n > c->sent.len && !memcmp(p, c->sent.p ? c->sent.p : "", c->sent.len)) {
         jbuf_puts(&delta, "{\"content\":");
-        json_put_str(&delta, p + c->sent.len, n - c->sent.len);
+        json_put_str_nl(&delta, p + c->sent.len, n - c->sent.len);
         jbuf_putc(&delta, '}');
+        json_text_nl(&c->shown, p + c->sent.len, n - c->sent.len);
         jbuf_put(&c->sent, p + c->sent.len, n - c->sent.len);
         have_delta = 1;
     }
@@ -129,6 +135,7 @@ extras:
     if (send_event(c) != 0) rc = -1;
 done:
     jbuf_free(&delta);
+    jbuf_free(&text);
     return rc;
 }
 
@@ -155,18 +162,18 @@ static void completion_final(sctx *c, const engine_result *g, const int32_t *ids
     jbuf_init(&d);
     jbuf_puts(&out, "{\"index\":0,\"content\":");
     if (rq->stream) jbuf_puts(&out, "\"\"");
-    else json_put_str(&out, g->text.p ? g->text.p : "", g->text.len);
+    else json_put_str_nl(&out, g->text.p ? g->text.p : "", g->text.len);
     jbuf_puts(&out, ",\"tokens\":[],\"id_slot\":0,\"stop\":true,\"model\":");
-    json_put_cstr(&out, c->model_name);
+    json_put_cstr_nl(&out, c->model_name);
     jbuf_printf(&out, ",\"tokens_predicted\":%zu,\"tokens_evaluated\":%zu,\"generation_settings\":", g->n_decoded,
                 g->n_prompt);
     llama_put_gen_settings(&out, rq, rq->stream);
     jbuf_puts(&out, ",\"prompt\":");
     engine_detokenize(c->m, ids, n_ids, 0, 1, &d, err, sizeof err);
-    json_put_str(&out, d.p ? d.p : "", d.len);
+    json_put_str_nl(&out, d.p ? d.p : "", d.len);
     jbuf_printf(&out, ",\"has_new_line\":%s,\"truncated\":%s,\"stop_type\":\"%s\",\"stopping_word\":",
                 c->has_new_line ? "true" : "false", g->truncated ? "true" : "false", st_names[g->stop]);
-    if (g->stop == ENGINE_STOP_WORD) json_put_str(&out, rq->stops[g->stop_word], rq->stop_lens[g->stop_word]);
+    if (g->stop == ENGINE_STOP_WORD) json_put_str_nl(&out, rq->stops[g->stop_word], rq->stop_lens[g->stop_word]);
     else jbuf_puts(&out, "\"\"");
     jbuf_printf(&out, ",\"tokens_cached\":%zu,\"timings\":", engine_model_n_slot(c->m));
     llama_put_timings(&out, g);
@@ -192,16 +199,20 @@ static void chat_final(sctx *c, const engine_result *g)
     const engine_request *rq = c->rq;
     const char *content;
     size_t cl, lp0 = 0, lp1 = 0;
-    jbuf out;
+    jbuf out, text;
     jbuf_init(&out);
+    jbuf_init(&text);
     engine_content(c->m, g->text.p ? g->text.p : "", g->text.len, &content, &cl);
+    json_text_peg(&text, content, cl);   /* the chat parser's UTF-8 walk: a character cut at the end dropped */
+    content = text.p ? text.p : "";
+    cl = text.len;
     if (!cl) {   /* an empty parse: llama-server answers the raw text */
         content = g->text.p ? g->text.p : "";
         cl = g->text.len;
     }
     jbuf_printf(&out, "{\"choices\":[{\"finish_reason\":\"%s\",\"index\":0,\"message\":{\"role\":\"assistant\","
                       "\"content\":", engine_finish(g));
-    json_put_str(&out, content, cl);
+    json_put_str_nl(&out, content, cl);
     jbuf_putc(&out, '}');
     if (rq->sp.n_probs > 0 && g->n_probs_out) {
         jbuf_puts(&out, ",\"logprobs\":{\"content\":");
@@ -211,27 +222,36 @@ static void chat_final(sctx *c, const engine_result *g)
         jbuf_putc(&out, '}');
     }
     jbuf_printf(&out, "}],\"created\":%lld,\"model\":", c->created);
-    json_put_cstr(&out, c->model_name);
+    json_put_cstr_nl(&out, c->model_name);
     jbuf_puts(&out, ",\"system_fingerprint\":\"" LLAMA_FINGERPRINT "\",\"object\":\"chat.completion\",\"usage\":");
     llama_put_usage(&out, g);
     jbuf_printf(&out, ",\"id\":\"%s\",\"timings\":", c->id);
     llama_put_timings(&out, g);
     jbuf_puts(&out, ",\"bankml_receipt\":");
     {
-        jbuf lpc;
+        jbuf lpc, shown;   /* response_sha256 is over the content as a client reads it */
         jbuf_init(&lpc);
+        jbuf_init(&shown);
         if (lp1 > lp0) jbuf_put(&lpc, out.p + lp0, lp1 - lp0);
-        engine_receipt(&out, c->m, g, c->req->body, c->req->body_len, serve_req_age_ms(c->req), content, cl,
-                       lpc.p ? lpc.p : "", lpc.len, lp1 > lp0);
+        json_text_nl(&shown, content, cl);
+        engine_receipt(&out, c->m, g, c->req->body, c->req->body_len, serve_req_age_ms(c->req),
+                       shown.p ? shown.p : "", shown.len, lpc.p ? lpc.p : "", lpc.len, lp1 > lp0);
         jbuf_free(&lpc);
+        jbuf_free(&shown);
     }
     jbuf_putc(&out, '}');
     serve_reply_json(c->resp, 200, &out);
     jbuf_free(&out);
+    jbuf_free(&text);
 }
 
-/* The chat stream's end: the final chunk, usage when asked, the receipt,
- * [DONE]. */
+/* The chat stream's end: the final chunk, usage when asked, [DONE], as
+ * llama-server sends them. The bankml_receipt rides in the last chunk before
+ * [DONE] (the usage chunk when asked, else the finish_reason chunk) as one
+ * extra member, so no event lacks `choices` (the openai SDK's stream()
+ * helper, Vercel's AI SDK and llama.cpp's tests all read `choices` of every
+ * event, and all ignore members they do not know) and the events are
+ * llama-server's, one for one. */
 static void chat_stream_end(sctx *c, const engine_result *g)
 {
     if (g->n_decoded == 0) {   /* nothing was generated: the role delta was never sent */
@@ -255,10 +275,7 @@ static void chat_stream_end(sctx *c, const engine_result *g)
     }
     jbuf_puts(&c->ev, ",\"timings\":");
     llama_put_timings(&c->ev, g);
-    jbuf_putc(&c->ev, '}');
-    if (send_event(c) != 0) return;
-    jbuf_reset(&c->ev);
-    jbuf_puts(&c->ev, "{\"bankml_receipt\":");
+    jbuf_puts(&c->ev, ",\"bankml_receipt\":");
     {
         jbuf lpa;
         jbuf_init(&lpa);
@@ -266,7 +283,7 @@ static void chat_stream_end(sctx *c, const engine_result *g)
         jbuf_put(&lpa, c->lp.p ? c->lp.p : "", c->lp.len);
         jbuf_putc(&lpa, ']');
         engine_receipt(&c->ev, c->m, g, c->req->body, c->req->body_len, serve_req_age_ms(c->req),
-                       c->sent.p ? c->sent.p : "", c->sent.len, lpa.p, lpa.len, c->rq->sp.n_probs > 0);
+                       c->shown.p ? c->shown.p : "", c->shown.len, lpa.p, lpa.len, c->rq->sp.n_probs > 0);
         jbuf_free(&lpa);
     }
     jbuf_putc(&c->ev, '}');
@@ -305,7 +322,7 @@ static void run_completion(engine *e, engine_model *m, sctx *c, engine_request *
         if (c->began) {
             jbuf_reset(&c->ev);
             jbuf_puts(&c->ev, "{\"error\":");
-            json_put_cstr(&c->ev, er.msg);
+            json_put_cstr_nl(&c->ev, er.msg);
             jbuf_putc(&c->ev, '}');
             send_event(c);
         } else {
@@ -353,6 +370,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
             memset(&c, 0, sizeof c);
             jbuf_init(&c.raw);
             jbuf_init(&c.sent);
+            jbuf_init(&c.shown);
             jbuf_init(&c.lp);
             jbuf_init(&c.ev);
             c.resp = resp;
@@ -369,6 +387,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
             run_completion(api->e, m, &c, &rq, ids, n_ids);
             jbuf_free(&c.raw);
             jbuf_free(&c.sent);
+            jbuf_free(&c.shown);
             jbuf_free(&c.lp);
             jbuf_free(&c.ev);
         }
@@ -416,6 +435,29 @@ static int tokenize_content(const engine_model *v, const json_value *ct, int add
         if (part != &one) free(part);
     }
     return bad;
+}
+
+/* llama-server's is_valid_utf8, which /tokenize's with_pieces uses to choose
+ * a string or a byte array: only the lead bytes' shapes and the
+ * continuation bytes' top bits are checked (overlongs, surrogates and F5..F7
+ * pass; a piece that passes is then written by nlohmann, which replaces
+ * what RFC 3629 refuses). */
+static int lax_utf8(const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0, k, j;
+    while (i < n) {
+        if (s[i] <= 0x7F) k = 1;
+        else if ((s[i] & 0xE0) == 0xC0) k = 2;
+        else if ((s[i] & 0xF0) == 0xE0) k = 3;
+        else if ((s[i] & 0xF8) == 0xF0) k = 4;
+        else return 0;
+        if (n - i < k) return 0;
+        for (j = 1; j < k; j++)
+            if ((s[i + j] & 0xC0) != 0x80) return 0;
+        i += k;
+    }
+    return 1;
 }
 
 static void h_tokenize(serve_req *req, serve_resp *resp, void *ud)
@@ -469,7 +511,7 @@ static void h_tokenize(serve_req *req, serve_resp *resp, void *ud)
             jbuf_reset(&pc);
             engine_piece(m, ids[i], 1, &pc);
             jbuf_printf(&out, "{\"id\":%d,\"piece\":", (int)ids[i]);
-            if (engine_utf8_complete(pc.p ? pc.p : "", pc.len) == pc.len) json_put_str(&out, pc.p ? pc.p : "", pc.len);
+            if (lax_utf8(pc.p ? pc.p : "", pc.len)) json_put_str_nl(&out, pc.p ? pc.p : "", pc.len);
             else llama_put_bytes(&out, pc.p, pc.len);
             jbuf_putc(&out, '}');
         }
@@ -515,7 +557,7 @@ static void h_detokenize(serve_req *req, serve_resp *resp, void *ud)
     }
     if (!badv) {
         jbuf_puts(&out, "{\"content\":");
-        json_put_str(&out, text.p ? text.p : "", text.len);
+        json_put_str_nl(&out, text.p ? text.p : "", text.len);
         jbuf_putc(&out, '}');
         serve_reply_json(resp, 200, &out);
     }
@@ -555,7 +597,7 @@ static void h_apply_template(serve_req *req, serve_resp *resp, void *ud)
         llama_reply_err(resp, 400, err);
     } else {
         jbuf_puts(&out, "{\"prompt\":");
-        json_put_str(&out, p.p ? p.p : "", p.len);
+        json_put_str_nl(&out, p.p ? p.p : "", p.len);
         jbuf_putc(&out, '}');
         serve_reply_json(resp, 200, &out);
     }
@@ -593,16 +635,16 @@ static void h_props(serve_req *req, serve_resp *resp, void *ud)
         jbuf_puts(&out, "{\"default_generation_settings\":{\"params\":");
         llama_put_gen_settings(&out, &rq, 0);
         jbuf_printf(&out, ",\"n_ctx\":%zu},\"total_slots\":1,\"model_alias\":", engine_model_n_ctx(m));
-        json_put_cstr(&out, llama_model_name(api->e, m));
+        json_put_cstr_nl(&out, llama_model_name(api->e, m));
         jbuf_puts(&out, ",\"model_path\":");
-        json_put_cstr(&out, path);
+        json_put_cstr_nl(&out, path);
         jbuf_puts(&out, ",\"modalities\":{\"vision\":false,\"video\":false,\"audio\":false},\"endpoint_slots\":false,"
                         "\"endpoint_props\":false,\"endpoint_metrics\":false,\"chat_template\":");
-        json_put_str(&out, tmpl, tl);
+        json_put_str_nl(&out, tmpl, tl);
         jbuf_puts(&out, ",\"bos_token\":");
-        json_put_cstr(&out, engine_model_bos(m));
+        json_put_cstr_nl(&out, engine_model_bos(m));
         jbuf_puts(&out, ",\"eos_token\":");
-        json_put_cstr(&out, engine_model_eos(m));
+        json_put_cstr_nl(&out, engine_model_eos(m));
         jbuf_printf(&out, ",\"n_ctx\":%zu,\"build_info\":\"bankML " BANKML_VERSION " native\"}", engine_model_n_ctx(m));
         serve_reply_json(resp, 200, &out);
     }
@@ -617,9 +659,9 @@ static void h_props(serve_req *req, serve_resp *resp, void *ud)
 static void put_model(jbuf *out, const char *name, long long now)
 {
     jbuf_puts(out, "{\"id\":");
-    json_put_cstr(out, name);
+    json_put_cstr_nl(out, name);
     jbuf_puts(out, ",\"aliases\":[");
-    json_put_cstr(out, name);
+    json_put_cstr_nl(out, name);
     jbuf_printf(out, "],\"tags\":[],\"object\":\"model\",\"architecture\":{\"input_modalities\":[\"text\"],"
                      "\"output_modalities\":[\"text\"]},\"created\":%lld,\"owned_by\":\"llamacpp\"}", now);
 }
@@ -646,9 +688,9 @@ static void h_models(serve_req *req, serve_resp *resp, void *ud)
                 continue;
             }
             jbuf_puts(&out, "{\"name\":");
-            json_put_cstr(&out, name);
+            json_put_cstr_nl(&out, name);
             jbuf_puts(&out, ",\"model\":");
-            json_put_cstr(&out, name);
+            json_put_cstr_nl(&out, name);
             jbuf_puts(&out, ",\"modified_at\":\"\",\"size\":\"\",\"digest\":\"\",\"type\":\"model\",\"description\":\"\","
                             "\"tags\":[\"\"],\"capabilities\":[\"completion\"],\"parameters\":\"\",\"details\":{"
                             "\"parent_model\":\"\",\"format\":\"gguf\",\"family\":\"\",\"families\":[\"\"],"

@@ -63,7 +63,7 @@ static int cx_send(cx *c, const char *name)
 static void cmpl_tail(cx *c)
 {
     jbuf_printf(&c->ev, ",\"created\":%lld,\"model\":", (long long)time(NULL));
-    json_put_cstr(&c->ev, c->model_name);
+    json_put_cstr_nl(&c->ev, c->model_name);
     jbuf_puts(&c->ev, ",\"system_fingerprint\":\"" LLAMA_FINGERPRINT "\",\"object\":\"text_completion\"");
 }
 
@@ -88,7 +88,7 @@ static int anthropic_partial(cx *c, const engine_result *g)
         jbuf_reset(&c->ev);
         jbuf_printf(&c->ev, "{\"type\":\"message_start\",\"message\":{\"id\":\"%s\",\"type\":\"message\","
                             "\"role\":\"assistant\",\"content\":[],\"model\":", c->id);
-        json_put_cstr(&c->ev, c->model_name);
+        json_put_cstr_nl(&c->ev, c->model_name);
         jbuf_printf(&c->ev, ",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"cache_read_input_tokens\":%zu,"
                             "\"input_tokens\":%zu,\"output_tokens\":0}}}", g->n_cached, g->n_prompt - g->n_cached);
         if (cx_send(c, "message_start") != 0) return -1;
@@ -102,7 +102,7 @@ static int anthropic_partial(cx *c, const engine_result *g)
     }
     jbuf_reset(&c->ev);
     jbuf_puts(&c->ev, "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":");
-    json_put_str(&c->ev, d, dn);
+    json_put_str_nl(&c->ev, d, dn);
     jbuf_puts(&c->ev, "}}");
     return cx_send(c, "content_block_delta");
 }
@@ -151,7 +151,7 @@ static int resp_partial(cx *c, const engine_result *g, int stop_now)
     }
     jbuf_reset(&c->ev);
     jbuf_printf(&c->ev, "{\"type\":\"response.output_text.delta\",\"item_id\":\"%s\",\"delta\":", c->item_id);
-    json_put_str(&c->ev, d, dn);
+    json_put_str_nl(&c->ev, d, dn);
     jbuf_putc(&c->ev, '}');
     if (stop_now) with_timings(c, g);
     return cx_send(c, "response.output_text.delta");
@@ -167,7 +167,7 @@ static int cx_on_token(void *ud, const engine_token *t, int stop_now, const engi
     if (c->kind == CX_RESP) return resp_partial(c, g, stop_now);
     jbuf_reset(&c->ev);
     jbuf_puts(&c->ev, "{\"choices\":[{\"text\":");
-    json_put_str(&c->ev, t->text, t->text_len);
+    json_put_str_nl(&c->ev, t->text, t->text_len);
     jbuf_puts(&c->ev, ",\"index\":0,\"logprobs\":");
     if (c->rq->sp.n_probs > 0) {
         jbuf_puts(&c->ev, "{\"content\":");
@@ -201,7 +201,7 @@ static void final_content(cx *c, const engine_result *g, const char **s, size_t 
 static void put_stop_sequence(cx *c, jbuf *b, const engine_result *g)
 {
     jbuf_puts(b, "\"stop_sequence\":");
-    if (g->stop == ENGINE_STOP_WORD) json_put_str(b, c->rq->stops[g->stop_word], c->rq->stop_lens[g->stop_word]);
+    if (g->stop == ENGINE_STOP_WORD) json_put_str_nl(b, c->rq->stops[g->stop_word], c->rq->stop_lens[g->stop_word]);
     else jbuf_puts(b, "null");
 }
 
@@ -210,7 +210,7 @@ static void cmpl_final(cx *c, const engine_result *g)
     jbuf_reset(&c->ev);
     jbuf_puts(&c->ev, "{\"choices\":[{\"text\":");
     if (c->rq->stream) jbuf_puts(&c->ev, "\"\"");
-    else json_put_str(&c->ev, g->text.p ? g->text.p : "", g->text.len);
+    else json_put_str_nl(&c->ev, g->text.p ? g->text.p : "", g->text.len);
     jbuf_puts(&c->ev, ",\"index\":0,\"logprobs\":");
     if (!c->rq->stream && c->rq->sp.n_probs > 0 && g->n_probs_out) {
         jbuf_puts(&c->ev, "{\"content\":");
@@ -261,11 +261,11 @@ static void anthropic_final(cx *c, const engine_result *g)
     jbuf_printf(&c->ev, "{\"id\":\"%s\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[", c->id);
     if (n) {
         jbuf_puts(&c->ev, "{\"type\":\"text\",\"text\":");
-        json_put_str(&c->ev, s, n);
+        json_put_str_nl(&c->ev, s, n);
         jbuf_putc(&c->ev, '}');
     }
     jbuf_puts(&c->ev, "],\"model\":");
-    json_put_cstr(&c->ev, c->model_name);
+    json_put_cstr_nl(&c->ev, c->model_name);
     jbuf_printf(&c->ev, ",\"stop_reason\":\"%s\",", reason);
     put_stop_sequence(c, &c->ev, g);
     jbuf_printf(&c->ev, ",\"usage\":{\"cache_read_input_tokens\":%zu,\"input_tokens\":%zu,\"output_tokens\":%zu}}",
@@ -283,7 +283,7 @@ static void resp_usage(jbuf *b, const engine_result *g)
 static void resp_part(jbuf *b, const char *s, size_t n)
 {
     jbuf_puts(b, "{\"type\":\"output_text\",\"annotations\":[],\"logprobs\":[],\"text\":");
-    json_put_str(b, s, n);
+    json_put_str_nl(b, s, n);
     jbuf_putc(b, '}');
 }
 
@@ -296,7 +296,7 @@ static void resp_stream_end(cx *c, const engine_result *g)
     if (n) {
         jbuf_reset(&c->ev);
         jbuf_printf(&c->ev, "{\"type\":\"response.output_text.done\",\"item_id\":\"%s\",\"text\":", c->item_id);
-        json_put_str(&c->ev, s, n);
+        json_put_str_nl(&c->ev, s, n);
         jbuf_putc(&c->ev, '}');
         if (cx_send(c, "response.output_text.done") != 0) goto out;
         jbuf_reset(&c->ev);
@@ -316,7 +316,7 @@ static void resp_stream_end(cx *c, const engine_result *g)
     jbuf_reset(&c->ev);
     jbuf_printf(&c->ev, "{\"type\":\"response.completed\",\"response\":{\"id\":\"%s\",\"object\":\"response\","
                         "\"created_at\":%lld,\"status\":\"completed\",\"model\":", c->id, (long long)time(NULL));
-    json_put_cstr(&c->ev, c->model_name);
+    json_put_cstr_nl(&c->ev, c->model_name);
     jbuf_puts(&c->ev, ",\"output\":[");
     jbuf_put(&c->ev, item.p ? item.p : "", item.len);
     jbuf_puts(&c->ev, "],");
@@ -341,7 +341,7 @@ static void resp_final(cx *c, const engine_result *g)
     final_content(c, g, &s, &n);
     jbuf_reset(&c->ev);
     jbuf_printf(&c->ev, "{\"completed_at\":%lld,\"created_at\":%lld,\"id\":\"%s\",\"model\":", t, t, c->id);
-    json_put_cstr(&c->ev, c->model_name);
+    json_put_cstr_nl(&c->ev, c->model_name);
     jbuf_puts(&c->ev, ",\"object\":\"response\",\"output\":[");
     if (n) {
         jbuf_puts(&c->ev, "{\"content\":[");
@@ -436,7 +436,7 @@ static void cx_run(engine *e, serve_req *req, serve_resp *resp, const json_value
                 else {
                     jbuf_reset(&c.ev);
                     jbuf_puts(&c.ev, "{\"error\":");
-                    json_put_cstr(&c.ev, er.msg);
+                    json_put_cstr_nl(&c.ev, er.msg);
                     jbuf_putc(&c.ev, '}');
                     cx_send(&c, kind == CX_CMPL ? NULL : "error");
                 }

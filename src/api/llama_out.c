@@ -52,7 +52,7 @@ void llama_put_usage(jbuf *b, const engine_result *g)
  * (validate_utf8), other bytes as they are. */
 static void put_tok_text(jbuf *b, const char *s, size_t n)
 {
-    json_put_str(b, s, engine_utf8_complete(s, n));
+    json_put_str_nl(b, s, engine_utf8_complete(s, n));
 }
 
 void llama_put_bytes(jbuf *b, const char *s, size_t n)
@@ -163,7 +163,7 @@ void llama_put_gen_settings(jbuf *b, const engine_request *g, int stream)
                 (int)p->dry_allowed_length, (int)p->dry_penalty_last_n);
     for (size_t i = 0; i < p->n_dry_breakers; i++) {
         if (i) jbuf_putc(b, ',');
-        json_put_str(b, p->dry_breakers[i], p->dry_breaker_lens[i]);
+        json_put_str_nl(b, p->dry_breakers[i], p->dry_breaker_lens[i]);
     }
     jbuf_printf(b, "],\"mirostat\":%d", (int)p->mirostat);
     putf(b, "mirostat_tau", p->mirostat_tau);
@@ -173,7 +173,7 @@ void llama_put_gen_settings(jbuf *b, const engine_request *g, int stream)
     jbuf_puts(b, ",\"stop\":[");
     for (size_t i = 0; i < g->n_stops; i++) {
         if (i) jbuf_putc(b, ',');
-        json_put_str(b, g->stops[i], g->stop_lens[i]);
+        json_put_str_nl(b, g->stops[i], g->stop_lens[i]);
     }
     jbuf_printf(b, "],\"max_tokens\":%d,\"n_predict\":%d,\"n_keep\":0,\"n_discard\":0,\"ignore_eos\":false,"
                    "\"stream\":%s,\"logit_bias\":[],\"n_probs\":%d,\"min_keep\":%d,\"grammar\":\"\","

@@ -45,7 +45,7 @@ static void reply_error(serve_resp *resp, int code, const char *msg)
     jbuf b;
     jbuf_init(&b);
     jbuf_puts(&b, "{\"error\":");
-    json_put_cstr(&b, msg);
+    json_put_cstr_go(&b, msg);
     jbuf_putc(&b, '}');
     serve_reply(resp, code, SERVE_JSON, b.p, b.len);
     jbuf_free(&b);
@@ -468,6 +468,7 @@ typedef struct {
     int generate, stream, began, failed;
     const char *tag;
     jbuf raw, sent, line;
+    jbuf shown;   /* the sent pieces as a client decodes them (U+FFFD for bad bytes) */
 } api_ctx;
 
 static void line_head(api_ctx *c, jbuf *b)
@@ -476,7 +477,7 @@ static void line_head(api_ctx *c, jbuf *b)
     ollama_rfc3339(bk_wall_ns(), ts);
     jbuf_reset(b);
     jbuf_puts(b, "{\"model\":");
-    json_put_cstr(b, c->tag);
+    json_put_cstr_go(b, c->tag);
     jbuf_printf(b, ",\"created_at\":\"%s\",", ts);
 }
 
@@ -484,10 +485,10 @@ static void put_text_field(api_ctx *c, jbuf *b, const char *s, size_t n)
 {
     if (c->generate) {
         jbuf_puts(b, "\"response\":");
-        json_put_str(b, s, n);
+        json_put_str_go(b, s, n);
     } else {
         jbuf_puts(b, "\"message\":{\"role\":\"assistant\",\"content\":");
-        json_put_str(b, s, n);
+        json_put_str_go(b, s, n);
         jbuf_putc(b, '}');
     }
 }
@@ -508,6 +509,7 @@ static int ol_on_token(void *ud, const engine_token *t, int stop_now, const engi
     line_head(c, &c->line);
     put_text_field(c, &c->line, p + c->sent.len, pl - c->sent.len);
     jbuf_puts(&c->line, ",\"done\":false}");
+    json_text_go(&c->shown, p + c->sent.len, pl - c->sent.len);
     jbuf_put(&c->sent, p + c->sent.len, pl - c->sent.len);
     return serve_ndjson_line(c->resp, c->line.p, c->line.len) != 0 ? -1 : 0;
 }
@@ -519,7 +521,7 @@ static void answer_error(api_ctx *c, int code, const char *msg)
         jbuf b;
         jbuf_init(&b);
         jbuf_puts(&b, "{\"error\":");
-        json_put_cstr(&b, msg);
+        json_put_cstr_go(&b, msg);
         jbuf_putc(&b, '}');
         serve_ndjson_line(c->resp, b.p, b.len);
         jbuf_free(&b);
@@ -726,11 +728,18 @@ static void final_line(gen_call *g, const engine_model *m, const engine_result *
                       "\"eval_duration\":%lld,\"bankml_cache_n\":%zu,\"bankml_receipt\":",
                 engine_finish(res), (long long)total_ns, (long long)g->load_us * 1000, res->n_prompt,
                 (long long)prompt_us * 1000, res->n_decoded, (long long)eval_us * 1000, res->n_cached);
-    if (g->stream)
+    /* response_sha256 is over the text as a client reads it */
+    if (g->stream) {
         engine_receipt(&fin, m, res, g->req->body, g->req->body_len, serve_req_age_ms(g->req),
-                       g->c.sent.p ? g->c.sent.p : "", g->c.sent.len, "", 0, 0);
-    else
-        engine_receipt(&fin, m, res, g->req->body, g->req->body_len, serve_req_age_ms(g->req), content, cl, "", 0, 0);
+                       g->c.shown.p ? g->c.shown.p : "", g->c.shown.len, "", 0, 0);
+    } else {
+        jbuf shown;
+        jbuf_init(&shown);
+        json_text_go(&shown, content, cl);
+        engine_receipt(&fin, m, res, g->req->body, g->req->body_len, serve_req_age_ms(g->req),
+                       shown.p ? shown.p : "", shown.len, "", 0, 0);
+        jbuf_free(&shown);
+    }
     jbuf_putc(&fin, '}');
     if (g->stream) serve_ndjson_line(g->resp, fin.p, fin.len);
     else serve_reply_json(g->resp, 200, &fin);
@@ -807,6 +816,7 @@ static void handle_gen(serve_req *req, serve_resp *resp, int generate)
     jbuf_init(&mtext);
     jbuf_init(&g.c.raw);
     jbuf_init(&g.c.sent);
+    jbuf_init(&g.c.shown);
     jbuf_init(&g.c.line);
     g.c.req = req;
     g.c.resp = resp;
@@ -866,6 +876,7 @@ out:
     jbuf_free(&mtext);
     jbuf_free(&g.c.raw);
     jbuf_free(&g.c.sent);
+    jbuf_free(&g.c.shown);
     jbuf_free(&g.c.line);
 }
 
@@ -898,7 +909,7 @@ static const hinfo *hinfo_of(size_t i)
 static void put_details(jbuf *b, const hinfo *hi, const char *parent)
 {
     jbuf_puts(b, "{\"parent_model\":");
-    json_put_cstr(b, parent ? parent : "");
+    json_put_cstr_go(b, parent ? parent : "");
     if (hi && hi->details) {
         jbuf_putc(b, ',');
         jbuf_puts(b, hi->details);
@@ -942,7 +953,7 @@ static void h_tags(serve_req *req, serve_resp *resp, void *ud)
         if (e.present) jbuf_puts(&b, "null");
         else jbuf_puts(&b, "\"pinned, but the file is not on this machine\"");
         jbuf_puts(&b, ",\"file\":");
-        json_put_cstr(&b, e.file);
+        json_put_cstr_go(&b, e.file);
         jbuf_printf(&b, ",\"found\":%s}}", e.present ? "true" : "false");
     }
     for (size_t i = 0; i < ol.n_d; i++) {
@@ -1000,11 +1011,11 @@ static void h_ps(serve_req *req, serve_resp *resp, void *ud)
             ollama_rfc3339(bk_wall_ns() + left * 1000000, ts);
         }
         jbuf_puts(&b, "{\"name\":");
-        json_put_cstr(&b, tag);
+        json_put_cstr_go(&b, tag);
         jbuf_puts(&b, ",\"model\":");
-        json_put_cstr(&b, tag);
+        json_put_cstr_go(&b, tag);
         jbuf_printf(&b, ",\"size\":%lld,\"digest\":", (long long)(hi ? hi->size : 0));
-        json_put_cstr(&b, digest);
+        json_put_cstr_go(&b, digest);
         jbuf_puts(&b, ",\"details\":");
         put_details(&b, hi, parent);
         jbuf_printf(&b, ",\"expires_at\":\"%s\",\"size_vram\":0,\"context_length\":%zu}", ts, ctx);
@@ -1070,7 +1081,7 @@ static void h_show(serve_req *req, serve_resp *resp, void *ud)
         for (size_t i = 0; v && v->type == JSON_ARRAY && i < v->n; i++) {
             jbuf q;
             jbuf_init(&q);
-            json_put_str(&q, v->items[i]->str, v->items[i]->len);
+            json_put_str_go(&q, v->items[i]->str, v->items[i]->len);
             jbuf_printf(&mf, "PARAMETER stop %s\n", q.p);
             ol_fmt_param(&params, "stop", q.p);
             jbuf_free(&q);
@@ -1087,16 +1098,16 @@ static void h_show(serve_req *req, serve_resp *resp, void *ud)
         }
     }
     jbuf_puts(&b, "{\"modelfile\":");
-    json_put_str(&b, mf.p ? mf.p : "", mf.len);
+    json_put_str_go(&b, mf.p ? mf.p : "", mf.len);
     jbuf_puts(&b, ",\"parameters\":");
-    json_put_str(&b, params.p ? params.p : "", params.len);
+    json_put_str_go(&b, params.p ? params.p : "", params.len);
     jbuf_puts(&b, ",\"template\":");
-    json_put_cstr(&b, hi && hi->tmpl ? hi->tmpl : "");
+    json_put_cstr_go(&b, hi && hi->tmpl ? hi->tmpl : "");
     if (layer) {
         const json_value *v = json_get(layer, "system");
         if (v && v->type == JSON_STRING) {
             jbuf_puts(&b, ",\"system\":");
-            json_put_str(&b, v->str, v->len);
+            json_put_str_go(&b, v->str, v->len);
         }
         jbuf_puts(&b, ",\"license\":");
         json_put_value(&b, json_get(layer, "license"));
@@ -1149,7 +1160,7 @@ static void reply_status(serve_resp *resp, int stream, const char *const *lines,
     jbuf_init(&b);
     for (size_t i = stream ? 0 : n - 1; i < n; i++) {
         jbuf_puts(&b, "{\"status\":");
-        json_put_cstr(&b, lines[i]);
+        json_put_cstr_go(&b, lines[i]);
         jbuf_putc(&b, '}');
         if (stream) jbuf_putc(&b, '\n');
     }

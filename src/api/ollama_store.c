@@ -89,7 +89,7 @@ static void put_kv_value(jbuf *b, const gguf_kv *kv)
         jbuf_puts(b, kv->u ? "true" : "false");
         break;
     default:
-        json_put_str(b, kv->str ? kv->str : "", kv->str_len);
+        json_put_str_go(b, kv->str ? kv->str : "", kv->str_len);
     }
 }
 
@@ -160,13 +160,13 @@ void ol_hinfo_fill(hinfo *hi, const char *path)
     const char *qname = gguf_type_name(best_n ? best : 0, tb);
     jbuf_init(&b);
     jbuf_puts(&b, "\"format\":\"gguf\",\"family\":");
-    json_put_cstr(&b, arch);
+    json_put_cstr_go(&b, arch);
     jbuf_puts(&b, ",\"families\":[");
-    json_put_cstr(&b, arch);
+    json_put_cstr_go(&b, arch);
     jbuf_puts(&b, "],\"parameter_size\":");
-    json_put_cstr(&b, psize);
+    json_put_cstr_go(&b, psize);
     jbuf_puts(&b, ",\"quantization_level\":");
-    json_put_cstr(&b, qname);
+    json_put_cstr_go(&b, qname);
     hi->details = b.p ? b.p : strdup("");
     /* model_info: every key sorted, without the template, arrays, non-finite floats */
     const gguf_kv **kvs = malloc((h.n_kv ? h.n_kv : 1) * sizeof *kvs);
@@ -183,7 +183,7 @@ void ol_hinfo_fill(hinfo *hi, const char *path)
     jbuf_putc(&b, '{');
     for (size_t i = 0; i < nk; i++) {
         if (i) jbuf_putc(&b, ',');
-        json_put_str(&b, kvs[i]->key, kvs[i]->key_len);
+        json_put_str_go(&b, kvs[i]->key, kvs[i]->key_len);
         jbuf_putc(&b, ':');
         put_kv_value(&b, kvs[i]);
     }

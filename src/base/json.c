@@ -138,6 +138,186 @@ void json_put_cstr(jbuf *b, const char *s)
     json_put_str(b, s, strlen(s));
 }
 
+static size_t utf8_len(const unsigned char *s, size_t n);
+
+/* How many bytes at s[0..n) (s[0] not starting a well-formed sequence) one
+ * U+FFFD stands for under nlohmann's replace handler, which is Unicode's
+ * "maximal subpart" practice: an impossible first byte alone; else the lead
+ * and the continuation bytes that still fit RFC 3629's table, up to the
+ * first byte that does not (that byte starts afresh) or the end of input. */
+static size_t utf8_bad_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
+    size_t k, i;
+    if (c >= 0xC2 && c <= 0xDF) k = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        k = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        k = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else return 1;
+    for (i = 1; i < k && i < n; i++) {
+        unsigned char l = i == 1 ? lo : 0x80, h = i == 1 ? hi : 0xBF;
+        if (s[i] < l || s[i] > h) return i;
+    }
+    return i;
+}
+
+size_t json_utf8_valid_len(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, k;
+    while (i < n && (k = utf8_len(u + i, n - i)) > 0) i += k;
+    return i;
+}
+
+void json_text_nl(jbuf *b, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, start = 0, k;
+    while (i < n) {
+        if (u[i] < 0x80) { i++; continue; }
+        if ((k = utf8_len(u + i, n - i)) > 0) { i += k; continue; }
+        if (i > start) jbuf_put(b, s + start, i - start);
+        jbuf_put(b, "\xEF\xBF\xBD", 3);
+        i += utf8_bad_len(u + i, n - i);
+        start = i;
+    }
+    if (n > start) jbuf_put(b, s + start, n - start);
+}
+
+void json_text_go(jbuf *b, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, start = 0, k;
+    while (i < n) {
+        if (u[i] < 0x80) { i++; continue; }
+        if ((k = utf8_len(u + i, n - i)) > 0) { i += k; continue; }
+        if (i > start) jbuf_put(b, s + start, i - start);
+        jbuf_put(b, "\xEF\xBF\xBD", 3);
+        start = ++i;
+    }
+    if (n > start) jbuf_put(b, s + start, n - start);
+}
+
+void json_text_peg(jbuf *b, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, start = 0;
+    while (i < n) {
+        size_t k, j;
+        if (u[i] < 0x80) { i++; continue; }
+        if ((u[i] & 0xC0) == 0x80) k = 0;
+        else if ((u[i] & 0xE0) == 0xC0) k = 2;
+        else if ((u[i] & 0xF0) == 0xE0) k = 3;
+        else if ((u[i] & 0xF8) == 0xF0) k = 4;
+        else k = 0;
+        for (j = 1; j < k && i + j < n && (u[i + j] & 0xC0) == 0x80; j++) {}
+        if (k && j == k) { i += k; continue; }
+        if (i > start) jbuf_put(b, s + start, i - start);
+        start = i;
+        if (k && i + j >= n) return;       /* cut by the end: dropped */
+        jbuf_put(b, "\xEF\xBF\xBD", 3);
+        i += k ? j : 1;
+        start = i;
+    }
+    if (n > start) jbuf_put(b, s + start, n - start);
+}
+
+/* The escape nlohmann's dump() and Go's encoding/json share for an ASCII
+ * byte, into esc (at most 6 bytes); 0 when the byte goes out as itself.
+ * go adds Go's HTML escapes (<, >, & as \u003c, \u003e, \u0026). */
+static size_t ascii_escape(unsigned char c, int go, char *esc)
+{
+    static const char hex[] = "0123456789abcdef";
+    char e = 0;
+    switch (c) {
+    case '"': e = '"'; break;
+    case '\\': e = '\\'; break;
+    case '\b': e = 'b'; break;
+    case '\f': e = 'f'; break;
+    case '\n': e = 'n'; break;
+    case '\r': e = 'r'; break;
+    case '\t': e = 't'; break;
+    default:
+        if (c >= 0x20 && !(go && (c == '<' || c == '>' || c == '&'))) return 0;
+        memcpy(esc, "\\u00", 4);
+        esc[4] = hex[c >> 4];
+        esc[5] = hex[c & 15];
+        return 6;
+    }
+    esc[0] = '\\';
+    esc[1] = e;
+    return 2;
+}
+
+void json_put_str_nl(jbuf *b, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, start = 0, k;
+    char esc[6];
+    jbuf_putc(b, '"');
+    while (i < n) {
+        if (u[i] < 0x80) {
+            size_t el = ascii_escape(u[i], 0, esc);
+            if (!el) { i++; continue; }
+            if (i > start) jbuf_put(b, s + start, i - start);
+            jbuf_put(b, esc, el);
+            start = ++i;
+            continue;
+        }
+        if ((k = utf8_len(u + i, n - i)) > 0) { i += k; continue; }
+        if (i > start) jbuf_put(b, s + start, i - start);
+        jbuf_put(b, "\xEF\xBF\xBD", 3);
+        i += utf8_bad_len(u + i, n - i);
+        start = i;
+    }
+    if (n > start) jbuf_put(b, s + start, n - start);
+    jbuf_putc(b, '"');
+}
+
+void json_put_cstr_nl(jbuf *b, const char *s)
+{
+    json_put_str_nl(b, s, strlen(s));
+}
+
+void json_put_str_go(jbuf *b, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, start = 0, k;
+    char esc[6];
+    jbuf_putc(b, '"');
+    while (i < n) {
+        const char *rep = NULL;
+        size_t el = 0, step = 1;
+        if (u[i] < 0x80) {
+            if (!(el = ascii_escape(u[i], 1, esc))) { i++; continue; }
+            rep = esc;
+        } else if ((k = utf8_len(u + i, n - i)) == 0) {
+            rep = "\\ufffd";
+            el = 6;
+        } else if (k == 3 && u[i] == 0xE2 && u[i + 1] == 0x80 && (u[i + 2] == 0xA8 || u[i + 2] == 0xA9)) {
+            rep = u[i + 2] == 0xA8 ? "\\u2028" : "\\u2029";
+            el = 6;
+            step = 3;
+        } else { i += k; continue; }
+        if (i > start) jbuf_put(b, s + start, i - start);
+        jbuf_put(b, rep, el);
+        i += step;
+        start = i;
+    }
+    if (n > start) jbuf_put(b, s + start, n - start);
+    jbuf_putc(b, '"');
+}
+
+void json_put_cstr_go(jbuf *b, const char *s)
+{
+    json_put_str_go(b, s, strlen(s));
+}
+
 /* Writes the tree back compactly. Recursion is bounded by the parser's depth
  * limit: every tree comes from json_parse(), so it is at most
  * JSON_MAX_DEPTH deep. Numbers go out as their literal text, so a round trip

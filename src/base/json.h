@@ -10,9 +10,12 @@
  * Strings are NUL-terminated and also carry their length (they may hold
  * U+0000).
  *
- * Writer: a growable byte buffer (jbuf) and json_put_str(), which escapes as
- * bankml's original did: '"' -> \", '\\' -> \\, newline -> \n, other bytes
- * below 0x20 -> \u00xx (lowercase hex), everything else raw UTF-8.
+ * Writer: a growable byte buffer (jbuf); json_put_str(), which escapes as
+ * bankml's original did (its own files: FORK.json, manifests): '"' -> \",
+ * '\\' -> \\, newline -> \n, other bytes below 0x20 -> \u00xx (lowercase
+ * hex), everything else raw; and the answer writers, json_put_str_nl
+ * (llama-server's nlohmann) and json_put_str_go (Ollama's Go), which never
+ * write invalid UTF-8.
  */
 #ifndef BANKML_JSON_H
 #define BANKML_JSON_H
@@ -79,6 +82,46 @@ char *json_read_file(const char *path, size_t *len);
 /* Appends s[0..n) as a quoted JSON string with the escaping described above. */
 void json_put_str(jbuf *b, const char *s, size_t n);
 void json_put_cstr(jbuf *b, const char *s);
+/* The writers of the servers bankml answers for. Neither ever writes a byte
+ * that is not UTF-8, so every body parses (Python's json.loads, JS
+ * JSON.parse).
+ *
+ * json_put_str_nl: exactly what llama-server b11669 writes for a string,
+ * nlohmann::json's dump(-1, ' ', false, error_handler_t::replace) (its
+ * safe_json_to_str): '"' and '\\' escaped, \b \t \n \f \r as such, the other
+ * bytes below 0x20 as \u00xx (lowercase hex), DEL and valid UTF-8 raw
+ * (ensure_ascii off), and each ill-formed sequence as one U+FFFD (EF BF BD):
+ * an impossible byte (80..BF alone, C0, C1, F5..FF) alone; else the lead
+ * and the continuation bytes that fit RFC 3629's table, up to the first
+ * that does not (which starts afresh) or the end (so a character cut at
+ * the end is one U+FFFD). That is Unicode's "maximal subpart" practice,
+ * the same grouping as Python's bytes.decode('utf-8', 'replace'). */
+void json_put_str_nl(jbuf *b, const char *s, size_t n);
+void json_put_cstr_nl(jbuf *b, const char *s);
+/* json_put_str_go: exactly what Go's encoding/json Marshal (Go >= 1.22, as
+ * Ollama is built) writes: '"' '\\' \b \f \n \r \t escaped as such, the other
+ * bytes below 0x20 as \u00xx, the HTML escapes \u003c \u003e \u0026 for < > &,
+ * U+2028 and U+2029 as \u2028 and \u2029, DEL and valid UTF-8 raw, and each
+ * byte that utf8.DecodeRuneInString rejects (RuneError of width 1: every
+ * byte of an ill-formed sequence, one by one) as the six characters \ufffd. */
+void json_put_str_go(jbuf *b, const char *s, size_t n);
+void json_put_cstr_go(jbuf *b, const char *s);
+/* The text a client decodes from what json_put_str_nl / json_put_str_go
+ * wrote, unescaped: s[0..n) with the same U+FFFD replacements, appended to
+ * b (for hashes over the answer as returned, e.g. response_sha256). */
+void json_text_nl(jbuf *b, const char *s, size_t n);
+void json_text_go(jbuf *b, const char *s, size_t n);
+/* A chat answer's content as llama-server b11669's chat parser leaves it
+ * (common_parse_utf8_codepoint's walk, measured on the binary): only the
+ * shapes are checked (a lead's length, continuations' top bits), so
+ * overlongs, surrogates and F5..F7 leads pass as they are (the writer then
+ * replaces them); a continuation byte or an F8..FF byte alone, or a lead
+ * with fewer continuations than its shape wants before another byte, is
+ * one U+FFFD for the lead and the continuations it has; a lead cut by the
+ * end of the text is dropped. Appended to b. */
+void json_text_peg(jbuf *b, const char *s, size_t n);
+/* How many leading bytes of s[0..n) are well-formed UTF-8 (RFC 3629). */
+size_t json_utf8_valid_len(const char *s, size_t n);
 /* Writes a parsed value back (compact: separators ", " and ": "). */
 void json_put_value(jbuf *b, const json_value *v);
 /* Appends v exactly as nlohmann::json 3.12.0's dump() prints a double, which

@@ -117,7 +117,7 @@ static void print_answer(const engine_result *res, size_t n_prompt, int json_out
         jbuf o;
         jbuf_init(&o);
         jbuf_puts(&o, "{\"content\": ");
-        json_put_str(&o, res->text.p ? res->text.p : "", res->text.len);
+        json_put_str_nl(&o, res->text.p ? res->text.p : "", res->text.len);
         jbuf_printf(&o, ", \"prompt_tokens\": %zu, \"completion_tokens\": %zu, \"finish_reason\": \"%s\"}\n", n_prompt,
                     res->n_decoded, engine_finish(res));
         fwrite(o.p, 1, o.len, stdout);
