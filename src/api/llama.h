@@ -18,4 +18,30 @@ typedef struct llama_api llama_api;
 llama_api *llama_api_register(serve_server *srv, engine *e);
 void llama_api_free(llama_api *api);
 
+/* What llama-server's command line sets for these routes (bankml serve's
+ * flags, cli/serve_cmd.c). */
+typedef struct {
+    /* The server-wide sampling defaults (--temp, --seed, --top-k, ...) as
+     * request fields, a JSON object read over each model's GGUF defaults
+     * before the request's own fields (so a flag beats general.sampling.*,
+     * a request field beats both, as in llama-server); NULL: none. */
+    const json_value *sampling;
+    int32_t n_predict;         /* -n: the budget of a request without n_predict; -1 none */
+    const char *alias;         /* --alias as given (comma-separated), or NULL; kept for the routes' names */
+    int metrics;               /* --metrics: /metrics is served; else llama-server's 501 */
+    int slots;                 /* --slots (the default); --no-slots: GET /slots answers llama-server's 501 */
+    int props;                 /* --props (refused by the command line today): POST /props allowed, else 501 */
+} llama_api_opts;
+
+/* llama-server's defaults: no sampling flags, n_predict -1, no alias, slots on, metrics and props off. */
+void llama_api_opts_init(llama_api_opts *o);
+/* Takes o (copied; its pointers must outlive the server) and registers the
+ * routes it switches: GET /slots's 501 with --no-slots, POST /props's 501
+ * without --props. Call before the server listens. 0, or -1 out of memory. */
+int llama_api_configure(llama_api *api, const llama_api_opts *o);
+/* The command line's sampling defaults over the model's: into out
+ * (uninitialised; free it with sampler_params_free whatever the result). 0,
+ * or -1 with the reason. o may be NULL. */
+int llama_defaults(const llama_api_opts *o, const engine_model *m, sampler_params *out, char *err, size_t errlen);
+
 #endif

@@ -68,6 +68,9 @@ typedef struct {
     size_t n_batch;            /* llama-server's -b: prompt tokens per decode call; 0 = 2048 */
     size_t n_ubatch;           /* its -ub: micro-batch (decides kernels, so bits); 0 = 512 */
     int n_parallel;            /* its -np: slots; 0 = 1 */
+    const char *chat_template; /* --chat-template / --chat-template-file: every model's template instead of its
+                                  GGUF's ("chatml": llama-server's ChatML); NULL: the GGUF's. Not copied */
+    size_t chat_template_len;
 } engine_opts;
 
 typedef struct engine engine;
