@@ -172,4 +172,13 @@ with oracle.Server([BIN, "serve", "--fork", FORK, "--port", "{port}"], name="ban
                    env=dict(ENV, LLAMA_ARG_MODEL=MODEL, LLAMA_ARG_ENDPOINT_METRICS="1", LLAMA_ARG_N_PREDICT="3")) as B:
     S.equal("LLAMA_ARG_MODEL, LLAMA_ARG_ENDPOINT_METRICS=1, LLAMA_ARG_N_PREDICT=3: read as the flags",
             (B.get("/metrics")[0], B.post("/completion", {"prompt": "Once"})[1].get("tokens_predicted")), (200, 3))
+KEYS = os.path.join(tmp, "keys.txt")
+with open(KEYS, "w") as f:
+    f.write("# a comment\nK2\n\nK3\n")
+with oracle.Server([BIN, "serve", MODEL, "--fork", FORK, "--port", "{port}", "--api-key", "K1", "--api-key-file",
+                    KEYS], name="bankml-keys") as B:
+    got = [B.get("/props")[0]] + [B.get("/props", headers={"Authorization": "Bearer " + k})[0]
+                                  for k in ("K1", "K2", "K3", "# a comment", "")]
+    S.equal("--api-key K1 --api-key-file (K2, K3, a comment, a blank line): 401 without, 200 with each key",
+            got, [401, 200, 200, 200, 401, 401])
 S.finish()

@@ -377,7 +377,7 @@ static serve_server *open_server(engine *e, serve_cfg *c, const parsed_args *a, 
     /* llama-server reads any POST body as JSON whatever its Content-Type, and
      * `curl -d` sends form encoding: refusing it would break its clients. */
     so.json_posts_only = 0;
-    so.api_keys = c->keys.len > 1 ? c->keys.p : NULL;
+    so.api_keys = c->keys.len ? c->keys.p : NULL;
     so.allow_origins = args_opt(a, "--allow-origin");
     serve_server *srv = serve_new(&so, err, sizeof err);
     if (!srv) {
