@@ -115,17 +115,17 @@ def tests(tmp):
     expect("guard with an unknown option", ["guard", "x.gguf", "--frob"], 1, out="",
            err="bankml guard: unknown option --frob\nusage: bankml guard FILE [--engine mainline|prism] [--json]\n")
     expect("guard --engine without value", ["guard", "x.gguf", "--engine"], 1, out="",
-           err="bankml guard: --engine needs a value\nusage: bankml guard FILE [--engine mainline|prism] [--json]\n")
+           err="bankml guard: --engine needs a value (mainline|prism)\nusage: bankml guard FILE [--engine mainline|prism] [--json]\n")
     # serve and generate share the one parser: unknown options and stray arguments are errors, never ignored
     rc, out, err = run("serve", "--frob")
     check("serve with an unknown option: exit 1, its usage", rc == 1 and out == "" and
-          err.startswith("bankml serve: unknown option --frob\nusage: bankml serve [MODEL] [--native] "), (rc, err))
+          err.startswith("bankml serve: unknown option --frob\nusage: bankml serve [MODEL] [llama-server's options] "), (rc, err))
     rc, out, err = run("serve", "a.gguf", "b.gguf")
     check("serve with two models: exit 1", rc == 1 and err.startswith("bankml serve: unexpected argument b.gguf\n"),
           (rc, err))
     rc, out, err = run("serve", "--ctx", "x")
     check("serve --ctx x: exit 1 with the range", rc == 1 and
-          err.startswith("bankml serve: --ctx takes a whole number from 1 to 16777216, not x\n"), (rc, err))
+          err.startswith("bankml serve: --ctx takes a whole number from 0 to 16777216, not x\n"), (rc, err))
     rc, out, err = run("generate", "m.gguf", "--tmep", "1")
     check("generate with a misspelt flag: exit 1", rc == 1 and
           err.startswith("bankml generate: unknown option --tmep\nusage: bankml generate MODEL "), (rc, err))

@@ -64,7 +64,7 @@ def view(j):
 
 
 try:
-    with oracle.Server.bankml(MODEL, ctx=2048, extra=["--fork", FORK]) as B:
+    with oracle.Server.bankml(MODEL, ctx=2048, extra=["--fork", FORK, "--metrics"]) as B:
         ref = {}
         for q in PROMPTS:
             st, j = post(B.port, body(q))

@@ -17,6 +17,7 @@ struct llama_api {
     engine *e;
     serve_server *srv;
     void *compat;              /* llama_compat.c's routes */
+    llama_api_opts o;
 };
 
 /* ------------------------------------------------------------------ completions */
@@ -358,7 +359,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
         goto out;
     }
     if (!(m = llama_lock_model(api->e, body, resp))) goto out;
-    if (llama_read_request(m, body, &pre, &rq, err, sizeof err) != 0) {
+    if (llama_read_request(m, &api->o, body, &pre, &rq, err, sizeof err) != 0) {
         llama_reply_err(resp, 400, err);
     } else if (prompt_of(m, &pre, resp, &ids, &n_ids) == 0) {
         engine_select(api->e, m, ids, n_ids);   /* llama-server: at slot selection, before the context check */
@@ -625,8 +626,9 @@ static void h_props(serve_req *req, serve_resp *resp, void *ud)
     engine_request_init(&rq);
     jbuf_init(&out);
     sampler_params_free(&rq.sp);
-    if (sampler_params_copy(&rq.sp, engine_model_defaults(m)) != 0) {
-        llama_reply_err(resp, 500, "out of memory");
+    char err[512];
+    if (llama_defaults(&api->o, m, &rq.sp, err, sizeof err) != 0) {
+        llama_reply_err(resp, 500, err);
     } else {
         size_t tl;
         engine_entry en;
@@ -638,8 +640,9 @@ static void h_props(serve_req *req, serve_resp *resp, void *ud)
         json_put_cstr_nl(&out, llama_model_name(api->e, m));
         jbuf_puts(&out, ",\"model_path\":");
         json_put_cstr_nl(&out, path);
-        jbuf_puts(&out, ",\"modalities\":{\"vision\":false,\"video\":false,\"audio\":false},\"endpoint_slots\":false,"
-                        "\"endpoint_props\":false,\"endpoint_metrics\":false,\"chat_template\":");
+        jbuf_printf(&out, ",\"modalities\":{\"vision\":false,\"video\":false,\"audio\":false},\"endpoint_slots\":%s,"
+                          "\"endpoint_props\":%s,\"endpoint_metrics\":%s,\"chat_template\":",
+                    api->o.slots ? "true" : "false", api->o.props ? "true" : "false", api->o.metrics ? "true" : "false");
         json_put_str_nl(&out, tmpl, tl);
         jbuf_puts(&out, ",\"bos_token\":");
         json_put_cstr_nl(&out, engine_model_bos(m));
@@ -727,6 +730,8 @@ llama_api *llama_api_register(serve_server *srv, engine *e)
     if (!api) return NULL;
     api->e = e;
     api->srv = srv;
+    llama_api_opts_init(&api->o);
+    api->o.slots = 0;   /* what /props said before the command line set it: no /slots route yet */
     serve_route(srv, "GET", "/health", h_health, api, SERVE_PUBLIC);
     serve_route(srv, "GET", "/v1/health", h_health, api, SERVE_PUBLIC);
     serve_route(srv, "GET", "/props", h_props, api, 0);
@@ -739,7 +744,7 @@ llama_api *llama_api_register(serve_server *srv, engine *e)
     serve_route(srv, "POST", "/tokenize", h_tokenize, api, 0);
     serve_route(srv, "POST", "/detokenize", h_detokenize, api, 0);
     serve_route(srv, "POST", "/apply-template", h_apply_template, api, 0);
-    if (!(api->compat = llama_compat_register(srv, e))) {
+    if (!(api->compat = llama_compat_register(srv, e, &api->o))) {
         free(api);
         return NULL;
     }
@@ -751,4 +756,36 @@ void llama_api_free(llama_api *api)
 {
     if (api) llama_compat_free(api->compat);
     free(api);
+}
+void llama_api_opts_init(llama_api_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->n_predict = -1;
+    o->slots = 1;
+}
+
+/* llama-server's 501 for a route its command line turned off; ud is the message. */
+static void h_not_supported(serve_req *req, serve_resp *resp, void *ud)
+{
+    jbuf out;
+    (void)req;
+    jbuf_init(&out);
+    jbuf_puts(&out, "{\"error\":{\"code\":501,\"message\":");
+    json_put_cstr_nl(&out, ud);
+    jbuf_puts(&out, ",\"type\":\"not_supported_error\"}}");
+    serve_reply_json(resp, 501, &out);
+    jbuf_free(&out);
+}
+
+int llama_api_configure(llama_api *api, const llama_api_opts *o)
+{
+    int rc = 0;
+    api->o = *o;
+    if (!o->slots)
+        rc |= serve_route(api->srv, "GET", "/slots", h_not_supported,
+                          (void *)"This server does not support slots endpoint. Start it with `--slots`", 0);
+    if (!o->props)
+        rc |= serve_route(api->srv, "POST", "/props", h_not_supported,
+                          (void *)"This server does not support changing global properties. Start it with `--props`", 0);
+    return rc ? -1 : 0;
 }

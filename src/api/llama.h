@@ -22,8 +22,36 @@ void llama_api_free(llama_api *api);
  * /v1/responses, /v1/messages and /v1/messages/count_tokens on the same
  * slot, and llama-server's refusals of /embedding(s), /rerank, /infill
  * (without FIM tokens), POST /props and POST /slots/:id. The handle, freed
- * by llama_compat_free; NULL out of memory. */
-void *llama_compat_register(serve_server *srv, engine *e);
+ * by llama_compat_free; NULL out of memory. lo: the command line's defaults
+ * for these routes too (read at each request, so it may be set later). */
+struct llama_api_opts_s;
+void *llama_compat_register(serve_server *srv, engine *e, const struct llama_api_opts_s *lo);
 void llama_compat_free(void *compat);
+
+/* What llama-server's command line sets for these routes (bankml serve's
+ * flags, cli/serve_cmd.c). */
+typedef struct llama_api_opts_s {
+    /* The server-wide sampling defaults (--temp, --seed, --top-k, ...) as
+     * request fields, a JSON object read over each model's GGUF defaults
+     * before the request's own fields (so a flag beats general.sampling.*,
+     * a request field beats both, as in llama-server); NULL: none. */
+    const json_value *sampling;
+    int32_t n_predict;         /* -n: the budget of a request without n_predict; -1 none */
+    const char *alias;         /* --alias as given (comma-separated), or NULL; kept for the routes' names */
+    int metrics;               /* --metrics: /metrics is served; else llama-server's 501 */
+    int slots;                 /* --slots (the default); --no-slots: GET /slots answers llama-server's 501 */
+    int props;                 /* --props (refused by the command line today): POST /props allowed, else 501 */
+} llama_api_opts;
+
+/* llama-server's defaults: no sampling flags, n_predict -1, no alias, slots on, metrics and props off. */
+void llama_api_opts_init(llama_api_opts *o);
+/* Takes o (copied; its pointers must outlive the server) and registers the
+ * routes it switches: GET /slots's 501 with --no-slots, POST /props's 501
+ * without --props. Call before the server listens. 0, or -1 out of memory. */
+int llama_api_configure(llama_api *api, const llama_api_opts *o);
+/* The command line's sampling defaults over the model's: into out
+ * (uninitialised; free it with sampler_params_free whatever the result). 0,
+ * or -1 with the reason. o may be NULL. */
+int llama_defaults(const llama_api_opts *o, const engine_model *m, sampler_params *out, char *err, size_t errlen);
 
 #endif

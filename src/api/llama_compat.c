@@ -379,8 +379,8 @@ static int cx_prompt(const engine_model *m, const llama_pre *pre, serve_resp *re
 /* Runs body (a completion request, or the chat request a translation
  * made) on the model `named` asks for, answering in kind's shape.
  * count_only: /v1/messages/count_tokens, the prompt's length alone. */
-static void cx_run(engine *e, serve_req *req, serve_resp *resp, const json_value *body, const json_value *named,
-                   cx_kind kind, int count_only)
+static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_resp *resp, const json_value *body,
+                   const json_value *named, cx_kind kind, int count_only)
 {
     char err[1024];
     int status;
@@ -395,7 +395,7 @@ static void cx_run(engine *e, serve_req *req, serve_resp *resp, const json_value
         goto out;
     }
     if (!(m = llama_lock_model(e, named, resp))) goto out;
-    if (llama_read_request(m, body, &pre, &rq, err, sizeof err) != 0) {
+    if (llama_read_request(m, lo, body, &pre, &rq, err, sizeof err) != 0) {
         llama_reply_err(resp, 400, err);
     } else if (cx_prompt(m, &pre, resp, &ids, &n_ids) != 0) {
         /* answered */
@@ -836,6 +836,7 @@ out:
 
 typedef struct {
     engine *e;
+    const llama_api_opts *lo;  /* the command line's defaults (llama.c's, set before the server listens) */
 } compat;
 
 /* A translated route: the body parsed, translated, parsed again, run. */
@@ -862,7 +863,7 @@ static void translated(compat *api, serve_req *req, serve_resp *resp, cx_kind ki
         llama_reply_err(resp, 500, t.oom ? "out of memory" : err);
         goto out;
     }
-    cx_run(api->e, req, resp, chat, body, kind, count_only);
+    cx_run(api->e, api->lo, req, resp, chat, body, kind, count_only);
 out:
     json_free(chat);
     json_free(body);
@@ -879,7 +880,7 @@ static void h_v1_completions(serve_req *req, serve_resp *resp, void *ud)
         bk_err(err, sizeof err, "[json.exception.type_error.304] cannot use at() with %s", llama_jtype(body));
         llama_reply_err(resp, 400, err);
     } else {
-        cx_run(api->e, req, resp, body, body, CX_CMPL, 0);
+        cx_run(api->e, api->lo, req, resp, body, body, CX_CMPL, 0);
     }
     json_free(body);
 }
@@ -939,11 +940,12 @@ static void h_infill(serve_req *req, serve_resp *resp, void *ud)
                                "input_suffix, input_extra) is not reproduced; use /completion with the FIM tokens");
 }
 
-void *llama_compat_register(serve_server *srv, engine *e)
+void *llama_compat_register(serve_server *srv, engine *e, const llama_api_opts *lo)
 {
     compat *api = calloc(1, sizeof *api);
     if (!api) return NULL;
     api->e = e;
+    api->lo = lo;
     serve_route(srv, "POST", "/v1/completions", h_v1_completions, api, 0);
     serve_route(srv, "POST", "/v1/responses", h_responses, api, 0);
     serve_route(srv, "POST", "/responses", h_responses, api, 0);

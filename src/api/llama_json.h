@@ -9,6 +9,7 @@
 #define BANKML_LLAMA_JSON_H
 
 #include "api/serve.h"
+#include "api/llama.h"
 #include "engine/engine.h"
 
 #define LLAMA_FINGERPRINT "bankml-" BANKML_VERSION
@@ -60,10 +61,10 @@ int llama_read_pre(const json_value *body, int chat, llama_pre *pre, int *status
 
 /* The request's fields in llama-server's schema order (stream,
  * stream_options, cache_prompt, n_predict, n_cmpl, the sampler's, stop)
- * over the model's defaults, into rq (prompt apart). 0, or -1 with the
- * 400 message. */
-int llama_read_request(const engine_model *m, const json_value *body, const llama_pre *pre, engine_request *rq,
-                       char *err, size_t errlen);
+ * over the command line's defaults (lo, NULL: none) and the model's, into
+ * rq (prompt apart). 0, or -1 with the 400 message. */
+int llama_read_request(const engine_model *m, const llama_api_opts *lo, const json_value *body, const llama_pre *pre,
+                       engine_request *rq, char *err, size_t errlen);
 
 /* /completion's `prompt`: a string (tokenized as a prompt), or an array of
  * ids and strings mixed. *ids malloc'd. 0, or -1 with the 400 message. */

@@ -395,8 +395,19 @@ static void read_stops(const json_value *st, engine_request *rq)
     }
 }
 
-int llama_read_request(const engine_model *m, const json_value *body, const llama_pre *pre, engine_request *rq,
-                       char *err, size_t errlen)
+int llama_defaults(const llama_api_opts *o, const engine_model *m, sampler_params *out, char *err, size_t errlen)
+{
+    if (!o || !o->sampling) {
+        if (sampler_params_copy(out, engine_model_defaults(m)) == 0) return 0;
+        snprintf(err, errlen, "out of memory");
+        sampler_params_init(out);
+        return -1;
+    }
+    return sampler_resolve(out, engine_model_defaults(m), o->sampling, err, errlen);
+}
+
+int llama_read_request(const engine_model *m, const llama_api_opts *lo, const json_value *body, const llama_pre *pre,
+                       engine_request *rq, char *err, size_t errlen)
 {
     const json_value *so = json_get(body, "stream_options");
     if (llama_field_bool(body, "stream", &rq->stream, err, errlen)) return -1;
@@ -404,9 +415,28 @@ int llama_read_request(const engine_model *m, const json_value *body, const llam
         return -1;
     if (llama_field_bool(body, "cache_prompt", &rq->cache_prompt, err, errlen)) return -1;
     if (field_n_predict(body, &rq->n_predict, err, errlen)) return -1;
+    if (lo && lo->n_predict >= 0 && rq->n_predict < 0) {
+        /* llama-server (measured): without n_predict the request gets -n's; with an explicit -1 it stops at -n's
+         * budget but reports -1, which engine_request cannot say */
+        if (json_get(body, "n_predict") || json_get(body, "max_tokens") || json_get(body, "max_completion_tokens")) {
+            snprintf(err, errlen, "n_predict -1 on a server started with -n %d is not reproduced (llama-server stops at "
+                                  "%d tokens and reports -1): leave n_predict out, or give a budget",
+                     (int)lo->n_predict, (int)lo->n_predict);
+            return -1;
+        }
+        rq->n_predict = lo->n_predict;
+    }
     if (field_n_cmpl(body, err, errlen)) return -1;
     sampler_params_free(&rq->sp);
-    if (sampler_resolve(&rq->sp, engine_model_defaults(m), body, err, errlen) != 0) return -1;
+    sampler_params d;
+    if (llama_defaults(lo, m, &d, err, errlen) != 0) {
+        sampler_params_free(&d);
+        sampler_params_init(&rq->sp);
+        return -1;
+    }
+    int rc = sampler_resolve(&rq->sp, &d, body, err, errlen);
+    sampler_params_free(&d);
+    if (rc != 0) return -1;
     if (pre && pre->logprobs_set) rq->sp.n_probs = pre->logprobs_n;
     read_stops(json_get(body, "stop"), rq);
     return 0;

@@ -17,6 +17,7 @@
 struct status_api {
     engine *e;
     const char *upstream;
+    int metrics_off;           /* llama-server without --metrics */
 };
 
 static void h_bankml(serve_req *req, serve_resp *resp, void *ud)
@@ -59,6 +60,12 @@ static void h_bankml(serve_req *req, serve_resp *resp, void *ud)
 static void h_metrics(serve_req *req, serve_resp *resp, void *ud)
 {
     (void)req;
+    if (((status_api *)ud)->metrics_off) {
+        static const char off[] = "{\"error\":{\"code\":501,\"message\":\"This server does not support metrics endpoint. "
+                                  "Start it with `--metrics`\",\"type\":\"not_supported_error\"}}";
+        serve_reply(resp, 501, SERVE_JSON, off, sizeof off - 1);
+        return;
+    }
     static const struct { const char *name, *help; } cn[] = {
         {"prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens"},
         {"prompt_tokens_cached_total", "Number of prompt tokens reused from the cache"},
@@ -325,3 +332,5 @@ status_api *status_register(serve_server *srv, engine *e, const char *upstream)
 }
 
 void status_free(status_api *api) { free(api); }
+
+void status_set_metrics(status_api *api, int on) { api->metrics_off = !on; }

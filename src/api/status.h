@@ -14,5 +14,8 @@ typedef struct status_api status_api;
  * /bankml names (NULL: none). NULL out of memory. */
 status_api *status_register(serve_server *srv, engine *e, const char *upstream);
 void status_free(status_api *api);
+/* llama-server's --metrics: off, GET /metrics answers its 501 (the
+ * default after status_register is on). */
+void status_set_metrics(status_api *api, int on);
 
 #endif

@@ -29,6 +29,34 @@ static const char *const flag_keys[][2] = {
 };
 #define N_FLAG_KEYS (sizeof flag_keys / sizeof flag_keys[0])
 
+static const arg_opt generate_opts[] = {
+    ARGS_HELP_ROW,
+    {"--max", NULL, "N", NULL, "256", "tokens to generate at most", ARG_OWN, NULL, NULL},
+    {"--json", NULL, NULL, NULL, "", "print the answer as one JSON object (content, token counts, finish reason)", ARG_OWN, NULL, NULL},
+    {"--sample", NULL, NULL, NULL, "", "sample with llama-server's chain (default: greedy argmax)", ARG_OWN, NULL, NULL},
+    {"--fork", NULL, "F", NULL, "models.FORK.json", "the pin file", ARG_OWN, NULL, NULL},
+    {"--temp", NULL, "T", NULL, "0.8", "temperature (with --sample)", ARG_OWN, NULL, NULL},
+    {"--top-k", NULL, "K", NULL, "40", "top-k", ARG_OWN, NULL, NULL},
+    {"--top-p", NULL, "P", NULL, "0.95", "top-p", ARG_OWN, NULL, NULL},
+    {"--min-p", NULL, "P", NULL, "0.05", "min-p", ARG_OWN, NULL, NULL},
+    {"--seed", NULL, "S", NULL, "random", "the sampler's seed", ARG_OWN, NULL, NULL},
+    {"--typical-p", NULL, "P", NULL, "1.0", "locally typical p", ARG_OWN, NULL, NULL},
+    {"--top-n-sigma", NULL, "S", NULL, "-1", "top-n-sigma", ARG_OWN, NULL, NULL},
+    {"--xtc-probability", NULL, "P", NULL, "0", "XTC probability", ARG_OWN, NULL, NULL},
+    {"--xtc-threshold", NULL, "T", NULL, "0.1", "XTC threshold", ARG_OWN, NULL, NULL},
+    {"--dynatemp-range", NULL, "R", NULL, "0", "dynamic temperature range", ARG_OWN, NULL, NULL},
+    {"--dynatemp-exponent", NULL, "E", NULL, "1", "dynamic temperature exponent", ARG_OWN, NULL, NULL},
+    {"--repeat-last-n", NULL, "N", NULL, "64", "repeat-penalty window", ARG_OWN, NULL, NULL},
+    {"--repeat-penalty", NULL, "P", NULL, "1.0", "repeat penalty", ARG_OWN, NULL, NULL},
+    {"--frequency-penalty", NULL, "P", NULL, "0", "frequency penalty", ARG_OWN, NULL, NULL},
+    {"--presence-penalty", NULL, "P", NULL, "0", "presence penalty", ARG_OWN, NULL, NULL},
+    {"--dry-multiplier", NULL, "M", NULL, "0", "DRY multiplier", ARG_OWN, NULL, NULL},
+    {"--dry-base", NULL, "B", NULL, "1.75", "DRY base", ARG_OWN, NULL, NULL},
+    {"--dry-allowed-length", NULL, "N", NULL, "2", "DRY allowed length", ARG_OWN, NULL, NULL},
+    {"--dry-penalty-last-n", NULL, "N", NULL, "64", "DRY window", ARG_OWN, NULL, NULL},
+    {"--min-keep", NULL, "N", NULL, "0", "candidates every sampler keeps", ARG_OWN, NULL, NULL},
+};
+
 const command_spec generate_spec = {
     "generate",
     "generate MODEL [--max N] [--json] [--sample [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S] "
@@ -36,13 +64,9 @@ const command_spec generate_spec = {
     "[--dynatemp-exponent E] [--repeat-last-n N] [--repeat-penalty P] [--frequency-penalty P] "
     "[--presence-penalty P] [--dry-multiplier M] [--dry-base B] [--dry-allowed-length N] "
     "[--dry-penalty-last-n N] [--min-keep N]] [--fork F] < messages.json|text",
-    1,
-    {"--json", "--sample"},
-    {"--max", "--fork", "--temp", "--top-k", "--top-p", "--min-p", "--seed", "--typical-p", "--top-n-sigma",
-     "--xtc-probability", "--xtc-threshold", "--dynatemp-range", "--dynatemp-exponent", "--repeat-last-n",
-     "--repeat-penalty", "--frequency-penalty", "--presence-penalty", "--dry-multiplier", "--dry-base",
-     "--dry-allowed-length", "--dry-penalty-last-n", "--min-keep"},
-    0};
+    "one answer to the conversation (or text) on standard input, through the engine as the server runs it; "
+    "sampling values are read as the server reads their request fields",
+    1, 0, ARGS_TABLE(generate_opts)};
 
 /* The sampling flags over the GGUF's defaults, with llama-server's rules and
  * refusals (sampler_resolve reads them as the fields they name). Each
@@ -203,6 +227,7 @@ int cmd_generate(int argc, char **argv)
     long max = 256;
     engine_error er = {0};
     if (args_parse(&generate_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (a.help) return args_help(&generate_spec), BANKML_OK;
     fork = args_opt(&a, "--fork");
     if (!fork) fork = "models.FORK.json";
     if ((v = args_opt(&a, "--max"))) {

@@ -52,9 +52,15 @@ static void print_jbuf(FILE *f, jbuf *b)
 
 /* ---- commands ----------------------------------------------------------- */
 
+static const arg_opt guard_opts[] = {
+    ARGS_HELP_ROW,
+    {"--engine", NULL, "mainline|prism", NULL, "mainline", "the engine whose rules the guard applies", ARG_OWN, NULL, NULL},
+    {"--json", NULL, NULL, NULL, "", "the report as one JSON object", ARG_OWN, NULL, NULL},
+};
 static const command_spec guard_spec = {
-    "guard", "guard FILE [--engine mainline|prism] [--json]", 1,
-    {"--json"}, {"--engine"}, 0};
+    "guard", "guard FILE [--engine mainline|prism] [--json]",
+    "reads a GGUF's header only and says whether bankml plays it, refuses it (and why) or needs more bytes", 1, 0,
+    ARGS_TABLE(guard_opts)};
 
 static int cmd_guard(int argc, char **argv)
 {
@@ -67,6 +73,7 @@ static int cmd_guard(int argc, char **argv)
 
     if (args_parse(&guard_spec, argc, argv, &a) || engine_of(&guard_spec, &a, &engine))
         return BANKML_EXIT_IO;
+    if (a.help) return args_help(&guard_spec), BANKML_OK;
     if (gguf_guard_file(a.pos[0], engine, &r, err, sizeof err) != 0) {
         fprintf(stderr, "bankml guard: cannot read %s: %s\n", a.pos[0], err);
         return BANKML_EXIT_IO;
@@ -85,7 +92,9 @@ static int cmd_guard(int argc, char **argv)
     return rc;
 }
 
-static const command_spec sha256_spec = {"sha256", "sha256 FILE", 1, {0}, {0}, 0};
+static const arg_opt sha256_opts[] = {ARGS_HELP_ROW};
+static const command_spec sha256_spec = {"sha256", "sha256 FILE", "prints the file's SHA-256, as sha256sum does", 1, 0,
+                                         ARGS_TABLE(sha256_opts)};
 
 static int cmd_sha256(int argc, char **argv)
 {
@@ -94,6 +103,7 @@ static int cmd_sha256(int argc, char **argv)
     char hex[65];
 
     if (args_parse(&sha256_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (a.help) return args_help(&sha256_spec), BANKML_OK;
     if (sha256_file(a.pos[0], d) != 0) {
         fprintf(stderr, "bankml sha256: cannot read %s: %s\n", a.pos[0], strerror(errno));
         return BANKML_EXIT_IO;
@@ -103,8 +113,14 @@ static int cmd_sha256(int argc, char **argv)
     return BANKML_OK;
 }
 
+static const arg_opt pin_opts[] = {
+    ARGS_HELP_ROW,
+    {"--fork", NULL, "FORK.json", NULL, "", "the pin file (required)", ARG_OWN, NULL, NULL},
+    {"--write", NULL, NULL, NULL, "", "record the file's size and SHA-256 in it (atomically) instead of checking them", ARG_OWN, NULL, NULL},
+};
 static const command_spec pin_spec = {
-    "pin", "pin FILE --fork FORK.json [--write]", 1, {"--write"}, {"--fork"}, 0};
+    "pin", "pin FILE --fork FORK.json [--write]", "checks a file against its pin, or writes the pin", 1, 0,
+    ARGS_TABLE(pin_opts)};
 
 static int cmd_pin(int argc, char **argv)
 {
@@ -114,6 +130,7 @@ static int cmd_pin(int argc, char **argv)
     int rc;
 
     if (args_parse(&pin_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (a.help) return args_help(&pin_spec), BANKML_OK;
     fork = args_opt(&a, "--fork");
     if (!fork) {
         fprintf(stderr, "bankml pin: --fork FORK.json is required\n");
@@ -136,9 +153,15 @@ static int cmd_pin(int argc, char **argv)
     return BANKML_EXIT_IO;
 }
 
+static const arg_opt verify_opts[] = {
+    ARGS_HELP_ROW,
+    {"--fork", NULL, "FORK.json", NULL, "", "the pin file (required)", ARG_OWN, NULL, NULL},
+    {"--engine", NULL, "mainline|prism", NULL, "mainline", "the engine whose rules the guard applies", ARG_OWN, NULL, NULL},
+    {"--json", NULL, NULL, NULL, "", "the verdict as one JSON object", ARG_OWN, NULL, NULL},
+};
 static const command_spec verify_spec = {
-    "verify", "verify FILE --fork FORK.json [--engine mainline|prism] [--json]", 1,
-    {"--json"}, {"--fork", "--engine"}, 0};
+    "verify", "verify FILE --fork FORK.json [--engine mainline|prism] [--json]",
+    "the guard, then the pin: what every model-loading path runs first", 1, 0, ARGS_TABLE(verify_opts)};
 
 static int cmd_verify(int argc, char **argv)
 {
@@ -152,6 +175,7 @@ static int cmd_verify(int argc, char **argv)
 
     if (args_parse(&verify_spec, argc, argv, &a) || engine_of(&verify_spec, &a, &engine))
         return BANKML_EXIT_IO;
+    if (a.help) return args_help(&verify_spec), BANKML_OK;
     fork = args_opt(&a, "--fork");
     if (!fork) {
         fprintf(stderr, "bankml verify: --fork FORK.json is required\n");
@@ -219,8 +243,13 @@ static int open_vocab(const char *cmd, const char *path, tok_vocab **v, gguf_rep
     return 0;
 }
 
+static const arg_opt tokenize_opts[] = {
+    ARGS_HELP_ROW,
+    {"--no-special", NULL, NULL, NULL, "", "read special-token texts as plain text", ARG_OWN, NULL, NULL},
+};
 static const command_spec tokenize_spec = {
-    "tokenize", "tokenize MODEL [--no-special] < text", 1, {"--no-special"}, {0}, 0};
+    "tokenize", "tokenize MODEL [--no-special] < text", "standard input's tokens, as llama-server's /tokenize", 1, 0,
+    ARGS_TABLE(tokenize_opts)};
 
 /* As llama-server's /tokenize with add_special false: no BOS/EOS added,
  * special-token texts parsed unless --no-special. */
@@ -235,6 +264,7 @@ static int cmd_tokenize(int argc, char **argv)
     int rc;
 
     if (args_parse(&tokenize_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (a.help) return args_help(&tokenize_spec), BANKML_OK;
     if ((rc = open_vocab("tokenize", a.pos[0], &v, NULL))) return rc;
     jbuf_init(&in);
     if (read_stdin("tokenize", &in)) {
@@ -261,8 +291,10 @@ static int cmd_tokenize(int argc, char **argv)
     return rc;
 }
 
+static const arg_opt detokenize_opts[] = {ARGS_HELP_ROW};
 static const command_spec detokenize_spec = {
-    "detokenize", "detokenize MODEL < ids.json", 1, {0}, {0}, 0};
+    "detokenize", "detokenize MODEL < ids.json", "the text of the ids on standard input, as llama-server's /detokenize", 1,
+    0, ARGS_TABLE(detokenize_opts)};
 
 /* As llama-server's /detokenize: each token's piece, specials included,
  * joined. Input: a JSON array of ids, or an object with "tokens". */
@@ -277,6 +309,7 @@ static int cmd_detokenize(int argc, char **argv)
     int rc = BANKML_OK;
 
     if (args_parse(&detokenize_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (a.help) return args_help(&detokenize_spec), BANKML_OK;
     if ((rc = open_vocab("detokenize", a.pos[0], &v, NULL))) return rc;
     jbuf_init(&in);
     if (read_stdin("detokenize", &in)) {
@@ -316,9 +349,15 @@ static int cmd_detokenize(int argc, char **argv)
     return rc;
 }
 
+static const arg_opt chat_template_opts[] = {
+    ARGS_HELP_ROW,
+    {"--template-file", NULL, "F", NULL, "the model's", "a Jinja template to use instead of the model's", ARG_OWN, NULL, NULL},
+    {"--no-generation-prompt", NULL, NULL, NULL, "", "end without the assistant's turn opening", ARG_OWN, NULL, NULL},
+};
 static const command_spec chat_template_spec = {
-    "chat-template", "chat-template MODEL [--template-file F] [--no-generation-prompt] < messages.json", 1,
-    {"--no-generation-prompt"}, {"--template-file"}, 0};
+    "chat-template", "chat-template MODEL [--template-file F] [--no-generation-prompt] < messages.json",
+    "the prompt llama-server's /apply-template makes of the messages on standard input", 1, 0,
+    ARGS_TABLE(chat_template_opts)};
 
 /* Prints the prompt llama-server's /apply-template returns for the messages
  * on stdin: the model's own template (or --template-file, or llama-server's
@@ -336,6 +375,7 @@ static int cmd_chat_template(int argc, char **argv)
     int rc;
 
     if (args_parse(&chat_template_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (a.help) return args_help(&chat_template_spec), BANKML_OK;
     if ((rc = open_vocab("chat-template", a.pos[0], &v, &r))) return rc;
     jbuf_init(&in);
     jbuf_init(&out);
@@ -392,9 +432,17 @@ done:
     return rc;
 }
 
+static const arg_opt bench_opts[] = {
+    ARGS_HELP_ROW,
+    {"-p", NULL, "N", NULL, "512", "prompt tokens per prompt-processing run", ARG_OWN, NULL, NULL},
+    {"-n", NULL, "N", NULL, "128", "tokens per generation run", ARG_OWN, NULL, NULL},
+    {"-t", NULL, "N", NULL, "2", "threads", ARG_OWN, NULL, NULL},
+    {"-r", NULL, "N", NULL, "5", "repetitions after one warm-up", ARG_OWN, NULL, NULL},
+    {"--fork", NULL, "F.json", NULL, "models.FORK.json", "the pin file", ARG_OWN, NULL, NULL},
+};
 static const command_spec bench_spec = {
-    "bench", "bench MODEL [-p N] [-n N] [-t N] [-r N] [--fork F.json]", 1,
-    {0}, {"-p", "-n", "-t", "-r", "--fork"}, 0};
+    "bench", "bench MODEL [-p N] [-n N] [-t N] [-r N] [--fork F.json]",
+    "prompt and generation speed, as llama-bench measures them", 1, 0, ARGS_TABLE(bench_opts)};
 
 /* Option name as an integer in [lo, hi], def when absent; -1 after
  * printing why when it is not one. */
@@ -435,6 +483,7 @@ static int cmd_bench(int argc, char **argv)
     int rc;
 
     if (args_parse(&bench_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (a.help) return args_help(&bench_spec), BANKML_OK;
     if ((p = int_opt(&bench_spec, &a, "-p", 512, 0, 1 << 20)) < 0 ||
         (n = int_opt(&bench_spec, &a, "-n", 128, 0, 1 << 20)) < 0 ||
         (t = int_opt(&bench_spec, &a, "-t", 2, 1, 256)) < 0 ||
@@ -536,6 +585,15 @@ static const command_spec *const all_specs[] = {
     &tokenize_spec, &detokenize_spec, &chat_template_spec, &bench_spec,
 };
 
+static const command_spec *find_spec(const char *name)
+{
+    for (size_t i = 0; i < sizeof all_specs / sizeof all_specs[0]; i++)
+        if (!strcmp(all_specs[i]->name, name)) return all_specs[i];
+    if (!strcmp(name, "generate")) return &generate_spec;
+    if (!strcmp(name, "serve")) return &serve_spec;
+    return NULL;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "bankml %s: a local LLM server that trusts nothing\n"
@@ -546,8 +604,31 @@ static void usage(FILE *f)
     fprintf(f,
                "  bankml create NAME -f Modelfile [--registry DIR]\n"
                "  bankml version\n"
-               "  bankml help\n"
+               "  bankml help [COMMAND]   (or bankml COMMAND --help: its options and defaults)\n"
                "exit codes: 0 play/ok, 2 refuse, 3 need more header bytes, 1 usage or I/O\n");
+}
+
+/* `bankml help [COMMAND] [--markdown]`. */
+static int cmd_help(int argc, char **argv)
+{
+    const command_spec *c;
+    if (argc == 0) {
+        usage(stdout);
+        return BANKML_OK;
+    }
+    if (!strcmp(argv[0], "create")) {
+        printf("usage: bankml create NAME -f Modelfile [--registry DIR]\n"
+               "a derived model from an Ollama Modelfile, as `ollama create` makes one\n");
+        return BANKML_OK;
+    }
+    if (!(c = find_spec(argv[0])) || argc > 2 || (argc == 2 && strcmp(argv[1], "--markdown"))) {
+        fprintf(stderr, "bankml help: %s%s\n", c ? "unexpected argument " : "unknown command ", c ? argv[1] : argv[0]);
+        usage(stderr);
+        return BANKML_EXIT_IO;
+    }
+    if (argc == 2) args_help_markdown(c);
+    else args_help(c);
+    return BANKML_OK;
 }
 
 int main(int argc, char **argv)
@@ -575,10 +656,7 @@ int main(int argc, char **argv)
         printf("bankml %s\n", BANKML_VERSION);
         return BANKML_OK;
     }
-    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
-        usage(stdout);
-        return BANKML_OK;
-    }
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) return cmd_help(rest, args);
     fprintf(stderr, "bankml: unknown command %s\n", cmd);
     usage(stderr);
     return BANKML_EXIT_IO;

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,24 +18,61 @@
 #include "base/par.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "file/gguf.h"
+#include "text/template.h"
 
-const command_spec serve_spec = {
-    "serve",
-    "serve [MODEL] [--native] [--fork F] [--registry DIR] [--ctx N] [--listen H:P] [--host H --port P] [--upstream H:P] "
-    "[--api-key K] [--allow-origin O] [--alias NAME] [--keep-alive D] [--threads N] [--llama-threads N] [--cache-ram MiB]",
-    0,
-    {"--native"},   /* the Rust original's mode flag (Savante passes it): native is the only mode here */
-    {"--fork", "--registry", "--ctx", "-c", "--threads", "--llama-threads", "-t", "--keep-alive", "--cache-ram",
-     "-cram", "--listen", "--host", "--port", "--upstream", "--api-key", "--allow-origin", "--alias"},
-    1};
+/* The sampling flags and the request fields they set (llama-server's
+ * server-wide defaults, read as a request's fields over each model's GGUF
+ * defaults). */
+static const char *const sampling_flags[][2] = {
+    {"--temp", "temperature"}, {"--top-k", "top_k"}, {"--top-p", "top_p"}, {"--min-p", "min_p"},
+    {"--top-nsigma", "top_n_sigma"}, {"--xtc-probability", "xtc_probability"}, {"--xtc-threshold", "xtc_threshold"},
+    {"--typical", "typical_p"}, {"--repeat-last-n", "repeat_last_n"}, {"--repeat-penalty", "repeat_penalty"},
+    {"--presence-penalty", "presence_penalty"}, {"--frequency-penalty", "frequency_penalty"},
+    {"--dry-multiplier", "dry_multiplier"}, {"--dry-base", "dry_base"}, {"--dry-allowed-length", "dry_allowed_length"},
+    {"--dry-penalty-last-n", "dry_penalty_last_n"}, {"--adaptive-target", "adaptive_target"},
+    {"--adaptive-decay", "adaptive_decay"}, {"--dynatemp-range", "dynatemp_range"},
+    {"--dynatemp-exp", "dynatemp_exponent"}, {"--mirostat", "mirostat"}, {"--mirostat-lr", "mirostat_eta"},
+    {"--mirostat-ent", "mirostat_tau"}, {"--seed", "seed"},
+};
+#define N_SAMPLING_FLAGS (sizeof sampling_flags / sizeof sampling_flags[0])
+
+/* What the command line decided, beyond engine_opts. */
+typedef struct {
+    const char *model, *fork, *dir, *listen, *upstream;
+    char listen_buf[300];
+    int jinja;
+    jbuf tmpl;                 /* --chat-template(-file)'s text */
+    int have_tmpl;
+    jbuf keys;                 /* --api-key and --api-key-file's keys, comma-separated */
+    jbuf sampling_src;         /* the sampling flags as a JSON object's text */
+    json_value *sampling;
+    llama_api_opts lo;
+} serve_cfg;
+
+static void cfg_free(serve_cfg *c)
+{
+    jbuf_free(&c->tmpl);
+    jbuf_free(&c->keys);
+    jbuf_free(&c->sampling_src);
+    json_free(c->sampling);
+}
+
+static int refuse(const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "bankml serve: ");
+    fprintf(stderr, fmt, a, b);
+    fputc('\n', stderr);
+    return BANKML_REFUSE;
+}
 
 /* The host prompt cache's limit (§1.3): --cache-ram N (MiB, llama-server's
- * flag), else BANKML_CACHE_RAM, else min(8192 MiB, a quarter of
- * MemAvailable) with a 1 MiB floor. 0 turns it off, a negative value lifts
- * the limit. 0, or -1 after printing why. */
+ * flag, or LLAMA_ARG_CACHE_RAM), else BANKML_CACHE_RAM, else min(8192 MiB,
+ * a quarter of MemAvailable) with a 1 MiB floor. 0 turns it off, a
+ * negative value lifts the limit. 0, or -1 after printing why. */
 static int cache_ram_opt(const parsed_args *a, engine_opts *o)
 {
-    const char *v = args_opt2(a, "--cache-ram", "-cram");
+    const char *v = args_opt(a, "--cache-ram");
     long long mib = 8192;
     if (!v) v = getenv("BANKML_CACHE_RAM");
     if (!(v && *v)) {
@@ -62,28 +100,215 @@ static int cache_ram_opt(const parsed_args *a, engine_opts *o)
     return 0;
 }
 
-/* The engine's options from the flags. 0, or -1 after printing why. */
-static int read_opts(const parsed_args *a, engine_opts *o)
+/* A whole-number flag in [lo, hi] (def when absent): 0, or -1 after printing why. */
+static int num(const parsed_args *a, const char *flag, long lo, long hi, long def, long *out)
 {
-    long x;
+    return args_long(&serve_spec, args_how(a, flag), args_opt(a, flag), lo, hi, def, out);
+}
+
+/* The model's own context length (<arch>.context_length), for -c 0. */
+static long model_ctx(const char *model)
+{
+    gguf_report r;
+    char err[512], key[160];
+    size_t n;
+    long ctx = -1;
+    if (gguf_guard_file(model, GGUF_ENGINE_MAINLINE, &r, err, sizeof err) != 0) return -1;
+    const char *arch = gguf_kv_str(gguf_kv_find(&r.header, "general.architecture"), &n);
+    if (arch && n < 100) {
+        snprintf(key, sizeof key, "%.*s.context_length", (int)n, arch);
+        uint64_t v;
+        if (gguf_kv_u64(gguf_kv_find(&r.header, key), &v) && v > 0 && v < (1u << 24)) ctx = (long)v;
+    }
+    gguf_report_free(&r);
+    return ctx;
+}
+
+/* The engine's options from the flags. 0, or an exit code after printing why. */
+static int read_opts(const parsed_args *a, serve_cfg *c, engine_opts *o)
+{
+    long x, t;
     const char *v;
     memset(o, 0, sizeof *o);
     o->log_name = "bankml serve";
     o->keep_alive_ms = 5 * 60 * 1000;
-    o->alias = args_opt(a, "--alias");
-    if (args_long(&serve_spec, "--ctx", args_opt2(a, "--ctx", "-c"), 1, 1 << 24, 4096, &x)) return -1;
+    if (num(a, "--ctx-size", 0, 1 << 24, 4096, &x)) return BANKML_EXIT_IO;
+    if (x == 0 && (!c->model || (x = model_ctx(c->model)) <= 0))
+        return refuse("-c 0 reads the model's context length: %s%s", c->model ? "the model has none; give -c N" :
+                      "name the model (-m FILE)", "");
     o->n_ctx = (size_t)x;
-    if (args_long(&serve_spec, "--threads", args_opt(a, "--threads"), 1, PAR_MAX_THREADS, engine_default_threads(),
-                  &x))
-        return -1;
+    if (num(a, "--threads", 1, 1024, 2, &t)) return BANKML_EXIT_IO;
+    o->llama_threads = (int)t;
+    if (num(a, "--threads-batch", 1, 1024, t, &x)) return BANKML_EXIT_IO;
+    if (x != t)
+        return refuse("refused -tb %s: bankml plays prompts with the -t split (its threads decide bits); give -tb "
+                      "equal to -t (%s) or leave it out", args_opt(a, "-tb"), args_opt(a, "-t") ? args_opt(a, "-t") : "2");
+    if (num(a, "--pool-threads", 1, PAR_MAX_THREADS, engine_default_threads(), &x)) return BANKML_EXIT_IO;
     o->threads = (int)x;
-    if (args_long(&serve_spec, "--llama-threads", args_opt2(a, "--llama-threads", "-t"), 1, 1024, 2, &x)) return -1;
-    o->llama_threads = (int)x;
+    if (num(a, "--batch-size", 1, 1 << 24, 2048, &x)) return BANKML_EXIT_IO;
+    o->n_batch = (size_t)x;
+    if (num(a, "--ubatch-size", 1, 1 << 24, 512, &x)) return BANKML_EXIT_IO;
+    o->n_ubatch = (size_t)x;
+    if (num(a, "--parallel", -1, 1 << 16, -1, &x)) return BANKML_EXIT_IO;
+    o->n_parallel = x < 0 ? 0 : (int)x;   /* auto: the engine's one slot (llama-server's auto is 4) */
+    if (num(a, "--n-predict", -1, INT32_MAX, -1, &x)) return BANKML_EXIT_IO;
+    c->lo.n_predict = (int32_t)x;
     if ((v = args_opt(a, "--keep-alive")) && args_duration_ms(v, &o->keep_alive_ms) != 0) {
         fprintf(stderr, "bankml serve: --keep-alive wants a duration (30s, 5m, 1h, -1), not %s\n", v);
-        return -1;
+        return BANKML_EXIT_IO;
     }
-    return cache_ram_opt(a, o);
+    return cache_ram_opt(a, o) ? BANKML_EXIT_IO : 0;
+}
+
+/* --host/--port over --listen. 0, or an exit code after printing why. */
+static int read_listen(const parsed_args *a, serve_cfg *c)
+{
+    const char *h = args_opt(a, "--host"), *p = args_opt(a, "--port");
+    long port;
+    c->listen = args_opt(a, "--listen");
+    if (!c->listen) c->listen = "127.0.0.1:18093";
+    if (!h && !p) return 0;
+    if (h && (strchr(h, ',') || (strlen(h) > 5 && !strcmp(h + strlen(h) - 5, ".sock"))))
+        return refuse("refused --host %s: one TCP address is reproduced, not a list or a UNIX socket%s", h, "");
+    if (num(a, "--port", 0, 65535, 18093, &port)) return BANKML_EXIT_IO;
+    if (!h) h = "127.0.0.1";
+    snprintf(c->listen_buf, sizeof c->listen_buf, strchr(h, ':') ? "[%s]:%ld" : "%s:%ld", h, port);
+    c->listen = c->listen_buf;
+    return 0;
+}
+
+/* --api-key's keys, then --api-key-file's (one a line, '#' a comment). */
+static int read_keys(const parsed_args *a, serve_cfg *c)
+{
+    const char *k = args_opt(a, "--api-key"), *f = args_opt(a, "--api-key-file");
+    if (k && *k) jbuf_puts(&c->keys, k);
+    if (f) {
+        FILE *fp = fopen(f, "r");
+        char line[4096];
+        if (!fp) {
+            fprintf(stderr, "bankml serve: cannot read the --api-key-file %s: %s\n", f, strerror(errno));
+            return BANKML_EXIT_IO;
+        }
+        while (fgets(line, sizeof line, fp)) {
+            line[strcspn(line, "\r\n")] = 0;
+            if (!line[0] || line[0] == '#') continue;
+            if (c->keys.len) jbuf_putc(&c->keys, ',');
+            jbuf_puts(&c->keys, line);
+        }
+        fclose(fp);
+    }
+    jbuf_put(&c->keys, "", 0);
+    return c->keys.oom ? BANKML_EXIT_IO : 0;
+}
+
+/* The sampling flags as one JSON object of request fields, checked once
+ * over llama-server's defaults. 0, or an exit code after printing why. */
+static int serve_read_sampling(const parsed_args *a, serve_cfg *c)
+{
+    jbuf *b = &c->sampling_src;
+    char err[512];
+    const char *v;
+    jbuf_putc(b, '{');
+    for (size_t k = 0; k < N_SAMPLING_FLAGS; k++) {
+        if (!(v = args_opt(a, sampling_flags[k][0]))) continue;
+        json_value *n = json_parse(v, strlen(v), err, sizeof err);
+        int ok = n && n->type == JSON_NUMBER;
+        json_free(n);
+        if (!ok) {
+            fprintf(stderr, "bankml serve: %s wants a number, not %s\n", args_how(a, sampling_flags[k][0]), v);
+            return BANKML_EXIT_IO;
+        }
+        jbuf_printf(b, "%s\"%s\":%s", b->len > 1 ? "," : "", sampling_flags[k][1], v);
+    }
+    if ((v = args_opt(a, "--samplers")) || (v = args_opt(a, "--sampler-seq"))) {
+        jbuf_printf(b, "%s\"samplers\":", b->len > 1 ? "," : "");
+        if (args_opt(a, "--samplers")) {   /* ';'-separated names */
+            jbuf_putc(b, '[');
+            for (const char *p = v, *e; ; p = e + 1) {
+                e = strchr(p, ';');
+                json_put_str(b, p, e ? (size_t)(e - p) : strlen(p));
+                if (!e) break;
+                jbuf_putc(b, ',');
+            }
+            jbuf_putc(b, ']');
+        } else {
+            json_put_cstr(b, v);
+        }
+    }
+    if ((v = args_opt(a, "--dry-sequence-breaker"))) {
+        jbuf_printf(b, "%s\"dry_sequence_breakers\":[", b->len > 1 ? "," : "");
+        if (strcmp(v, "none")) json_put_cstr(b, v);
+        jbuf_putc(b, ']');
+    }
+    jbuf_putc(b, '}');
+    if (b->oom || !(c->sampling = json_parse(b->p, b->len, err, sizeof err))) {
+        fprintf(stderr, "bankml serve: the sampling flags: %s\n", b->oom ? "out of memory" : err);
+        return BANKML_EXIT_IO;
+    }
+    sampler_params d, out;
+    int rc = sampler_params_init(&d) != 0 ? -1 : sampler_resolve(&out, &d, c->sampling, err, sizeof err);
+    sampler_params_free(&d);
+    if (rc == 0) sampler_params_free(&out);
+    if (rc != 0) return refuse("refused the server-wide sampling flags: %s%s", err, "");
+    if (c->sampling->n) c->lo.sampling = c->sampling;
+    return 0;
+}
+
+/* --jinja, --chat-template, --chat-template-file. 0, or an exit code. */
+static int read_template(const parsed_args *a, serve_cfg *c, engine_opts *o)
+{
+    const char *name = args_opt(a, "--chat-template"), *file = args_opt(a, "--chat-template-file");
+    c->jinja = args_bool(a, "--jinja", 1);
+    if (name && file) return refuse("give --chat-template or --chat-template-file, not both%s%s", "", "");
+    if (file) {
+        FILE *f = fopen(file, "rb");
+        if (!f || jbuf_read_stream(&c->tmpl, f) != 0) {
+            fprintf(stderr, "bankml serve: cannot read the --chat-template-file %s: %s\n", file, strerror(errno));
+            if (f) fclose(f);
+            return BANKML_EXIT_IO;
+        }
+        fclose(f);
+    } else if (name) {
+        jbuf_puts(&c->tmpl, name);
+    }
+    if (!name && !file) return 0;
+    jbuf_put(&c->tmpl, "", 0);
+    if (c->tmpl.oom) return BANKML_EXIT_IO;
+    c->have_tmpl = 1;
+    if (!c->jinja && strcmp(c->tmpl.p, "chatml"))
+        return refuse("refused --no-jinja with %s: llama-server's built-in legacy template formats are not reproduced "
+                      "(only chatml is); leave --no-jinja out to render the template with Jinja", args_how(a, file ?
+                      "--chat-template-file" : "--chat-template"), "");
+    o->chat_template = c->tmpl.p;
+    o->chat_template_len = c->tmpl.len;
+    return 0;
+}
+
+/* Every flag into c and o: the refusals first. 0, or an exit code after printing why. */
+static int serve_read_flags(const parsed_args *a, serve_cfg *c, engine_opts *o)
+{
+    int rc;
+    if (args_refusals(a)) return BANKML_REFUSE;
+    c->model = a->n_pos ? a->pos[0] : NULL;
+    if (args_opt(a, "--model")) {
+        if (c->model && strcmp(c->model, args_opt(a, "--model")))
+            return refuse("two models: %s and %s (name one; more are served with --registry)", c->model,
+                          args_opt(a, "--model"));
+        c->model = args_opt(a, "--model");
+    }
+    c->fork = args_opt(a, "--fork");
+    if (!c->fork) c->fork = "models.FORK.json";
+    c->dir = args_opt(a, "--registry");
+    c->upstream = args_opt(a, "--upstream");
+    llama_api_opts_init(&c->lo);
+    c->lo.alias = args_opt(a, "--alias");
+    o->alias = c->lo.alias;   /* the startup model's name in answers (engine_alias) */
+    c->lo.metrics = args_bool(a, "--metrics", 0);
+    c->lo.slots = args_bool(a, "--slots", 1);
+    if ((rc = read_opts(a, c, o)) || (rc = read_listen(a, c)) || (rc = read_keys(a, c)) || (rc = serve_read_sampling(a, c)) ||
+        (rc = read_template(a, c, o)))
+        return rc;
+    return 0;
 }
 
 /* The registry: the startup model first, then the fork's or the
@@ -145,8 +370,7 @@ static void print_start(engine *e, const char *listen, const char *upstream)
 }
 
 /* The HTTP server with every route, listening. NULL after printing why. */
-static serve_server *open_server(engine *e, const parsed_args *a, const char *listen, const char *upstream,
-                                 const char *dir, llama_api **la, status_api **sa)
+static serve_server *open_server(engine *e, serve_cfg *c, const parsed_args *a, llama_api **la, status_api **sa)
 {
     char err[1024];
     serve_opts so;
@@ -154,7 +378,7 @@ static serve_server *open_server(engine *e, const parsed_args *a, const char *li
     /* llama-server reads any POST body as JSON whatever its Content-Type, and
      * `curl -d` sends form encoding: refusing it would break its clients. */
     so.json_posts_only = 0;
-    so.api_keys = args_opt(a, "--api-key");
+    so.api_keys = c->keys.len ? c->keys.p : NULL;
     so.allow_origins = args_opt(a, "--allow-origin");
     serve_server *srv = serve_new(&so, err, sizeof err);
     if (!srv) {
@@ -162,24 +386,53 @@ static serve_server *open_server(engine *e, const parsed_args *a, const char *li
         return NULL;
     }
     *la = llama_api_register(srv, e);
-    *sa = status_register(srv, e, upstream);
-    if (!*la || !*sa || ollama_register(srv, e, dir) != 0) {   /* Ollama's /api/ routes on the same engine */
+    *sa = status_register(srv, e, c->upstream);
+    if (!*la || !*sa || llama_api_configure(*la, &c->lo) != 0 || ollama_register(srv, e, c->dir) != 0) {
         fprintf(stderr, "bankml serve: out of memory\n");
         serve_free(srv);
         return NULL;
     }
-    if (serve_listen(srv, listen, err, sizeof err) < 0) {
+    status_set_metrics(*sa, c->lo.metrics);
+    if (serve_listen(srv, c->listen, err, sizeof err) < 0) {
         fprintf(stderr, "bankml serve: %s\n", err);
         serve_free(srv);
         return NULL;
     }
-    if (upstream && serve_listen(srv, upstream, err, sizeof err) < 0) {
+    if (c->upstream && serve_listen(srv, c->upstream, err, sizeof err) < 0) {
         fprintf(stderr, "bankml serve: cannot listen on the engine address %s: %s (is llama-server running there?)\n",
-                upstream, err);
+                c->upstream, err);
         serve_free(srv);
         return NULL;
     }
     return srv;
+}
+
+/* What llama-server checks on the model at start: --no-jinja is reproduced
+ * only for a model without a template of its own (llama-server's ChatML
+ * then, as with Jinja), and a template must render. 0, or an exit code. */
+static int check_model(engine *e, engine_model *m, const serve_cfg *c)
+{
+    char err[1024];
+    size_t tl;
+    const char *t = engine_model_template(m, &tl);
+    if (!c->jinja && !c->have_tmpl && strcmp(t, template_chatml_fallback))
+        return refuse("refused --no-jinja: the model has its own chat template, and llama-server's built-in legacy "
+                      "formats are not reproduced; leave --no-jinja out%s%s", "", "");
+    if (!c->jinja && engine_n_entries(e) > 1)
+        return refuse("refused --no-jinja with more than one model: it is reproduced for one model without a "
+                      "template%s%s", "", "");
+    static const char probe[] = "[{\"role\":\"user\",\"content\":\"test\"}]";
+    json_value *msgs = json_parse(probe, sizeof probe - 1, err, sizeof err);
+    jbuf out;
+    jbuf_init(&out);
+    int rc = msgs ? engine_render(m, msgs, &out, err, sizeof err) : -1;
+    jbuf_free(&out);
+    json_free(msgs);
+    if (rc != 0) {
+        fprintf(stderr, "bankml serve: the chat template does not render (llama-server refuses it too): %s\n", err);
+        return BANKML_EXIT_IO;
+    }
+    return 0;
 }
 
 int cmd_serve(int argc, char **argv)
@@ -187,48 +440,55 @@ int cmd_serve(int argc, char **argv)
     parsed_args a;
     engine_opts o;
     engine_error er = {0};
-    char listen_buf[300];
     llama_api *la = NULL;
     status_api *sa = NULL;
-    if (args_parse(&serve_spec, argc, argv, &a) || read_opts(&a, &o)) return BANKML_EXIT_IO;
-    const char *model = a.n_pos ? a.pos[0] : NULL, *fork = args_opt(&a, "--fork"), *dir = args_opt(&a, "--registry");
-    const char *listen = args_opt(&a, "--listen"), *upstream = args_opt(&a, "--upstream");
-    if (!fork) fork = "models.FORK.json";
-    if (!listen) listen = "127.0.0.1:18093";
-    if (args_opt(&a, "--port")) {
-        const char *h = args_opt(&a, "--host");
-        snprintf(listen_buf, sizeof listen_buf, "%s:%s", h ? h : "127.0.0.1", args_opt(&a, "--port"));
-        listen = listen_buf;
+    serve_cfg c;
+    int rc;
+    memset(&c, 0, sizeof c);
+    jbuf_init(&c.tmpl);
+    jbuf_init(&c.keys);
+    jbuf_init(&c.sampling_src);
+    if (args_parse(&serve_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (a.help) return args_help(&serve_spec), BANKML_OK;
+    if (args_opt(&a, "--version")) {
+        printf("bankml %s (llama-server b11669's command line)\n", BANKML_VERSION);
+        return BANKML_OK;
     }
+    if ((rc = serve_read_flags(&a, &c, &o))) goto fail;
+    rc = BANKML_EXIT_IO;
     engine *e = engine_new(&o, &er);
     if (!e) {
         fprintf(stderr, "bankml serve: %s\n", er.msg);
-        return BANKML_EXIT_IO;
+        rc = er.kind == ENGINE_BAD_INPUT ? BANKML_REFUSE : BANKML_EXIT_IO;
+        goto fail;
     }
-    if (fill_registry(e, model, fork, dir) != 0) {
-        engine_free(e);
-        return BANKML_EXIT_IO;
-    }
-    if (!engine_acquire(e, engine_default(e), NULL, &er)) {
+    if (fill_registry(e, c.model, c.fork, c.dir) != 0) goto fail_e;
+    engine_model *m = engine_acquire(e, engine_default(e), NULL, &er);
+    if (!m) {
         fprintf(stderr, "bankml serve: %s\n", er.msg);
-        engine_free(e);
-        return er.kind == ENGINE_NOT_FOUND || er.kind == ENGINE_INTERNAL ? BANKML_EXIT_IO : BANKML_REFUSE;
+        rc = er.kind == ENGINE_NOT_FOUND || er.kind == ENGINE_INTERNAL ? BANKML_EXIT_IO : BANKML_REFUSE;
+        goto fail_e;
     }
+    rc = check_model(e, m, &c);
     engine_release(e, ENGINE_KEEP_DEFAULT);
-    serve_server *srv = open_server(e, &a, listen, upstream, dir, &la, &sa);
+    if (rc) goto fail_e;
+    rc = BANKML_EXIT_IO;
+    serve_server *srv = open_server(e, &c, &a, &la, &sa);
     if (!srv) {
         llama_api_free(la);
         status_free(sa);
-        engine_free(e);
-        return BANKML_EXIT_IO;
+        goto fail_e;
     }
     serve_install_signals(srv);
     engine_start_reaper(e);
-    print_start(e, listen, upstream);
-    int rc = serve_run(srv);
+    print_start(e, c.listen, c.upstream);
+    rc = serve_run(srv) == 0 ? BANKML_OK : BANKML_EXIT_IO;
     serve_free(srv);
     llama_api_free(la);
     status_free(sa);
+fail_e:
     engine_free(e);
-    return rc == 0 ? BANKML_OK : BANKML_EXIT_IO;
+fail:
+    cfg_free(&c);
+    return rc;
 }

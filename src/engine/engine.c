@@ -125,6 +125,10 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
     }
     size_t tl = 0;
     const char *t = gguf_kv_str(gguf_kv_find(h, "tokenizer.chat_template"), &tl);
+    if (e->o.chat_template) {   /* llama-server's --chat-template(-file): the text replaces the GGUF's */
+        t = e->o.chat_template;
+        tl = e->o.chat_template_len;
+    }
     if (!t || !tl || (tl == 6 && !memcmp(t, "chatml", 6))) {
         t = template_chatml_fallback;
         tl = strlen(t);

@@ -69,6 +69,9 @@ typedef struct {
     size_t n_ubatch;           /* its -ub: micro-batch (decides kernels, so bits); 0 = 512 */
     int n_parallel;            /* its -np: slots; 0 = 1 */
     const char *alias;         /* llama-server's --alias: the startup model's name in answers; NULL: none */
+    const char *chat_template; /* --chat-template / --chat-template-file: every model's template instead of its
+                                  GGUF's ("chatml": llama-server's ChatML); NULL: the GGUF's. Not copied */
+    size_t chat_template_len;
 } engine_opts;
 
 typedef struct engine engine;
