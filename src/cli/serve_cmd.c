@@ -302,12 +302,12 @@ static int serve_read_flags(const parsed_args *a, serve_cfg *c, engine_opts *o)
     c->upstream = args_opt(a, "--upstream");
     llama_api_opts_init(&c->lo);
     c->lo.alias = args_opt(a, "--alias");
-    o->alias = c->lo.alias;   /* the startup model's name in answers (engine_alias) */
     c->lo.metrics = args_bool(a, "--metrics", 0);
     c->lo.slots = args_bool(a, "--slots", 1);
     if ((rc = read_opts(a, c, o)) || (rc = read_listen(a, c)) || (rc = read_keys(a, c)) || (rc = serve_read_sampling(a, c)) ||
         (rc = read_template(a, c, o)))
         return rc;
+    o->alias = c->lo.alias;   /* the startup model's name in answers (engine_alias); read_opts cleared o */
     return 0;
 }
 
