@@ -445,6 +445,7 @@ const char *engine_model_bos(const engine_model *m) { return m->bos_piece; }
 const char *engine_model_eos(const engine_model *m) { return m->eos_piece; }
 const char *engine_model_sha256(const engine_model *m) { return bankml_verified_sha256(m->ver); }
 size_t engine_model_n_slot(const engine_model *m) { return m->n_slot; }
+int engine_model_is_eog(const engine_model *m, int32_t id) { return tok_is_eog(m->vocab, id); }
 
 const char *engine_model_template(const engine_model *m, size_t *len)
 {
