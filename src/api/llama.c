@@ -164,7 +164,9 @@ static void completion_final(sctx *c, const engine_result *g, const int32_t *ids
     jbuf_puts(&out, "{\"index\":0,\"content\":");
     if (rq->stream) jbuf_puts(&out, "\"\"");
     else json_put_str_nl(&out, g->text.p ? g->text.p : "", g->text.len);
-    jbuf_puts(&out, ",\"tokens\":[],\"id_slot\":0,\"stop\":true,\"model\":");
+    jbuf_puts(&out, ",\"tokens\":[");
+    for (size_t i = 0; !rq->stream && i < g->n_gen_ids; i++) jbuf_printf(&out, i ? ",%d" : "%d", (int)g->gen_ids[i]);
+    jbuf_puts(&out, "],\"id_slot\":0,\"stop\":true,\"model\":");
     json_put_cstr_nl(&out, c->model_name);
     jbuf_printf(&out, ",\"tokens_predicted\":%zu,\"tokens_evaluated\":%zu,\"generation_settings\":", g->n_decoded,
                 g->n_prompt);

@@ -1,7 +1,8 @@
 /*
  * llama_json.h -- llama-server b11669's JSON, inside the api layer: reading
  * a request (llama_req.c: every field llama-server's routes read, with its
- * nlohmann errors, into one engine_request) and writing its answers
+ * nlohmann errors, into one engine_request; llama_fields.c: the table of
+ * every field, reproduced, accepted or refused) and writing its answers
  * (llama_out.c: timings, usage, probabilities, generation_settings). Used by
  * llama.c (the routes) and status.c.
  */
@@ -34,7 +35,8 @@ const char *llama_model_name(engine *e, const engine_model *m);
  * nlohmann parser would take it (its exact error text; a byte order mark
  * skipped), then json.c's tree. */
 json_value *llama_parse_body(serve_req *req, serve_resp *resp);
-/* nlohmann's name of a value's type ("null", "boolean", "number", ...). */
+/* nlohmann's readings (defined in llama_fields.c, which llama_req.c calls):
+ * the name of a value's type ("null", "boolean", "number", ...). */
 const char *llama_jtype(const json_value *v);
 /* field_bool of llama-server's schema: null is absent. 0, or -1 with
  * nlohmann's type error. */
@@ -52,6 +54,8 @@ int llama_check_messages(const json_value *msgs, int *status, char *err, size_t 
  * route's `messages` checks and OpenAI's logprobs/top_logprobs. */
 typedef struct {
     int chat;
+    const char *route;         /* the route's name for the field table (llama_fields_check): llama_read_pre
+                                * sets "/v1/chat/completions" or "/completion"; another route sets its own */
     const json_value *messages, *prompt;
     int32_t logprobs_n;
     int logprobs_set;
@@ -62,7 +66,8 @@ int llama_read_pre(const json_value *body, int chat, llama_pre *pre, int *status
 /* The request's fields in llama-server's schema order (stream,
  * stream_options, cache_prompt, n_predict, n_cmpl, the sampler's, stop)
  * over the command line's defaults (lo, NULL: none) and the model's, into
- * rq (prompt apart). 0, or -1 with the 400 message. */
+ * rq (prompt apart), then the field table's (llama_fields_read with
+ * pre->route, or "/completion" without pre). 0, or -1 with the 400 message. */
 int llama_read_request(const engine_model *m, const llama_api_opts *lo, const json_value *body, const llama_pre *pre,
                        engine_request *rq, char *err, size_t errlen);
 
@@ -70,6 +75,49 @@ int llama_read_request(const engine_model *m, const llama_api_opts *lo, const js
  * ids and strings mixed. *ids malloc'd. 0, or -1 with the 400 message. */
 int llama_read_prompt(const engine_model *m, const json_value *pr, int32_t **ids, size_t *n, char *err,
                       size_t errlen);
+
+/* ---- the field table (llama_fields.c) ---- */
+
+/* The routes a field is read on. */
+#define LLAMA_ROUTE_COMPLETION 1u          /* /completion, /completions */
+#define LLAMA_ROUTE_CHAT 2u                /* /v1/chat/completions, /chat/completions */
+#define LLAMA_ROUTE_OAI_COMPLETIONS 4u     /* /v1/completions */
+
+typedef enum {
+    LLAMA_FIELD_REPRODUCED,    /* bankml computes it as b11669 does (`words` says where) */
+    LLAMA_FIELD_ACCEPTED,      /* it cannot change an answer (`words` says why) */
+    LLAMA_FIELD_REFUSED        /* a value other than absent gets 400 with `words` */
+} llama_field_kind;
+
+/* One request field llama-server b11669 reads. */
+typedef struct {
+    const char *name;
+    unsigned routes;           /* LLAMA_ROUTE_* bits */
+    llama_field_kind kind;
+    const char *words;         /* where it is reproduced, why it is accepted, or the refusal */
+    int (*absent)(const json_value *v);   /* REFUSED: 1 when v (not null) acts as absent in b11669 */
+} llama_field;
+
+/* The table, in llama-server's reading order; *n its length. */
+const llama_field *llama_fields(size_t *n);
+/* LLAMA_ROUTE_* of a route name ("/completion", "/v1/chat/completions",
+ * "/v1/completions", ...), 0 for a route the table does not know. */
+unsigned llama_route_bit(const char *route);
+/* The refusals for the request body of `route` (a route name as
+ * llama_route_bit takes it; a new route that reads completion requests, e.g.
+ * in llama_compat.c, calls this or llama_fields_read with its name): llama-
+ * server's own errors for response_format's type and a lora that is not an
+ * array, then the first refused field whose value is not absent. 0, or -1
+ * with the 400 message (an unknown route is refused too). */
+int llama_fields_check(const char *route, const json_value *body, char *err, size_t errlen);
+/* llama_fields_check, then the fields reproduced here into rq (rq->stream
+ * read already): timings_per_token, return_tokens, return_progress, n_keep,
+ * n_discard, logit_bias (rq->bias, every form llama-server reads) and
+ * ignore_eos (every end-of-generation token appended to rq->bias at -inf);
+ * streamed per-token timings and progress events are refused. 0, or -1 with
+ * the 400 message. */
+int llama_fields_read(const engine_model *m, const char *route, const json_value *body, engine_request *rq,
+                      char *err, size_t errlen);
 
 /* ---- writing (llama_out.c) ---- */
 

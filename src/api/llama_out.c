@@ -175,16 +175,25 @@ void llama_put_gen_settings(jbuf *b, const engine_request *g, int stream)
         if (i) jbuf_putc(b, ',');
         json_put_str_nl(b, g->stops[i], g->stop_lens[i]);
     }
-    jbuf_printf(b, "],\"max_tokens\":%d,\"n_predict\":%d,\"n_keep\":0,\"n_discard\":0,\"ignore_eos\":false,"
-                   "\"stream\":%s,\"logit_bias\":[],\"n_probs\":%d,\"min_keep\":%d,\"grammar\":\"\","
+    jbuf_printf(b, "],\"max_tokens\":%d,\"n_predict\":%d,\"n_keep\":%d,\"n_discard\":%d,\"ignore_eos\":%s,"
+                   "\"stream\":%s,\"logit_bias\":[", (int)g->n_predict, (int)g->n_predict, (int)g->n_keep,
+                (int)g->n_discard, g->ignore_eos ? "true" : "false", stream ? "true" : "false");
+    /* llama_logit_bias as nlohmann's (sorted) object: -inf has no JSON, so null */
+    for (size_t i = 0; i < g->n_bias; i++) {
+        jbuf_puts(b, i ? ",{\"bias\":" : "{\"bias\":");
+        if (isfinite(g->bias[i].bias)) json_put_double(b, (double)g->bias[i].bias);
+        else jbuf_puts(b, "null");
+        jbuf_printf(b, ",\"token\":%d}", (int)g->bias[i].token);
+    }
+    jbuf_printf(b, "],\"n_probs\":%d,\"min_keep\":%d,\"grammar\":\"\","
                    "\"grammar_lazy\":false,\"grammar_triggers\":[],\"preserved_tokens\":[],"
                    "\"chat_format\":\"Content-only\",\"reasoning_format\":\"deepseek\",\"reasoning_in_content\":false,"
                    "\"generation_prompt\":\"\",\"samplers\":[",
-                (int)g->n_predict, (int)g->n_predict, stream ? "true" : "false", (int)p->n_probs, (int)p->min_keep);
+                (int)p->n_probs, (int)p->min_keep);
     for (size_t i = 0; i < p->n_order; i++) jbuf_printf(b, "%s\"%s\"", i ? "," : "", sampler_name(p->order[i]));
-    jbuf_printf(b, "],\"speculative.types\":\"none\",\"timings_per_token\":false,\"post_sampling_probs\":%s,"
+    jbuf_printf(b, "],\"speculative.types\":\"none\",\"timings_per_token\":%s,\"post_sampling_probs\":%s,"
                    "\"backend_sampling\":false,\"lora\":[]}",
-                p->post_sampling_probs ? "true" : "false");
+                g->timings_per_token ? "true" : "false", p->post_sampling_probs ? "true" : "false");
 }
 
 

@@ -100,32 +100,6 @@ json_value *llama_parse_body(serve_req *req, serve_resp *resp)
     return doc;
 }
 
-const char *llama_jtype(const json_value *v)
-{
-    switch (v->type) {
-    case JSON_NULL: return "null";
-    case JSON_FALSE: case JSON_TRUE: return "boolean";
-    case JSON_NUMBER: return "number";
-    case JSON_STRING: return "string";
-    case JSON_ARRAY: return "array";
-    default: return "object";
-    }
-}
-
-/* field_bool of llama-server's schema: null is absent. */
-int llama_field_bool(const json_value *o, const char *name, int *val, char *err, size_t errlen)
-{
-    const json_value *v = json_get(o, name);
-    if (!v || v->type == JSON_NULL) return 0;
-    if (v->type != JSON_TRUE && v->type != JSON_FALSE) {
-        bk_err(err, errlen, "Field '%s': [json.exception.type_error.302] type must be boolean, but is %s", name,
-                llama_jtype(v));
-        return -1;
-    }
-    *val = v->type == JSON_TRUE;
-    return 0;
-}
-
 /* A field_num<int32_t> of llama-server's schema with hard limits: the first
  * present (non-null) name of names[] is read as nlohmann's get<int32_t>
  * reads it (booleans as 0/1, fractions truncated, other integers wrapped),
@@ -340,21 +314,11 @@ int llama_check_messages(const json_value *msgs, int *status, char *err, size_t 
     return 0;
 }
 
-/* A token id as nlohmann's get<llama_token>() reads a number or a boolean
- * (fractions truncated, wider integers cut to 32 bits); v is one of those. */
-int32_t llama_token_id(const json_value *v)
-{
-    int64_t x;
-    if (v->type != JSON_NUMBER) return v->type == JSON_TRUE;
-    if (json_as_i64(v, &x)) return (int32_t)(uint32_t)(uint64_t)x;
-    double d = strtod(v->str, NULL);
-    return d > -2147483649.0 && d < 2147483648.0 ? (int32_t)d : INT32_MIN;
-}
-
 int llama_read_pre(const json_value *body, int chat, llama_pre *pre, int *status, char *err, size_t errlen)
 {
     memset(pre, 0, sizeof *pre);
     pre->chat = chat;
+    pre->route = chat ? "/v1/chat/completions" : "/completion";
     *status = 400;
     pre->messages = json_get(body, "messages");
     pre->prompt = json_get(body, "prompt");
@@ -439,7 +403,7 @@ int llama_read_request(const engine_model *m, const llama_api_opts *lo, const js
     if (rc != 0) return -1;
     if (pre && pre->logprobs_set) rq->sp.n_probs = pre->logprobs_n;
     read_stops(json_get(body, "stop"), rq);
-    return 0;
+    return llama_fields_read(m, pre ? pre->route : "/completion", body, rq, err, errlen);
 }
 
 /* Appends ids[0..n) to *out. 0, or -1 out of memory. */

@@ -460,6 +460,7 @@ void engine_model_fim(const engine_model *m, int32_t *pre, int32_t *suf, int32_t
     *suf = tok_fim_suf(m->vocab);
     *mid = tok_fim_mid(m->vocab);
 }
+int engine_model_is_eog(const engine_model *m, int32_t id) { return tok_is_eog(m->vocab, id); }
 
 const char *engine_model_template(const engine_model *m, size_t *len)
 {

@@ -149,6 +149,8 @@ const char *engine_model_template(const engine_model *m, size_t *len);
 const char *engine_model_bos(const engine_model *m);     /* BOS and EOS pieces */
 const char *engine_model_eos(const engine_model *m);
 const char *engine_model_sha256(const engine_model *m);  /* the pinned file's, hex */
+/* 1 when token id ends generation (llama_vocab_is_eog), else 0. */
+int engine_model_is_eog(const engine_model *m, int32_t id);
 /* Tokens held in the slot (llama-server's tokens_cached). */
 size_t engine_model_n_slot(const engine_model *m);
 /* The vocabulary's fill-in-the-middle tokens (-1 each when absent), and
@@ -204,6 +206,11 @@ typedef struct {
     int cache_prompt;          /* reuse the slot's common prefix (llama-server's default 1) */
     int selected;              /* engine_select ran for this prompt already */
     int stream, include_usage; /* the front-end's */
+    sampler_bias *bias;        /* the sampler's first step (logit_bias, ignore_eos's bans); owned */
+    size_t n_bias;
+    int return_tokens;         /* keep every sampled id in engine_result.gen_ids */
+    int ignore_eos, timings_per_token;   /* the front-end's, reported (the bans are in bias) */
+    int32_t n_keep, n_discard; /* reported: they act only in context shift, which bankml does not do */
 } engine_request;
 
 void engine_request_init(engine_request *rq);   /* defaults as llama-server's */
@@ -240,6 +247,8 @@ typedef struct engine_result {
     size_t n_sent;             /* of it, released to the sink */
     engine_token *probs;       /* the reported tokens, when n_probs > 0 */
     size_t n_probs_out;
+    int32_t *gen_ids;          /* every sampled id, when rq->return_tokens */
+    size_t n_gen_ids;
     int64_t t_start, t_prompt_last, t_gen_last, t_first_text;   /* bk_mono_us */
 } engine_result;
 

@@ -89,7 +89,13 @@ void engine_request_init(engine_request *rq)
     rq->cache_prompt = 1;
 }
 
-void engine_request_free(engine_request *rq) { sampler_params_free(&rq->sp); }
+void engine_request_free(engine_request *rq)
+{
+    sampler_params_free(&rq->sp);
+    free(rq->bias);
+    rq->bias = NULL;
+    rq->n_bias = 0;
+}
 
 void engine_result_free(engine_result *r)
 {
@@ -101,6 +107,9 @@ void engine_result_free(engine_result *r)
     free(r->probs);
     r->probs = NULL;
     r->n_probs_out = 0;
+    free(r->gen_ids);
+    r->gen_ids = NULL;
+    r->n_gen_ids = 0;
 }
 
 const char *engine_finish(const engine_result *r)
@@ -236,6 +245,12 @@ static int decode_step(run_state *r, int32_t *out_tok, engine_error *er)
         return -1;
     }
     if (r->s && sampler_accept(r->s, tok) != 0) goto oom;
+    if (r->rq->return_tokens) {   /* llama-server's process_token keeps each one, whatever follows */
+        int32_t *g = realloc(res->gen_ids, (res->n_gen_ids + 1) * sizeof *g);
+        if (!g) goto oom;
+        res->gen_ids = g;
+        g[res->n_gen_ids++] = tok;
+    }
     int64_t t_now = bk_mono_us();
     res->n_decoded++;
     if (res->n_decoded == 1) res->t_prompt_last = t_now;
@@ -293,7 +308,7 @@ static int run_begin(run_state *r, engine_error *er)
     int32_t n_vocab = (int32_t)fw_weights_hp(r->m->fw_w)->n_vocab;
     if (!rq->greedy) {
         sampler_vocab sv = {r->m, vocab_piece, vocab_tokenize};
-        r->s = sampler_new(&rq->sp, n_vocab, &sv, NULL, 0, er->msg, sizeof er->msg);
+        r->s = sampler_new(&rq->sp, n_vocab, &sv, rq->bias, rq->n_bias, er->msg, sizeof er->msg);
         if (!r->s) {
             er->kind = ENGINE_INTERNAL;
             return -1;

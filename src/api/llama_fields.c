@@ -1,0 +1,460 @@
+/*
+ * llama_fields.c -- the one table of every request field llama-server
+ * b11669 reads on its completion routes, each reproduced, accepted or
+ * refused, and the reading of the fields bankml reproduces here
+ * (logit_bias, ignore_eos, return_tokens, n_keep, n_discard,
+ * timings_per_token). See llama_json.h.
+ *
+ * Where the fields come from: server-schema.cpp's completion schema (every
+ * route: /completion, /v1/completions, /v1/chat/completions after the
+ * OpenAI mapping copies the body through), server-common.cpp's
+ * oaicompat_chat_params_parse (the chat route's own), server-context.cpp
+ * (id_slot, message_delimiters). A field a route does not read cannot
+ * change that route's answer, so the table names the routes.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "api/llama_json.h"
+
+/* ---- nlohmann's readings, shared with llama_req.c ---- */
+
+const char *llama_jtype(const json_value *v)
+{
+    switch (v->type) {
+    case JSON_NULL: return "null";
+    case JSON_FALSE: case JSON_TRUE: return "boolean";
+    case JSON_NUMBER: return "number";
+    case JSON_STRING: return "string";
+    case JSON_ARRAY: return "array";
+    default: return "object";
+    }
+}
+
+/* field_bool of llama-server's schema: null is absent. */
+int llama_field_bool(const json_value *o, const char *name, int *val, char *err, size_t errlen)
+{
+    const json_value *v = json_get(o, name);
+    if (!v || v->type == JSON_NULL) return 0;
+    if (v->type != JSON_TRUE && v->type != JSON_FALSE) {
+        bk_err(err, errlen, "Field '%s': [json.exception.type_error.302] type must be boolean, but is %s", name,
+                llama_jtype(v));
+        return -1;
+    }
+    *val = v->type == JSON_TRUE;
+    return 0;
+}
+
+/* A token id as nlohmann's get<llama_token>() reads a number or a boolean
+ * (fractions truncated, wider integers cut to 32 bits); v is one of those. */
+int32_t llama_token_id(const json_value *v)
+{
+    int64_t x;
+    if (v->type != JSON_NUMBER) return v->type == JSON_TRUE;
+    if (json_as_i64(v, &x)) return (int32_t)(uint32_t)(uint64_t)x;
+    double d = strtod(v->str, NULL);
+    return d > -2147483649.0 && d < 2147483648.0 ? (int32_t)d : INT32_MIN;
+}
+
+/* ---- what "absent" is, per field (null is always absent) ---- */
+
+static int is_false(const json_value *v) { return v->type == JSON_FALSE; }
+static int is_true(const json_value *v) { return v->type == JSON_TRUE; }
+static int not_string_or_empty(const json_value *v) { return v->type != JSON_STRING || v->len == 0; }
+static int is_empty_string(const json_value *v) { return v->type == JSON_STRING && v->len == 0; }
+static int is_empty_array(const json_value *v) { return v->type == JSON_ARRAY && v->n == 0; }
+static int is_empty_object(const json_value *v) { return v->type == JSON_OBJECT && v->n == 0; }
+static int never(const json_value *v) { (void)v; return 0; }
+static int is_zero(const json_value *v) { return v->type == JSON_NUMBER && strtod(v->str, NULL) == 0.0; }
+static int is_minus_one(const json_value *v) { return v->type == JSON_NUMBER && strtod(v->str, NULL) == -1.0; }
+static int not_positive(const json_value *v) { return v->type == JSON_NUMBER && strtod(v->str, NULL) <= 0.0; }
+
+static int field_str_is(const json_value *v, const char *s)
+{
+    return v && v->type == JSON_STRING && v->len == strlen(s) && !memcmp(v->str, s, v->len);
+}
+
+/* reasoning_format: the server's default, "deepseek", is what bankml prints */
+static int is_deepseek(const json_value *v) { return field_str_is(v, "deepseek"); }
+
+/* response_format: its type "text", empty or missing (json_value's default
+ * object for a value that is not one) asks nothing */
+static int format_is_text(const json_value *v)
+{
+    const json_value *t = v->type == JSON_OBJECT ? json_get(v, "type") : NULL;
+    return !t || t->type != JSON_STRING || t->len == 0 || field_str_is(t, "text");
+}
+
+/* chat_format 0 is COMMON_CHAT_FORMAT_CONTENT_ONLY, the only one bankml has */
+static int is_content_only(const json_value *v) { return is_zero(v) || is_false(v); }
+
+#define R_CMPL LLAMA_ROUTE_COMPLETION
+#define R_CHAT LLAMA_ROUTE_CHAT
+#define R_OAI LLAMA_ROUTE_OAI_COMPLETIONS
+#define R_ALL (R_CMPL | R_CHAT | R_OAI)
+
+#define REP LLAMA_FIELD_REPRODUCED
+#define ACC LLAMA_FIELD_ACCEPTED
+#define REF LLAMA_FIELD_REFUSED
+
+/* The table. `absent` is NULL for reproduced and accepted fields; for a
+ * refused one it says which values llama-server treats as absent (those
+ * pass), every other value is refused with `words`. */
+static const llama_field FIELDS[] = {
+    /* the prompt */
+    {"prompt", R_CMPL | R_OAI, REP, "llama_req.c llama_read_prompt: a string, ids, or both mixed", NULL},
+    {"messages", R_CHAT, REP, "llama_req.c llama_check_messages, then engine_render (the model's template)", NULL},
+    {"model", R_ALL, ACC, "names the model in bankml's registry (engine_find); the answer is the model's", NULL},
+    {"user", R_ALL, ACC, "an OpenAI label llama-server never reads", NULL},
+    /* the transport */
+    {"stream", R_ALL, REP, "llama.c: server-sent events as llama-server writes them", NULL},
+    {"stream_options", R_ALL, REP, "include_usage: the usage chunk before [DONE] (llama.c)", NULL},
+    {"cache_prompt", R_ALL, REP, "engine_reuse: the slot's common prefix", NULL},
+    {"sse_ping_interval", R_ALL, ACC, "SSE comment lines while a stream is silent; clients skip them, "
+                                      "the events are the same", NULL},
+    {"verbose", R_ALL, REF, "verbose: the __verbose debug member is not reproduced; send the request "
+                            "without it", is_false},
+    {"timings_per_token", R_ALL, REP, "generation_settings.timings_per_token (llama_put_gen_settings); streamed "
+                                      "per-token timings are refused (llama_fields_read)", NULL},
+    {"return_tokens", R_ALL, REP, "the final answer's `tokens`: every sampled id (engine_result.gen_ids)", NULL},
+    {"return_progress", R_ALL, REP, "no effect without stream; streamed prompt_progress events are refused "
+                                    "(llama_fields_read)", NULL},
+    {"response_fields", R_ALL, REF, "response_fields: selecting answer members is not reproduced yet; send the "
+                                    "request without it", is_empty_array},
+    /* the budget and the context */
+    {"n_predict", R_ALL, REP, "llama_req.c (aliases max_completion_tokens, max_tokens), the engine's budget", NULL},
+    {"max_completion_tokens", R_ALL, REP, "alias of n_predict", NULL},
+    {"max_tokens", R_ALL, REP, "alias of n_predict", NULL},
+    {"n_cmpl", R_ALL, REP, "1, as llama-server -np 1 limits it (llama_req.c)", NULL},
+    {"n", R_ALL, REP, "alias of n_cmpl", NULL},
+    {"n_keep", R_ALL, REP, "generation_settings.n_keep; it acts only in context shift, off in b11669 by default "
+                           "and absent from bankml", NULL},
+    {"n_discard", R_ALL, REP, "generation_settings.n_discard; context shift only, as n_keep", NULL},
+    {"n_indent", R_ALL, REF, "n_indent: stopping at an indentation limit is not reproduced yet; send the "
+                             "request without it", is_zero},
+    {"n_cache_reuse", R_ALL, REF, "n_cache_reuse: KV-shifted chunk reuse is not reproduced; send the request "
+                                  "without it", is_zero},
+    {"t_max_predict_ms", R_ALL, REF, "t_max_predict_ms: a time limit makes the answer depend on the machine's "
+                                     "speed, so it is not reproduced; send the request without it", not_positive},
+    {"id_slot", R_ALL, REF, "id_slot: choosing a slot is not reproduced yet; send id_slot -1 or leave it out",
+     is_minus_one},
+    {"stop", R_ALL, REP, "the engine's stop strings (engine_stopper)", NULL},
+    /* the sampler (sampler.c sampler_resolve reads them in llama-server's order) */
+    {"top_k", R_ALL, REP, "sampler_resolve", NULL},
+    {"top_p", R_ALL, REP, "sampler_resolve", NULL},
+    {"min_p", R_ALL, REP, "sampler_resolve", NULL},
+    {"top_n_sigma", R_ALL, REP, "sampler_resolve", NULL},
+    {"xtc_probability", R_ALL, REP, "sampler_resolve", NULL},
+    {"xtc_threshold", R_ALL, REP, "sampler_resolve", NULL},
+    {"typical_p", R_ALL, REP, "sampler_resolve", NULL},
+    {"temperature", R_ALL, REP, "sampler_resolve", NULL},
+    {"dynatemp_range", R_ALL, REP, "sampler_resolve", NULL},
+    {"dynatemp_exponent", R_ALL, REP, "sampler_resolve", NULL},
+    {"repeat_last_n", R_ALL, REP, "sampler_resolve", NULL},
+    {"repeat_penalty", R_ALL, REP, "sampler_resolve", NULL},
+    {"frequency_penalty", R_ALL, REP, "sampler_resolve", NULL},
+    {"presence_penalty", R_ALL, REP, "sampler_resolve", NULL},
+    {"dry_multiplier", R_ALL, REP, "sampler_resolve", NULL},
+    {"dry_base", R_ALL, REP, "sampler_resolve", NULL},
+    {"dry_allowed_length", R_ALL, REP, "sampler_resolve", NULL},
+    {"dry_penalty_last_n", R_ALL, REP, "sampler_resolve", NULL},
+    {"dry_sequence_breakers", R_ALL, REP, "sampler_resolve", NULL},
+    {"mirostat", R_ALL, REP, "sampler_resolve: 0 reproduced, 1 and 2 refused there with the reason", NULL},
+    {"mirostat_tau", R_ALL, REP, "sampler_resolve", NULL},
+    {"mirostat_eta", R_ALL, REP, "sampler_resolve", NULL},
+    {"adaptive_target", R_ALL, REP, "sampler_resolve", NULL},
+    {"adaptive_decay", R_ALL, REP, "sampler_resolve", NULL},
+    {"seed", R_ALL, REP, "sampler_resolve (mt19937 as llama.cpp)", NULL},
+    {"n_probs", R_ALL, REP, "sampler_resolve, the answers' completion_probabilities", NULL},
+    {"logprobs", R_ALL, REP, "chat: OpenAI's mapping (sampler_oai_logprobs); else alias of n_probs", NULL},
+    {"top_logprobs", R_CHAT, REP, "sampler_oai_logprobs", NULL},
+    {"min_keep", R_ALL, REP, "sampler_resolve", NULL},
+    {"post_sampling_probs", R_ALL, REP, "sampler_resolve, sampler_post_probs", NULL},
+    {"samplers", R_ALL, REP, "sampler_resolve: the default order reproduced, another refused there", NULL},
+    {"backend_sampling", R_ALL, REF, "backend_sampling: sampling on the backend is not reproduced; send the "
+                                     "request without it", is_false},
+    {"logit_bias", R_ALL, REP, "llama_fields_read: every form llama-server reads, into the sampler's first "
+                               "step (sampler_bias)", NULL},
+    {"ignore_eos", R_ALL, REP, "llama_fields_read: every end-of-generation token biased to -inf after "
+                               "logit_bias's, as llama-server appends them", NULL},
+    {"lora", R_ALL, REF, "lora: LoRA adapters are not reproduced; send the request without it", is_empty_array},
+    /* constrained generation (issue #16) */
+    {"grammar", R_ALL, REF, "grammar: constrained generation is not reproduced yet (issue #16); send the "
+                            "request without it", not_string_or_empty},
+    {"json_schema", R_ALL, REF, "json_schema: constrained generation is not reproduced yet (issue #16); send the "
+                                "request without it", never},
+    {"grammar_lazy", R_ALL, REF, "grammar_lazy: constrained generation is not reproduced yet (issue #16); send "
+                                 "the request without it", is_false},
+    {"grammar_triggers", R_ALL, REF, "grammar_triggers: constrained generation is not reproduced yet (issue "
+                                     "#16); send the request without it", is_empty_array},
+    {"preserved_tokens", R_ALL, REF, "preserved_tokens: constrained generation is not reproduced yet (issue "
+                                     "#16); send the request without it", is_empty_array},
+    {"response_format", R_CHAT, REF, "response_format: JSON mode and JSON schemas are not reproduced yet (issue "
+                                     "#16); send the request without it or with type \"text\"", format_is_text},
+    /* the chat format and its parser */
+    {"chat_format", R_ALL, REF, "chat_format: only the content-only format (0) is reproduced; send the request "
+                                "without it", is_content_only},
+    {"reasoning_format", R_ALL, REF, "reasoning_format: only the server's default, \"deepseek\", is reproduced; "
+                                     "send the request without it", is_deepseek},
+    {"generation_prompt", R_ALL, REF, "generation_prompt: a generation prompt for the chat parser is not "
+                                      "reproduced; send the request without it", is_empty_string},
+    {"parse_tool_calls", R_ALL, REF, "parse_tool_calls: tool calls are not reproduced yet; send the request "
+                                     "without it", is_false},
+    {"chat_parser", R_ALL, REF, "chat_parser: chat parsers are not reproduced yet; send the request without it",
+     never},
+    {"echo", R_ALL, REF, "echo: echoing the prompt is not reproduced; send the request without it", is_false},
+    {"message_delimiters", R_ALL, REF, "message_delimiters: not reproduced; send the request without it",
+     is_empty_array},
+    {"reasoning_control", R_ALL, REF, "reasoning_control: the reasoning budget is not reproduced yet; send the "
+                                      "request without it", is_false},
+    {"reasoning_budget_tokens", R_ALL, REF, "reasoning_budget_tokens: the reasoning budget is not reproduced yet; "
+                                            "send the request without it", is_minus_one},
+    {"thinking_budget_tokens", R_CHAT, REF, "thinking_budget_tokens: the reasoning budget is not reproduced yet; "
+                                            "send the request without it", is_minus_one},
+    {"reasoning_budget_start_tag", R_ALL, REF, "reasoning_budget_start_tag: the reasoning budget is not "
+                                               "reproduced yet; send the request without it", never},
+    {"reasoning_budget_end_tags", R_ALL, REF, "reasoning_budget_end_tags: the reasoning budget is not reproduced "
+                                              "yet; send the request without it", never},
+    {"reasoning_budget_end_tag", R_ALL, REF, "reasoning_budget_end_tag: the reasoning budget is not reproduced "
+                                             "yet; send the request without it", never},
+    {"reasoning_budget_message", R_ALL, REF, "reasoning_budget_message: the reasoning budget is not reproduced "
+                                             "yet; send the request without it", never},
+    /* the chat route's own (oaicompat_chat_params_parse) */
+    {"tools", R_CHAT, REF, "tools: tool calls are not reproduced yet; send the request without them",
+     is_empty_array},
+    {"tool_choice", R_CHAT, ACC, "acts only with tools, which are refused", NULL},
+    {"parallel_tool_calls", R_CHAT, ACC, "acts only with tools, which are refused", NULL},
+    {"add_generation_prompt", R_CHAT, REF, "add_generation_prompt: a prompt without the generation prompt is not "
+                                           "reproduced yet; send the request without it", is_true},
+    {"continue_final_message", R_CHAT, REF, "continue_final_message: continuing the last message is not "
+                                            "reproduced yet; send the request without it", is_false},
+    {"chat_template_kwargs", R_CHAT, REF, "chat_template_kwargs: template arguments from the request are not "
+                                          "reproduced yet; send the request without them", is_empty_object},
+    {"reasoning_effort", R_CHAT, REF, "reasoning_effort: not reproduced yet; send the request without it", never},
+};
+
+const llama_field *llama_fields(size_t *n)
+{
+    *n = sizeof FIELDS / sizeof FIELDS[0];
+    return FIELDS;
+}
+
+unsigned llama_route_bit(const char *route)
+{
+    if (!route) return 0;
+    if (!strcmp(route, "/completion") || !strcmp(route, "/completions")) return LLAMA_ROUTE_COMPLETION;
+    if (!strcmp(route, "/v1/chat/completions") || !strcmp(route, "/chat/completions")) return LLAMA_ROUTE_CHAT;
+    if (!strcmp(route, "/v1/completions")) return LLAMA_ROUTE_OAI_COMPLETIONS;
+    return 0;
+}
+
+int llama_fields_check(const char *route, const json_value *body, char *err, size_t errlen)
+{
+    unsigned bit = llama_route_bit(route);
+    if (!bit) {
+        bk_err(err, errlen, "route %s has no entry in bankml's field table (llama_fields.c); its request "
+                            "cannot be checked, so it is refused", route ? route : "(none)");
+        return -1;
+    }
+    if (body->type != JSON_OBJECT) return 0;
+    /* the chat route's own errors come first, as oaicompat_chat_params_parse
+     * runs before the completion schema */
+    if (bit == LLAMA_ROUTE_CHAT) {
+        const json_value *rf = json_get(body, "response_format");
+        const json_value *t = rf && rf->type == JSON_OBJECT ? json_get(rf, "type") : NULL;
+        if (t && t->type == JSON_STRING && t->len && !field_str_is(t, "text") && !field_str_is(t, "json_object") &&
+            !field_str_is(t, "json_schema")) {
+            bk_err(err, errlen, "response_format type must be one of \"text\" or \"json_object\", but got: %.*s",
+                   (int)(t->len > 200 ? 200 : t->len), t->str);
+            return -1;
+        }
+    }
+    const json_value *lora = json_get(body, "lora");
+    if (lora && lora->type != JSON_NULL && lora->type != JSON_ARRAY) {
+        bk_err(err, errlen, "Field 'lora': Error: 'lora' must be an array of objects with 'id' and 'scale' fields");
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof FIELDS / sizeof FIELDS[0]; i++) {
+        const llama_field *f = &FIELDS[i];
+        if (f->kind != LLAMA_FIELD_REFUSED || !(f->routes & bit)) continue;
+        const json_value *v = json_get(body, f->name);
+        if (!v || v->type == JSON_NULL || f->absent(v)) continue;
+        bk_err(err, errlen, "%s", f->words);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the fields reproduced here ---- */
+
+/* nlohmann's is_number_integer: a literal without '.', 'e' or 'E' that fits
+ * int64 or uint64 (a wider one is a double). *id as get<llama_token>()
+ * gives it (cut to 32 bits). */
+static int nl_integer(const json_value *v, int32_t *id)
+{
+    int64_t x;
+    if (v->type != JSON_NUMBER || strpbrk(v->str, ".eE")) return 0;
+    if (json_as_i64(v, &x)) {
+        *id = (int32_t)(uint32_t)(uint64_t)x;
+        return 1;
+    }
+    if (v->str[0] == '-') return 0;
+    errno = 0;
+    unsigned long long u = strtoull(v->str, NULL, 10);
+    if (errno) return 0;
+    *id = (int32_t)(uint32_t)u;
+    return 1;
+}
+
+/* parse_bias: a number as get<float>(), false as -inf; anything else skips. */
+static int bias_of(const json_value *v, float *bias)
+{
+    int64_t x;
+    if (v->type == JSON_NUMBER) {
+        if (!strpbrk(v->str, ".eE") && json_as_i64(v, &x)) *bias = (float)x;
+        else *bias = (float)strtod(v->str, NULL);
+        return 1;
+    }
+    if (v->type == JSON_FALSE) {
+        *bias = -INFINITY;
+        return 1;
+    }
+    return 0;
+}
+
+static int push_bias(engine_request *rq, size_t *cap, int32_t tok, float bias)
+{
+    if (rq->n_bias == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        sampler_bias *nb = realloc(rq->bias, nc * sizeof *nb);
+        if (!nb) return -1;
+        rq->bias = nb;
+        *cap = nc;
+    }
+    rq->bias[rq->n_bias].token = tok;
+    rq->bias[rq->n_bias++].bias = bias;
+    return 0;
+}
+
+/* A piece's tokens (common_tokenize with add_special and parse_special
+ * off), each with the bias. */
+static int push_piece(const engine_model *m, engine_request *rq, size_t *cap, const char *s, size_t n, float bias)
+{
+    int32_t *ids = NULL;
+    size_t nids = 0;
+    char terr[256];
+    if (engine_tokenize_with(m, s, n, 0, 0, &ids, &nids, terr, sizeof terr) != 0) return 0;
+    int rc = 0;
+    for (size_t k = 0; rc == 0 && k < nids; k++) rc = push_bias(rq, cap, ids[k], bias);
+    free(ids);
+    return rc;
+}
+
+/* logit_bias as llama-server's handler reads it: [[id|piece, bias|false]]
+ * or {"id"|"piece": bias|false}; malformed entries are skipped, ids outside
+ * the vocabulary dropped, never an error. */
+static int read_logit_bias(const engine_model *m, const json_value *lb, engine_request *rq, size_t *cap)
+{
+    int32_t n_vocab = engine_model_n_tokens(m);
+    float bias;
+    int32_t tok;
+    if (lb->type == JSON_ARRAY) {
+        for (size_t i = 0; i < lb->n; i++) {
+            const json_value *el = lb->items[i];
+            if (el->type != JSON_ARRAY || el->n != 2 || !bias_of(el->items[1], &bias)) continue;
+            if (nl_integer(el->items[0], &tok)) {
+                if (tok >= 0 && tok < n_vocab && push_bias(rq, cap, tok, bias)) return -1;
+            } else if (el->items[0]->type == JSON_STRING) {
+                if (push_piece(m, rq, cap, el->items[0]->str, el->items[0]->len, bias)) return -1;
+            }
+        }
+    } else if (lb->type == JSON_OBJECT) {
+        for (size_t i = 0; i < lb->n; i++) {
+            if (!bias_of(lb->items[i], &bias)) continue;
+            /* strtol over the key as a C string: an empty key is token 0 */
+            char key[64];
+            size_t kl = lb->key_lens[i];
+            char *end = NULL;
+            long id = 0;
+            int numeric = 0;
+            if (kl < sizeof key && !memchr(lb->keys[i], 0, kl)) {
+                memcpy(key, lb->keys[i], kl);
+                key[kl] = 0;
+                id = strtol(key, &end, 10);
+                numeric = *end == 0;
+            }
+            if (numeric) {
+                tok = (int32_t)id;
+                if (tok >= 0 && tok < n_vocab && push_bias(rq, cap, tok, bias)) return -1;
+            } else if (push_piece(m, rq, cap, lb->keys[i], kl, bias)) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* A non-negative-bounded int32 field with llama-server's hard-limit words. */
+static int read_limited(const json_value *body, const char *name, int32_t lo, int32_t *val, char *err,
+                        size_t errlen)
+{
+    const json_value *v = json_get(body, name);
+    if (!v || v->type == JSON_NULL) return 0;
+    int64_t x;
+    if (v->type == JSON_TRUE || v->type == JSON_FALSE) {
+        x = v->type == JSON_TRUE;
+    } else if (v->type != JSON_NUMBER) {
+        bk_err(err, errlen, "Field '%s': [json.exception.type_error.302] type must be number, but is %s", name,
+               llama_jtype(v));
+        return -1;
+    } else {
+        x = llama_token_id(v);
+    }
+    if (x < lo) {
+        bk_err(err, errlen, "Field '%s': Value must be between %d <= value <= %d, but got %d", name, (int)lo,
+               INT32_MAX, (int)x);
+        return -1;
+    }
+    *val = (int32_t)x;
+    return 0;
+}
+
+int llama_fields_read(const engine_model *m, const char *route, const json_value *body, engine_request *rq,
+                      char *err, size_t errlen)
+{
+    size_t cap = 0;
+    if (llama_fields_check(route, body, err, errlen) != 0) return -1;
+    if (llama_field_bool(body, "timings_per_token", &rq->timings_per_token, err, errlen)) return -1;
+    if (llama_field_bool(body, "return_tokens", &rq->return_tokens, err, errlen)) return -1;
+    int progress = 0;
+    if (llama_field_bool(body, "return_progress", &progress, err, errlen)) return -1;
+    if (read_limited(body, "n_keep", -1, &rq->n_keep, err, errlen)) return -1;
+    if (read_limited(body, "n_discard", 0, &rq->n_discard, err, errlen)) return -1;
+    free(rq->bias);
+    rq->bias = NULL;
+    rq->n_bias = 0;
+    const json_value *lb = json_get(body, "logit_bias");
+    if (lb && lb->type != JSON_NULL && read_logit_bias(m, lb, rq, &cap) != 0) goto oom;
+    if (llama_field_bool(body, "ignore_eos", &rq->ignore_eos, err, errlen)) return -1;
+    if (rq->ignore_eos)
+        for (int32_t id = 0; id < engine_model_n_tokens(m); id++)
+            if (engine_model_is_eog(m, id) && push_bias(rq, &cap, id, -INFINITY)) goto oom;
+    if (rq->stream && rq->timings_per_token) {
+        bk_err(err, errlen, "timings_per_token: per-token timings in streamed events are not reproduced yet; "
+                            "send the request without it or without stream");
+        return -1;
+    }
+    if (rq->stream && progress) {
+        bk_err(err, errlen, "return_progress: prompt progress events are not reproduced yet; send the request "
+                            "without it or without stream");
+        return -1;
+    }
+    return 0;
+oom:
+    bk_err(err, errlen, "out of memory");
+    return -1;
+}

@@ -1,0 +1,142 @@
+"""oracle_fields.py -- the request fields bankml reproduces, against llama-server b11669 on the demo model
+with the same flags (-t 2 -c 2048 -np 1 --jinja): logit_bias in every form llama-server reads ([[id, bias]],
+[[id, false]], [[piece, bias]], an object of ids and pieces, malformed entries skipped, ids out of range
+dropped, an empty key), ignore_eos (EOG tokens banned after logit_bias's entries), return_tokens (the final
+answer's `tokens`, streamed and not), n_keep / n_discard, timings_per_token and return_progress without
+stream, greedy and seeded, on /completion and /v1/chat/completions. Each answer is compared whole (status,
+content, tokens, counts, stop type, generation_settings with every member), except what depends on the
+clock: timings, created, id.
+
+Then every value src/api/llama_fields.c lets through as "absent" for a refused field: llama-server's answer
+with it must equal its answer without it (so letting it through is exact), and bankml's must equal both.
+
+Standard library only. Ends with "N passed, N failed, N skipped"."""
+import json, os, subprocess, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import oracle  # noqa: E402
+
+CTX = 2048
+S = oracle.Suite("oracle_fields")
+kit = oracle.kit_or_skip(S)
+DEMO = os.path.join(oracle.ROOT, "models", "demo.gguf")
+FORK = os.path.join(oracle.ROOT, "models.FORK.json")
+if not os.path.exists(DEMO):
+    p = subprocess.run(["make", "-s", "demo-model"], cwd=oracle.ROOT, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0 or not os.path.exists(DEMO):
+        oracle.skip_all(f"no models/demo.gguf (make demo-model: {p.stdout.strip()[-200:]})", S)
+
+# what depends on the clock, and bankml's own receipt (its members and its stream event; docs/modules/llama.md)
+CLOCK = ("timings", "created", "id", "system_fingerprint", "bankml_receipt")
+P = {"prompt": "Once upon", "n_predict": 8, "temperature": 0}
+SEEDED = {"prompt": "Once upon a time", "n_predict": 12, "temperature": 0.9, "seed": 42}
+M = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "temperature": 0}
+EOS = 2969   # the demo vocabulary's EOS (an EOG token, as 2971)
+
+CASES = [
+    ("/completion", P),
+    ("/completion", dict(P, logit_bias=[[2522, False]])),
+    ("/completion", dict(P, logit_bias=[[" Wind", -100]])),
+    ("/completion", dict(P, logit_bias=[["Wind", False], [" Wind", 1.5]])),
+    ("/completion", dict(P, logit_bias={"2522": -5.5, "x": False, "": 1, " 7": 0.25})),
+    ("/completion", dict(P, logit_bias=[[100, 50], [1.0, 3], [99999, 4], [-1, 2], [5, True], [6], 7, [2 ** 33 + 9, 1]])),
+    ("/completion", dict(P, logit_bias={"99999": 3, "-2": 1, "5abc": 2, "100": 30})),
+    ("/completion", dict(P, logit_bias="nonsense")),
+    ("/completion", dict(P, logit_bias=[])),
+    ("/completion", dict(P, logit_bias={str(EOS): 30})),
+    ("/completion", dict(P, logit_bias={str(EOS): 30}, return_tokens=True)),
+    ("/completion", dict(P, logit_bias={str(EOS): 30}, ignore_eos=True, return_tokens=True)),
+    ("/completion", dict(P, ignore_eos=True)),
+    ("/completion", dict(P, ignore_eos=False, logit_bias={})),
+    ("/completion", dict(P, return_tokens=True, stop=["Wind Wind"])),
+    ("/completion", dict(P, n_keep=-1, n_discard=7, timings_per_token=True, return_progress=True)),
+    ("/completion", dict(P, n_keep=5, n_discard=0)),
+    ("/completion", dict(SEEDED, logit_bias=[["Wind", False]], ignore_eos=True, return_tokens=True)),
+    ("/completion", dict(SEEDED, logit_bias={str(EOS): 3.5}, return_tokens=True)),
+    ("/completion", dict(SEEDED, logit_bias={str(EOS): 3.5}, ignore_eos=True, n_probs=3)),
+    ("/completion", dict(SEEDED, logit_bias=[[1261, 4.25], [120, -2]], n_probs=2, post_sampling_probs=True)),
+    ("/v1/chat/completions", dict(M, logit_bias={"2522": False})),
+    ("/v1/chat/completions", dict(M, logit_bias={str(EOS): 40})),
+    ("/v1/chat/completions", dict(M, logit_bias={str(EOS): 40}, ignore_eos=True)),
+    ("/v1/chat/completions", dict(M, temperature=0.8, seed=7, logit_bias=[["Fall", False]], ignore_eos=True,
+                                  return_tokens=True, timings_per_token=True)),
+]
+
+STREAMS = [
+    ("/completion", dict(P, stream=True, return_tokens=True, logit_bias=[[2522, False]])),
+    ("/completion", dict(SEEDED, stream=True, ignore_eos=True, logit_bias={str(EOS): 3.5})),
+    ("/v1/chat/completions", dict(M, stream=True, logit_bias={str(EOS): 40}, ignore_eos=True)),
+]
+
+# values of refused fields that b11669 treats as absent (llama_fields.c lets them through)
+ABSENT = [
+    ("/completion", P, {"verbose": False, "backend_sampling": False, "grammar_lazy": False, "echo": False,
+                        "parse_tool_calls": False, "reasoning_control": False}),
+    ("/completion", P, {"response_fields": [], "lora": [], "grammar_triggers": [], "preserved_tokens": [],
+                        "message_delimiters": []}),
+    ("/completion", P, {"n_indent": 0, "n_cache_reuse": 0, "t_max_predict_ms": 0, "id_slot": -1,
+                        "reasoning_budget_tokens": -1}),
+    ("/completion", P, {"t_max_predict_ms": -1}),
+    ("/completion", P, {"grammar": "", "generation_prompt": "", "chat_format": 0, "reasoning_format": "deepseek"}),
+    ("/completion", P, {"grammar": 5, "json_schema": None, "chat_parser": None}),
+    ("/completion", P, {"tools": [{"type": "function"}], "response_format": {"type": "json_object"},
+                        "add_generation_prompt": False, "chat_template_kwargs": {"a": 1}}),
+    ("/v1/chat/completions", M, {"tools": [], "tool_choice": "none", "parallel_tool_calls": True}),
+    ("/v1/chat/completions", M, {"tool_choice": "required"}),
+    ("/v1/chat/completions", M, {"response_format": {"type": "text"}}),
+    ("/v1/chat/completions", M, {"response_format": {}}),
+    ("/v1/chat/completions", M, {"response_format": "json"}),
+    ("/v1/chat/completions", M, {"add_generation_prompt": True, "continue_final_message": False,
+                                 "chat_template_kwargs": {}}),
+    ("/v1/chat/completions", M, {"thinking_budget_tokens": -1, "reasoning_budget_tokens": -1, "user": "x"}),
+]
+
+
+def strip(v):
+    if isinstance(v, dict):
+        return {k: strip(x) for k, x in v.items() if k not in CLOCK}
+    if isinstance(v, (list, tuple)):
+        return [strip(x) for x in v if not (isinstance(x, dict) and "bankml_receipt" in x and "choices" not in x)]
+    return v
+
+
+def label(path, body, n=90):
+    extra = {k: v for k, v in body.items() if k not in ("prompt", "messages", "temperature")}
+    return f"{path} {json.dumps(extra)[:n]}"
+
+
+def t_cases(L, B):
+    for path, body in CASES:
+        want = strip(L.post(path, body))
+        got = strip(B.post(path, body))
+        S.equal(label(path, body), got, want)
+        if path == "/completion" and want[0] == 200:
+            # the table's fields are in the answer, so the case shows them
+            gs = want[1].get("generation_settings", {})
+            S.check(label(path, body, 50) + " : llama-server printed the fields",
+                    "logit_bias" in gs and "n_keep" in gs and "ignore_eos" in gs)
+    for path, body in STREAMS:
+        want = L.stream(path, body)
+        got = B.stream(path, body)
+        S.equal("stream " + label(path, body), strip(got), strip(want))
+
+
+def t_absent(L, B):
+    for path, base, extra in ABSENT:
+        body = dict(base, **extra)
+        ref = strip(L.post(path, base))
+        want = strip(L.post(path, body))
+        S.equal("llama-server: absent " + label(path, extra), want, ref)
+        S.equal("bankml: absent " + label(path, extra), strip(B.post(path, body)), want)
+
+
+def main():
+    with oracle.Server.llama(kit, DEMO, ctx=CTX, name="llama-fields") as L, \
+            oracle.Server.bankml(DEMO, ctx=CTX, extra=["--fork", FORK], name="bankml-fields") as B:
+        S.run("reproduced fields", t_cases, L, B)
+        S.run("absent values", t_absent, L, B)
+    S.finish()
+
+
+main()
