@@ -348,6 +348,10 @@ int llama_read_request(const engine_model *m, const json_value *body, const llam
     if (llama_field_bool(body, "cache_prompt", &rq->cache_prompt, err, errlen)) return -1;
     if (field_n_predict(body, &rq->n_predict, err, errlen)) return -1;
     if (field_n_cmpl(body, err, errlen)) return -1;
+    /* json_value(data, "id_slot", -1): a number or boolean as get<int>, any other type the default */
+    const json_value *ids = json_get(body, "id_slot");
+    if (ids && (ids->type == JSON_NUMBER || ids->type == JSON_TRUE || ids->type == JSON_FALSE))
+        rq->id_slot = llama_token_id(ids);
     sampler_params_free(&rq->sp);
     if (sampler_resolve(&rq->sp, engine_model_defaults(m), body, err, errlen) != 0) return -1;
     if (pre && pre->logprobs_set) rq->sp.n_probs = pre->logprobs_n;

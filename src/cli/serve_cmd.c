@@ -21,11 +21,13 @@
 const command_spec serve_spec = {
     "serve",
     "serve [MODEL] [--native] [--fork F] [--registry DIR] [--ctx N] [--listen H:P] [--host H --port P] [--upstream H:P] "
-    "[--api-key K] [--allow-origin O] [--keep-alive D] [--threads N] [--llama-threads N] [--cache-ram MiB]",
+    "[--api-key K] [--allow-origin O] [--keep-alive D] [--threads N] [--llama-threads N] [--cache-ram MiB] "
+    "[-b N] [-ub N] [-np N]",
     0,
     {"--native"},   /* the Rust original's mode flag (Savante passes it): native is the only mode here */
     {"--fork", "--registry", "--ctx", "-c", "--threads", "--llama-threads", "-t", "--keep-alive", "--cache-ram",
-     "-cram", "--listen", "--host", "--port", "--upstream", "--api-key", "--allow-origin"},
+     "-cram", "--listen", "--host", "--port", "--upstream", "--api-key", "--allow-origin", "-b", "--batch-size", "-ub",
+     "--ubatch-size", "-np", "--parallel"},
     1};
 
 /* The host prompt cache's limit (§1.3): --cache-ram N (MiB, llama-server's
@@ -78,6 +80,17 @@ static int read_opts(const parsed_args *a, engine_opts *o)
     o->threads = (int)x;
     if (args_long(&serve_spec, "--llama-threads", args_opt2(a, "--llama-threads", "-t"), 1, 1024, 2, &x)) return -1;
     o->llama_threads = (int)x;
+    /* llama-server's batch sizes and slots (engine_new refuses what is not reproduced) */
+    if (args_long(&serve_spec, "-b", args_opt2(a, "-b", "--batch-size"), 1, 65536, 2048, &x)) return -1;
+    o->n_batch = (size_t)x;
+    if (args_long(&serve_spec, "-ub", args_opt2(a, "-ub", "--ubatch-size"), 1, 65536, 512, &x)) return -1;
+    o->n_ubatch = (size_t)x;
+    if (args_long(&serve_spec, "-np", args_opt2(a, "-np", "--parallel"), -1, 256, 1, &x)) return -1;
+    if (x == 0) {
+        fprintf(stderr, "bankml serve: -np wants a number of slots (1 or more; -1 is llama-server's auto)\n");
+        return -1;
+    }
+    o->n_parallel = (int)x;
     if ((v = args_opt(a, "--keep-alive")) && args_duration_ms(v, &o->keep_alive_ms) != 0) {
         fprintf(stderr, "bankml serve: --keep-alive wants a duration (30s, 5m, 1h, -1), not %s\n", v);
         return -1;
