@@ -118,9 +118,9 @@ for path in MODELS:
     for cfg in CONFIGS:
         label = f"{base} {' '.join(cfg)}"
         try:
-            largv = oracle.Server.llama(kit, path, ctx=CTX, extra=["--metrics", *cfg]).argv
-            i = largv.index("-np")
-            del largv[i:i + 2]          # the configuration's -np instead of the helper's -np 1
+            # Server.llama's flags with the configuration's -np instead of its -np 1
+            largv = [kit.tool("llama-server"), "-m", path, "--host", "127.0.0.1", "--port", "{port}", "-t", "2",
+                     "-c", str(CTX), "--jinja", "--no-webui", "--metrics", *cfg]
             with oracle.Server(largv, name="llama-slots") as L, \
                     oracle.Server.bankml(path, ctx=CTX, extra=["--fork", FORK, *cfg]) as B:
                 (sl, pl), (sb, pb) = L.get("/props"), B.get("/props")

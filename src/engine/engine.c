@@ -197,10 +197,11 @@ static int plan_slots(const engine_opts *o, engine *e, engine_error *er)
     e->n_batch = e->o.n_ctx < e->o.n_batch ? e->o.n_ctx : e->o.n_batch;
     e->n_ubatch = e->n_batch < e->o.n_ubatch ? e->n_batch : e->o.n_ubatch;
     if (e->o.kv_unified && e->o.n_parallel > 1) {
-        engine_err(er, ENGINE_BAD_INPUT, "--kv-unified with -np %d is not reproduced: in one unified cache the other "
-                   "slots' cells decide the attention's width (n_kv) and sit masked inside its split-KV chunks, so "
-                   "the bits depend on them; drop --kv-unified (each slot then has its own %zu cells, as llama-server "
-                   "gives them without it)", e->o.n_parallel, e->n_ctx_seq);
+        engine_err(er, ENGINE_BAD_INPUT, "--kv-unified with -np %d is not reproduced: in llama-server's one shared "
+                   "cache a slot's cells are not in position order (a prompt restored from the host cache lands after "
+                   "the other slot's cells, and its next tokens fill the cells freed before it), and the attention "
+                   "adds them up in cell order, so the bits differ; drop --kv-unified (each slot then has its own %zu "
+                   "cells, as llama-server gives them without it)", e->o.n_parallel, e->n_ctx_seq);
         return -1;
     }
     if (e->o.slot_prompt_similarity > 1.0f) {
