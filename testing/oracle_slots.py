@@ -6,7 +6,8 @@ sequence of requests: /props (total_slots, the per-slot n_ctx), /completion prom
 similarity, by least recent use and by `id_slot` (in range, wrapped, negative, of other JSON types), prompts past
 a batch boundary (-b 32: 200 tokens are 7 decode calls), greedy and seeded; multi-turn greedy and seeded chats;
 two conversations interleaved turn by turn (each keeps its own slot); then /metrics' n_decode_total and
-n_tokens_max. Every answer equal: content, usage, cache_n, prompt_n, id_slot, tokens_cached.
+n_tokens_max. Every answer equal: content, usage, cache_n, prompt_n, id_slot, tokens_cached, and the
+probabilities (n_probs 3 on /completion, top_logprobs 2 on the greedy chat), where the logits' bits show.
 
 The bankml binary is BANKML_BIN or ./bankml. Standard library only."""
 import os, subprocess, sys, tempfile
@@ -44,7 +45,8 @@ def completion_view(body):
     return {"content": body["content"], "id_slot": body.get("id_slot"), "tokens_cached": body.get("tokens_cached"),
             "tokens_predicted": body.get("tokens_predicted"), "tokens_evaluated": body.get("tokens_evaluated"),
             "stop_type": body.get("stop_type"), "truncated": body.get("truncated"),
-            "timings": {k: body["timings"][k] for k in ("cache_n", "prompt_n", "predicted_n")}}
+            "timings": {k: body["timings"][k] for k in ("cache_n", "prompt_n", "predicted_n")},
+            "completion_probabilities": body.get("completion_probabilities")}   # the logits' bits show here
 
 
 def chat_view(body):
@@ -129,9 +131,10 @@ for path in MODELS:
                 S.equal(f"{label} /props total_slots, n_ctx", [sb, view(pb)], [sl, view(pl)])
                 n_pred = 8 if stories else 12
                 for body, name in SEQ:
-                    b = dict({"n_predict": n_pred, "temperature": 0}, **body)
+                    b = dict({"n_predict": n_pred, "temperature": 0, "n_probs": 3}, **body)
                     same(L, B, f"{label} /completion {name}", "/completion", b, completion_view)
-                conversation(L, B, f"{label} greedy chat", TURNS, {"max_tokens": 16, "temperature": 0})
+                conversation(L, B, f"{label} greedy chat", TURNS, {"max_tokens": 16, "temperature": 0,
+                                                                   "logprobs": True, "top_logprobs": 2})
                 conversation(L, B, f"{label} seeded chat", TURNS[:3], {"max_tokens": 12, "temperature": 0.9,
                                                                        "seed": 42})
                 cn = interleaved(L, B, f"{label} interleaved", {"max_tokens": 10, "temperature": 0})

@@ -3,7 +3,9 @@
  * stories260K (../shared, pinned here into a mkdtemp FORK.json; SKIP
  * without it). The prompt-cache reuse rule, the host prompt cache, stop
  * strings, the budget and the context limit, cancellation, the registry
- * and its error kinds, and seeded sampling.
+ * and its error kinds, seeded sampling, and slots and batches (-np, -b,
+ * -ub: what engine_new refuses, the per-slot context, slot selection with
+ * llama-server b11669's measured answers, the decode-call size).
  */
 #include <pthread.h>
 #include <stdlib.h>

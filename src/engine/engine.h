@@ -1,9 +1,9 @@
 /*
  * engine.h -- the engine layer's contract: pinned models in a registry, one
- * resident at a time, its slot run by llama-server b11669's rules (prompt
- * reuse, micro-batches, stop strings, context and budget limits, token
- * accounting), the host prompt cache (--cache-ram) and the counters behind
- * /metrics. Every front-end -- the llama-server routes (api/llama.c), the
+ * resident at a time, its -np slots chosen and run by llama-server
+ * b11669's rules (slot selection, prompt reuse, -b/-ub batches, stop
+ * strings, context and budget limits, token accounting), the host prompt
+ * cache (--cache-ram) and the counters behind /metrics. Every front-end -- the llama-server routes (api/llama.c), the
  * Ollama routes (api/ollama.c) and `bankml generate` (cli/) -- reaches a
  * model only through the calls below.
  *
@@ -17,8 +17,8 @@
  *
  * Locking: engine_acquire takes the engine lock and engine_release (or
  * engine_unlock) gives it back; every call that takes an engine_model needs
- * it held, so requests are served one at a time, as llama-server's slot
- * serves them, and a model switch never has two models in memory.
+ * it held, so requests are served one at a time (over the -np slots), and
+ * a model switch never has two models in memory.
  *
  * Errors: a call that can fail fills an engine_error: a kind the API layer
  * maps to a status (ENGINE_BAD_INPUT 400, ENGINE_NOT_FOUND 404,
