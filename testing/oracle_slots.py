@@ -4,7 +4,8 @@ llama-server b11669 with the same flags (-t 2 -c 512 --jinja), on stories260K an
 Each configuration (-np 2 -b 32, -np 1 -b 32, -np 2 -ub 32, -np 2 -ub 128) runs, on both servers, the same
 sequence of requests: /props (total_slots, the per-slot n_ctx), /completion prompts that pick slots by prompt
 similarity, by least recent use and by `id_slot` (in range, wrapped, negative, of other JSON types), prompts past
-a batch boundary (-b 32: 200 tokens are 7 decode calls), greedy and seeded; multi-turn greedy and seeded chats;
+a batch boundary (-b 32: 200 tokens are 7 decode calls), greedy and seeded; streamed /completion (id_slot in
+each event); multi-turn greedy and seeded chats;
 two conversations interleaved turn by turn (each keeps its own slot); then /metrics' n_decode_total and
 n_tokens_max. Every answer equal: content, usage, cache_n, prompt_n, id_slot, tokens_cached, and the
 probabilities (n_probs 3 on /completion, top_logprobs 2 on the greedy chat), where the logits' bits show.
@@ -133,6 +134,13 @@ for path in MODELS:
                 for body, name in SEQ:
                     b = dict({"n_predict": n_pred, "temperature": 0, "n_probs": 3}, **body)
                     same(L, B, f"{label} /completion {name}", "/completion", b, completion_view)
+                # streamed: the partial events carry id_slot -1 (llama-server sets it only on the final result)
+                for body, name in ((dict(SEQ[0][0]), "A"), (dict(SEQ[1][0], id_slot=0), "B id_slot 0")):
+                    body.update(n_predict=6, temperature=0, stream=True)
+                    (sl, el), (sb, eb) = L.stream("/completion", body), B.stream("/completion", body)
+                    view = lambda ev: [{k: e.get(k) for k in ("content", "id_slot", "stop", "tokens_cached")}
+                                       if isinstance(e, dict) else e for e in ev]
+                    S.equal(f"{label} /completion streamed {name}", [sb, view(eb)], [sl, view(el)])
                 conversation(L, B, f"{label} greedy chat", TURNS, {"max_tokens": 16, "temperature": 0,
                                                                    "logprobs": True, "top_logprobs": 2})
                 conversation(L, B, f"{label} seeded chat", TURNS[:3], {"max_tokens": 12, "temperature": 0.9,

@@ -1267,3 +1267,45 @@ TEST(engine_prefill_decode_calls_are_min_ctx_and_batch)
         unload(e);
     }
 }
+
+/* --slot-prompt-similarity as llama-server b11669 takes it (-c 512 -np 2
+ * -b 32, n_predict 8, temperature 0): 0.0 turns the similarity rule off,
+ * so every request goes to the least recently used slot and an asked slot
+ * is used as it is (no cache update: only the LRU branch asks for one);
+ * 0.5 makes an asked slot that shares 1/20 keep nothing, so A comes back
+ * into slot 1 from the host cache. */
+TEST(engine_slot_prompt_similarity_zero_and_half)
+{
+    NEED_MODEL();
+    struct {
+        const char *text;
+        int32_t id_slot;
+        size_t want_off[4], want_half[4];
+    } seq[] = {
+        {S_A, -1, {0, 0, 20, 27}, {0, 0, 20, 27}},
+        {S_B, -1, {1, 0, 26, 33}, {1, 0, 26, 33}},
+        {S_A " outside", -1, {0, 24, 1, 32}, {0, 24, 1, 32}},
+        {S_B " and", -1, {1, 26, 1, 34}, {1, 26, 1, 34}},
+        {S_A, -1, {0, 19, 1, 27}, {0, 19, 1, 27}},
+        {S_A, 1, {1, 1, 19, 27}, {1, 19, 1, 27}},
+        {"Once upon a time there", -1, {0, 5, 1, 13}, {0, 5, 1, 13}},
+    };
+    for (int half = 0; half < 2; half++) {
+        engine_opts o;
+        engine *e;
+        slot_opts(&o, 512, 2, 32, 0);
+        o.slot_prompt_similarity = half ? 0.5f : -1.0f;
+        engine_model *m = load_o(&e, &o, 0, 0, 0);
+        if (!m) return;
+        for (size_t i = 0; i < sizeof seq / sizeof *seq; i++) {
+            size_t got[4];
+            const size_t *want = half ? seq[i].want_half : seq[i].want_off;
+            run_slot(e, m, seq[i].text, 8, seq[i].id_slot, got);
+            for (int k = 0; k < 4; k++)
+                if (got[k] != want[k])
+                    test_fail(__FILE__, __LINE__, "-sps %s, request %zu: field %d is %zu, want %zu",
+                              half ? "0.5" : "0", i + 1, k, got[k], want[k]);
+        }
+        unload(e);
+    }
+}
