@@ -1,8 +1,7 @@
 """test_serve_flags.py -- `bankml serve` takes llama-server b11669's command line: every option's exit code and
 message (refused ones from the table itself), spellings (--long=value, negations, LLAMA_ARG_* variables),
 --help from the same table, docs/modules/main.md's table equal to `bankml help serve --markdown`, and the peer
-suite's tinyllama2 command line (utils.py's ServerProcess.start), refused only for what the engine does not
-reproduce yet, then served with llama-server's 501s for --no-slots, no --metrics and no --props.
+suite's tinyllama2 command line (utils.py's ServerProcess.start) served as it is (-b 32 -np 2 included), with llama-server's 501s for --no-slots, no --metrics and no --props.
 Standard library only; needs ../shared/models/stories260K.gguf for the server cases (skipped without it)."""
 import json, os, re, subprocess, sys, tempfile
 
@@ -134,13 +133,10 @@ subprocess.run([BIN, "pin", MODEL, "--fork", FORK, "--write"], check=True, stdou
 PEER = ["--port", "{port}", "--temp", "0.8", "--seed", "42", "--host", "127.0.0.1", "--offline", "--model", MODEL,
         "--batch-size", "32", "--no-slots", "--alias", "tinyllama-2", "--ctx-size", "512", "--parallel", "2",
         "--n-predict", "64", "--no-jinja", "--fork", FORK]
-rc, o, e = run(["serve"] + [a.replace("{port}", "18999") for a in PEER])
-S.equal("the peer suite's tinyllama2 command line: refused only for what the engine does not reproduce yet",
-        (rc, e), (2, "bankml serve: -b 32 -ub 512 -np 2: only llama-server's defaults (-b 2048 -ub 512 -np 1) are "
-                     "reproduced yet\n"))
-argv = [BIN, "serve"] + [a for i, a in enumerate(PEER) if a not in ("--batch-size", "32", "--parallel", "2")]
+argv = [BIN, "serve"] + PEER
 with oracle.Server(argv, name="bankml-peer-line") as B:
-    S.equal("without -b 32 -np 2 it serves: /health", B.get("/health"), (200, {"status": "ok"}))
+    S.equal("the peer suite's tinyllama2 command line as it is (-b 32 -np 2 included) serves: /health", B.get("/health"),
+            (200, {"status": "ok"}))
     S.equal("--no-slots: GET /slots is llama-server's 501", B.get("/slots"),
             (501, {"error": {"code": 501, "message": "This server does not support slots endpoint. Start it with "
                                                      "`--slots`", "type": "not_supported_error"}}))

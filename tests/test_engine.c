@@ -3,7 +3,9 @@
  * stories260K (../shared, pinned here into a mkdtemp FORK.json; SKIP
  * without it). The prompt-cache reuse rule, the host prompt cache, stop
  * strings, the budget and the context limit, cancellation, the registry
- * and its error kinds, and seeded sampling.
+ * and its error kinds, seeded sampling, and slots and batches (-np, -b,
+ * -ub: what engine_new refuses, the per-slot context, slot selection with
+ * llama-server b11669's measured answers, the decode-call size).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -74,23 +76,28 @@ __attribute__((constructor)) static void fixture_at_exit(void) { atexit(fixture_
 
 /* An engine with stories260K as entry 0; cache_on/limit for the host
  * prompt cache, n_ctx its context (0: 4096). */
-static engine *open_engine(int cache_on, size_t cache_limit, size_t n_ctx)
+static engine *open_opts(const engine_opts *o)
 {
-    engine_opts o;
     engine_error er;
-    memset(&o, 0, sizeof o);
-    o.n_ctx = n_ctx;
-    o.threads = 1;
-    o.keep_alive_ms = -1;
-    o.cache_on = cache_on;
-    o.cache_limit = cache_limit;
-    engine *e = engine_new(&o, &er);
+    engine *e = engine_new(o, &er);
     if (!e) return NULL;
     if (engine_add(e, "stories260K.gguf", model_path, fork_path, 1) != 0) {
         engine_free(e);
         return NULL;
     }
     return e;
+}
+
+static engine *open_engine(int cache_on, size_t cache_limit, size_t n_ctx)
+{
+    engine_opts o;
+    memset(&o, 0, sizeof o);
+    o.n_ctx = n_ctx;
+    o.threads = 1;
+    o.keep_alive_ms = -1;
+    o.cache_on = cache_on;
+    o.cache_limit = cache_limit;
+    return open_opts(&o);
 }
 
 /* ---- a sink that records ------------------------------------------------ */
@@ -200,11 +207,12 @@ static int same_tokens(const rec *r, const int32_t *want, size_t n)
 static const int32_t LILY_GREEDY[] = {338, 401, 396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282, 295,
                                       433, 426, 385, 328, 432, 358, 394, 261, 370, 432, 352, 266, 268, 388};
 
-/* Acquires entry 0 of a new engine; NULL (and a failed check) when either fails. */
-static engine_model *load(engine **e, int cache_on, size_t cache_limit, size_t n_ctx)
+/* Acquires entry 0 of a new engine (of o, or of the three options when o
+ * is NULL); NULL (and a failed check) when either fails. */
+static engine_model *load_o(engine **e, const engine_opts *o, int cache_on, size_t cache_limit, size_t n_ctx)
 {
     engine_error er;
-    *e = open_engine(cache_on, cache_limit, n_ctx);
+    *e = o ? open_opts(o) : open_engine(cache_on, cache_limit, n_ctx);
     CHECK(*e != NULL);
     if (!*e) return NULL;
     engine_model *m = engine_acquire(*e, 0, NULL, &er);
@@ -214,6 +222,11 @@ static engine_model *load(engine **e, int cache_on, size_t cache_limit, size_t n
         *e = NULL;
     }
     return m;
+}
+
+static engine_model *load(engine **e, int cache_on, size_t cache_limit, size_t n_ctx)
+{
+    return load_o(e, NULL, cache_on, cache_limit, n_ctx);
 }
 
 static void unload(engine *e)
@@ -499,7 +512,7 @@ TEST(engine_select_runs_before_the_slot_is_used)
     CHECK_INT(run(e, m, b, nb, 8, 1, &r, &res), 0);
     engine_result_free(&res);
     CHECK_INT(engine_model_n_slot(m), 30);
-    engine_select(e, m, a, na);                 /* B saved, A's 23 cells back */
+    engine_select(e, m, a, na, -1);             /* B saved, A's 23 cells back */
     CHECK_INT(engine_model_n_slot(m), 23);
     engine_request_init(&rq);
     rq.prompt = a;
@@ -694,13 +707,21 @@ TEST(engine_on_token_nonzero_stops_and_keeps_the_slot)
     cancel_case(1, 1);
 }
 
-/* A prompt of more than one micro-batch (512): cancelled between them, the
- * slot keeps the first 512 and the next request reuses them. */
+/* A prompt of more than one decode call (-b 512): cancelled between them,
+ * the slot keeps the first 512 and the next request reuses them. (With
+ * -c 1024 and the default -b 2048 the batch is min(-c, -b) = 1024: the
+ * whole prompt is one call, as in llama-server.) */
 TEST(engine_cancel_during_the_prompt_keeps_what_was_computed)
 {
     NEED_MODEL();
     engine *e;
-    engine_model *m = load(&e, 0, 0, 1024);
+    engine_opts o;
+    memset(&o, 0, sizeof o);
+    o.n_ctx = 1024;
+    o.n_batch = 512;
+    o.threads = 1;
+    o.keep_alive_ms = -1;
+    engine_model *m = load_o(&e, &o, 0, 0, 0);
     if (!m) return;
     char text[8192] = "";
     for (int i = 0; i < 40; i++) strcat(text, P_LILY " ");
@@ -1023,4 +1044,269 @@ TEST(engine_same_seed_same_tokens)
     engine_result_free(&res);
     free(p);
     unload(e);
+}
+
+/* ---- slots (-np) and batches (-b, -ub) ----------------------------------- */
+
+static void slot_opts(engine_opts *o, size_t n_ctx, int np, size_t nb, size_t nub)
+{
+    memset(o, 0, sizeof *o);
+    o->n_ctx = n_ctx;
+    o->n_parallel = np;
+    o->n_batch = nb;
+    o->n_ubatch = nub;
+    o->threads = 1;
+    o->keep_alive_ms = -1;
+    o->cache_on = 1;           /* llama-server's --cache-ram 8192: no limit reached here */
+}
+
+/* What engine_new refuses, each with its reason. */
+TEST(engine_new_refuses_slots_it_does_not_reproduce)
+{
+    engine_opts o;
+    engine_error er;
+    struct {
+        int np, kvu;
+        size_t nb;
+        float sps;
+        const char *why;
+    } bad[] = {{-1, 0, 0, 0, "-np auto"}, {2, 1, 0, 0, "--kv-unified with -np 2"}, {257, 0, 0, 0, "at most 256"},
+               {1, 0, 70000, 0, "at most 65536"}, {2, 0, 0, 1.5f, "0 to 1"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        slot_opts(&o, 512, bad[i].np, bad[i].nb, 0);
+        o.kv_unified = bad[i].kvu;
+        o.slot_prompt_similarity = bad[i].sps;
+        memset(&er, 0, sizeof er);
+        engine *e = engine_new(&o, &er);
+        CHECK(e == NULL);
+        engine_free(e);
+        CHECK_INT(er.kind, ENGINE_BAD_INPUT);
+        if (!strstr(er.msg, bad[i].why)) test_fail(__FILE__, __LINE__, "reason %s lacks %s", er.msg, bad[i].why);
+    }
+    slot_opts(&o, 512, 1, 0, 0);
+    o.kv_unified = 1;           /* one slot: one stream either way */
+    engine *e = engine_new(&o, &er);
+    CHECK(e != NULL);
+    engine_free(e);
+}
+
+/* llama_context's sizes: -c rounded up to 256, split, each share rounded
+ * up to 256 (b11669 logs n_ctx_slot = 256 for -c 512 -np 3). */
+TEST(engine_slots_have_llama_servers_context)
+{
+    NEED_MODEL();
+    struct {
+        size_t c;
+        int np;
+        size_t want;
+    } cases[] = {{512, 2, 256}, {512, 3, 256}, {1000, 2, 512}, {300, 1, 512}, {512, 0, 512}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        engine_opts o;
+        engine *e;
+        slot_opts(&o, cases[i].c, cases[i].np, 0, 0);
+        engine_model *m = load_o(&e, &o, 0, 0, 0);
+        if (!m) return;
+        CHECK_INT(engine_model_n_ctx(m), cases[i].want);
+        CHECK_INT(engine_model_n_slots(m), cases[i].np ? cases[i].np : 1);
+        unload(e);
+    }
+}
+
+/* One greedy /completion-like request for a slot: n_predict tokens of
+ * text's prompt, id_slot as asked. Fills got[4] = {id_slot, cache_n,
+ * prompt_n, tokens_cached}. */
+static void run_slot(engine *e, engine_model *m, const char *text, int32_t n_predict, int32_t id_slot, size_t got[4])
+{
+    int32_t *p;
+    size_t n = tokens(m, text, &p);
+    engine_request rq;
+    engine_result res;
+    engine_error er;
+    rec r;
+    engine_sink sink = {rec_token, NULL, &r};
+    engine_request_init(&rq);
+    rq.prompt = p;
+    rq.n_prompt = n;
+    rq.greedy = 1;
+    rq.n_predict = n_predict;
+    rq.id_slot = id_slot;
+    rec_init(&r);
+    CHECK_INT(engine_complete(e, m, &rq, &sink, &res, &er), 0);
+    got[0] = (size_t)res.id_slot;
+    got[1] = res.n_cached;
+    got[2] = res.n_processed;
+    got[3] = engine_model_n_slot(m);
+    CHECK_INT(engine_model_slot(m), res.id_slot);
+    CHECK_INT(engine_model_slot_tokens(m, res.id_slot), got[3]);
+    engine_result_free(&res);
+    engine_request_free(&rq);
+    free(p);
+}
+
+#define S_A "Once upon a time there was a little girl named Lily. She loved to play"
+#define S_B "The dog ran to the park and saw a big red ball on the grass"
+
+/* llama-server b11669 -c 512 -np 2 -b 32 on stories260K, /completion with
+ * n_predict 8 and temperature 0, one request after another: id_slot,
+ * cache_n, prompt_n, tokens_cached of each answer as it gave them. */
+TEST(engine_slots_selected_as_llama_server_selects_them)
+{
+    NEED_MODEL();
+    engine_opts o;
+    engine *e;
+    slot_opts(&o, 512, 2, 32, 0);
+    engine_model *m = load_o(&e, &o, 0, 0, 0);
+    if (!m) return;
+    char x100[256] = "", x100y[256];
+    for (int i = 0; i < 100; i++) strcat(x100, "x ");
+    snprintf(x100y, sizeof x100y, "%sy", x100);
+    struct {
+        const char *text;
+        int32_t id_slot;
+        size_t want[4];
+    } seq[] = {
+        {S_A, -1, {0, 0, 20, 27}},              /* both empty: the least recently used, the lowest id */
+        {S_B, -1, {1, 0, 26, 33}},              /* BOS is 1/26 of B, under 0.10: LRU, the unused slot 1 */
+        {S_A " outside", -1, {0, 24, 1, 32}},   /* by similarity */
+        {S_B " and", -1, {1, 26, 1, 34}},
+        {S_A, 0, {0, 19, 1, 27}},               /* asked; the whole prompt held: one token again */
+        {S_A, 5, {1, 19, 1, 27}},               /* 5 % 2: slot 1; keeps 0 of itself: saved, A+ restored */
+        {"Hello", -3, {1, 1, 3, 11}},           /* (size_t)-3 % 2 = 1 */
+        {x100, -1, {0, 1, 201, 209}},           /* LRU: slot 0; 201 tokens in 7 decode calls of 32 */
+        {x100y, -1, {0, 201, 1, 209}},
+    };
+    for (size_t i = 0; i < sizeof seq / sizeof *seq; i++) {
+        size_t got[4];
+        run_slot(e, m, seq[i].text, 8, seq[i].id_slot, got);
+        for (int k = 0; k < 4; k++)
+            if (got[k] != seq[i].want[k])
+                test_fail(__FILE__, __LINE__, "request %zu: %s %zu, want %zu", i + 1,
+                          (const char *[]){"id_slot", "cache_n", "prompt_n", "tokens_cached"}[k], got[k],
+                          seq[i].want[k]);
+    }
+    engine_metrics met;
+    engine_metrics_get(e, &met, 0);
+    /* one call per 32 prompt tokens, then 7 steps (the 8th token is not decoded) */
+    CHECK_U64(met.n_decode, 8 * (1 + 7) + (7 + 7));
+    CHECK_U64(met.n_tokens_max, 209);
+    unload(e);
+}
+
+/* -np 3 -b 32 -ub 128, n_predict 4: short prompts share BOS, more than
+ * 10 % of them, so slot 0 takes them all (saving each to the host cache,
+ * which gives "The sun was hot" back); a long prompt shares under 10 % and
+ * goes to the least recently used: never-used slot 1 before slot 2. */
+TEST(engine_slots_lru_prefers_the_never_used_lowest_id)
+{
+    NEED_MODEL();
+    engine_opts o;
+    engine *e;
+    slot_opts(&o, 512, 3, 32, 128);
+    engine_model *m = load_o(&e, &o, 0, 0, 0);
+    if (!m) return;
+    CHECK_INT(engine_model_n_ctx(m), 256);
+    char x100[256] = "";
+    for (int i = 0; i < 100; i++) strcat(x100, "x ");
+    struct {
+        const char *text;
+        size_t want[3];
+    } seq[] = {{"One day a cat", {0, 0, 6}}, {"The sun was hot", {0, 1, 6}}, {"Tom had a toy", {0, 1, 6}},
+               {"Mia went home", {0, 1, 8}}, {"A bird sang", {0, 1, 8}}, {"The sun was hot", {0, 6, 1}},
+               {x100, {1, 0, 202}}};
+    for (size_t i = 0; i < sizeof seq / sizeof *seq; i++) {
+        size_t got[4];
+        run_slot(e, m, seq[i].text, 4, -1, got);
+        for (int k = 0; k < 3; k++)
+            if (got[k] != seq[i].want[k])
+                test_fail(__FILE__, __LINE__, "request %zu: field %d is %zu, want %zu", i + 1, k, got[k],
+                          seq[i].want[k]);
+    }
+    engine_metrics met;
+    engine_metrics_get(e, &met, 0);
+    CHECK_U64(met.n_decode, 24 + 10);       /* llama-server's n_decode_total: 24, then 34 */
+    unload(e);
+}
+
+/* The prompt goes in decode calls of n_batch = min(-c, -b) tokens: a sink
+ * that cancels at once stops after the first, which the slot keeps. */
+TEST(engine_prefill_decode_calls_are_min_ctx_and_batch)
+{
+    NEED_MODEL();
+    struct {
+        size_t c, nb, nub, kept;
+    } cases[] = {{512, 32, 0, 32}, {512, 32, 128, 32}, {512, 0, 32, 402}, {1024, 100, 64, 100}, {512, 600, 0, 402},
+                 {300, 0, 0, 300}};   /* -c 300: 512 cells, but a batch of min(300, 2048) */
+    char x200[512] = "";
+    for (int i = 0; i < 200; i++) strcat(x200, "x ");
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        engine_opts o;
+        engine *e;
+        slot_opts(&o, cases[i].c, 1, cases[i].nb, cases[i].nub);
+        engine_model *m = load_o(&e, &o, 0, 0, 0);
+        if (!m) return;
+        int32_t *p;
+        size_t n = tokens(m, x200, &p);
+        CHECK_INT(n, 402);
+        engine_request rq;
+        engine_result res;
+        engine_error er;
+        rec r;
+        engine_sink sink = {rec_token, rec_always, &r};
+        engine_request_init(&rq);
+        rq.prompt = p;
+        rq.n_prompt = n;
+        rq.greedy = 1;
+        rq.n_predict = 4;
+        rec_init(&r);
+        CHECK_INT(engine_complete(e, m, &rq, &sink, &res, &er), 0);
+        CHECK_INT(engine_model_n_slot(m), cases[i].kept);
+        CHECK_INT(res.gone, 1);
+        CHECK_INT(res.n_decoded, cases[i].kept < n ? 0 : 1);   /* a whole prompt gives its first token */
+        engine_result_free(&res);
+        engine_request_free(&rq);
+        free(p);
+        unload(e);
+    }
+}
+
+/* --slot-prompt-similarity as llama-server b11669 takes it (-c 512 -np 2
+ * -b 32, n_predict 8, temperature 0): 0.0 turns the similarity rule off,
+ * so every request goes to the least recently used slot and an asked slot
+ * is used as it is (no cache update: only the LRU branch asks for one);
+ * 0.5 makes an asked slot that shares 1/20 keep nothing, so A comes back
+ * into slot 1 from the host cache. */
+TEST(engine_slot_prompt_similarity_zero_and_half)
+{
+    NEED_MODEL();
+    struct {
+        const char *text;
+        int32_t id_slot;
+        size_t want_off[4], want_half[4];
+    } seq[] = {
+        {S_A, -1, {0, 0, 20, 27}, {0, 0, 20, 27}},
+        {S_B, -1, {1, 0, 26, 33}, {1, 0, 26, 33}},
+        {S_A " outside", -1, {0, 24, 1, 32}, {0, 24, 1, 32}},
+        {S_B " and", -1, {1, 26, 1, 34}, {1, 26, 1, 34}},
+        {S_A, -1, {0, 19, 1, 27}, {0, 19, 1, 27}},
+        {S_A, 1, {1, 1, 19, 27}, {1, 19, 1, 27}},
+        {"Once upon a time there", -1, {0, 5, 1, 13}, {0, 5, 1, 13}},
+    };
+    for (int half = 0; half < 2; half++) {
+        engine_opts o;
+        engine *e;
+        slot_opts(&o, 512, 2, 32, 0);
+        o.slot_prompt_similarity = half ? 0.5f : -1.0f;
+        engine_model *m = load_o(&e, &o, 0, 0, 0);
+        if (!m) return;
+        for (size_t i = 0; i < sizeof seq / sizeof *seq; i++) {
+            size_t got[4];
+            const size_t *want = half ? seq[i].want_half : seq[i].want_off;
+            run_slot(e, m, seq[i].text, 8, seq[i].id_slot, got);
+            for (int k = 0; k < 4; k++)
+                if (got[k] != want[k])
+                    test_fail(__FILE__, __LINE__, "-sps %s, request %zu: field %d is %zu, want %zu",
+                              half ? "0.5" : "0", i + 1, k, got[k], want[k]);
+        }
+        unload(e);
+    }
 }

@@ -166,7 +166,7 @@ static void completion_final(sctx *c, const engine_result *g, const int32_t *ids
     else json_put_str_nl(&out, g->text.p ? g->text.p : "", g->text.len);
     jbuf_puts(&out, ",\"tokens\":[");
     for (size_t i = 0; !rq->stream && i < g->n_gen_ids; i++) jbuf_printf(&out, i ? ",%d" : "%d", (int)g->gen_ids[i]);
-    jbuf_puts(&out, "],\"id_slot\":0,\"stop\":true,\"model\":");
+    jbuf_printf(&out, "],\"id_slot\":%d,\"stop\":true,\"model\":", g->id_slot);
     json_put_cstr_nl(&out, c->model_name);
     jbuf_printf(&out, ",\"tokens_predicted\":%zu,\"tokens_evaluated\":%zu,\"generation_settings\":", g->n_decoded,
                 g->n_prompt);
@@ -364,7 +364,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
     if (llama_read_request(m, &api->o, body, &pre, &rq, err, sizeof err) != 0) {
         llama_reply_err(resp, 400, err);
     } else if (prompt_of(m, &pre, resp, &ids, &n_ids) == 0) {
-        engine_select(api->e, m, ids, n_ids);   /* llama-server: at slot selection, before the context check */
+        engine_select(api->e, m, ids, n_ids, rq.id_slot);   /* llama-server: at slot selection, before the context check */
         rq.selected = 1;
         if (n_ids >= engine_model_n_ctx(m)) {
             llama_reply_exceed_ctx(resp, n_ids, engine_model_n_ctx(m));
@@ -638,7 +638,8 @@ static void h_props(serve_req *req, serve_resp *resp, void *ud)
         const char *path = engine_entry_get(api->e, engine_model_entry(m), &en) == 0 ? en.path : "";
         jbuf_puts(&out, "{\"default_generation_settings\":{\"params\":");
         llama_put_gen_settings(&out, &rq, 0);
-        jbuf_printf(&out, ",\"n_ctx\":%zu},\"total_slots\":1,\"model_alias\":", engine_model_n_ctx(m));
+        jbuf_printf(&out, ",\"n_ctx\":%zu},\"total_slots\":%d,\"model_alias\":", engine_model_n_ctx(m),
+                    engine_model_n_slots(m));
         json_put_cstr_nl(&out, llama_model_name(api->e, m));
         jbuf_puts(&out, ",\"model_path\":");
         json_put_cstr_nl(&out, path);

@@ -406,7 +406,7 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
         serve_reply_json(resp, 200, &out);
         jbuf_free(&out);
     } else {
-        engine_select(e, m, ids, n_ids);
+        engine_select(e, m, ids, n_ids, rq.id_slot);
         rq.selected = 1;
         if (n_ids >= engine_model_n_ctx(m)) {
             llama_reply_exceed_ctx(resp, n_ids, engine_model_n_ctx(m));

@@ -391,6 +391,10 @@ int llama_read_request(const engine_model *m, const llama_api_opts *lo, const js
         rq->n_predict = lo->n_predict;
     }
     if (field_n_cmpl(body, err, errlen)) return -1;
+    /* json_value(data, "id_slot", -1): a number or boolean as get<int>, any other type the default */
+    const json_value *ids = json_get(body, "id_slot");
+    if (ids && (ids->type == JSON_NUMBER || ids->type == JSON_TRUE || ids->type == JSON_FALSE))
+        rq->id_slot = llama_token_id(ids);
     sampler_params_free(&rq->sp);
     sampler_params d;
     if (llama_defaults(lo, m, &d, err, errlen) != 0) {

@@ -151,6 +151,16 @@ static int read_opts(const parsed_args *a, serve_cfg *c, engine_opts *o)
     o->n_ubatch = (size_t)x;
     if (num(a, "--parallel", -1, 1 << 16, -1, &x)) return BANKML_EXIT_IO;
     o->n_parallel = x < 0 ? 0 : (int)x;   /* auto: the engine's one slot (llama-server's auto is 4) */
+    o->kv_unified = args_bool(a, "--kv-unified", 0);   /* refused by the engine with -np > 1 */
+    if ((v = args_opt(a, "--slot-prompt-similarity"))) {
+        char *end;
+        double d = strtod(v, &end);
+        if (*end || end == v || !(d >= 0 && d <= 1)) {
+            fprintf(stderr, "bankml serve: -sps wants a similarity from 0 to 1, not %s\n", v);
+            return BANKML_EXIT_IO;
+        }
+        o->slot_prompt_similarity = d == 0 ? -1.0f : (float)d;   /* the engine's -1: the rule off */
+    }
     if (num(a, "--n-predict", -1, INT32_MAX, -1, &x)) return BANKML_EXIT_IO;
     c->lo.n_predict = (int32_t)x;
     if ((v = args_opt(a, "--keep-alive")) && args_duration_ms(v, &o->keep_alive_ms) != 0) {

@@ -534,7 +534,7 @@ static const arg_opt serve_opts[] = {
      ARG_SAME, NULL, NULL},
     {"-kvu --kv-unified", "-no-kvu --no-kv-unified", NULL, "LLAMA_ARG_KV_UNIFIED", "enabled if number of slots is auto",
      "one KV buffer shared by all slots",
-     ARG_REFUSED, "the KV layout across slots is the engine's -np work, not reproduced yet", NULL},
+     ARG_SAME, NULL, NULL},   /* with -np > 1 the engine refuses it: the shared cache's cell placement changes bits */
     {"--cache-idle-slots", "--no-cache-idle-slots", NULL, "LLAMA_ARG_CACHE_IDLE_SLOTS", "enabled",
      "save idle slots to the prompt cache",
      ARG_SOME, "bankml reproduces the default; --no-cache-idle-slots is not reproduced", "+"},
@@ -756,7 +756,7 @@ static const arg_opt serve_opts[] = {
      ARG_SOME, "until the chat-format issue lands, bankml reproduces only llama-server's default here (prefill)", "+"},
     {"-sps --slot-prompt-similarity", NULL, "SIMILARITY", NULL, "0.10",
      "prompt similarity a slot needs to be chosen",
-     ARG_SOME, "slot selection among several slots is the engine's -np work; the default 0.10 is", "0.10 0.1"},
+     ARG_SAME, NULL, NULL},
     {"--lora-init-without-apply", NULL, NULL, NULL, "disabled",
      "load LoRA adapters unapplied",
      ARG_INERT, "--lora is refused, so there is nothing to load", NULL},

@@ -38,7 +38,11 @@ int engine_status(engine_kind k)
 static void model_free(engine_model *m)
 {
     if (!m) return;
-    fw_seq_free(m->fw);
+    for (int i = 0; m->slots && i < m->n_slots; i++) {
+        fw_seq_free(m->slots[i].fw);
+        free(m->slots[i].toks);
+    }
+    free(m->slots);
     fw_weights_close(m->fw_w);
     tok_free(m->vocab);
     m->vocab = NULL;
@@ -48,7 +52,6 @@ static void model_free(engine_model *m)
     free(m->bos_piece);
     free(m->eos_piece);
     sampler_params_free(&m->defaults);
-    free(m->slot);
     engine_vocab_free(m);
     engine_pc_clear(m);
     free(m);
@@ -116,12 +119,21 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
     }
     memset(&o, 0, sizeof o);
     o.llama_threads = e->o.llama_threads;
+    o.n_ubatch = e->n_ubatch;
     o.pool = e->pool;
     o.n_threads = e->o.threads;
-    if (fw_weights_open(&m->fw_w, &m->map, h, &o, why, sizeof why) != 0 ||
-        fw_seq_new(&m->fw, m->fw_w, e->o.n_ctx, why, sizeof why) != 0) {
-        engine_err(er, ENGINE_INTERNAL, "%s: %s", path, why);
+    m->n_slots = e->o.n_parallel;
+    m->slots = calloc((size_t)m->n_slots, sizeof *m->slots);
+    if (!m->slots || fw_weights_open(&m->fw_w, &m->map, h, &o, why, sizeof why) != 0) {
+        engine_err(er, ENGINE_INTERNAL, "%s: %s", path, m->slots ? why : "out of memory");
         goto fail;
+    }
+    for (int i = 0; i < m->n_slots; i++) {   /* N slots: N sequences over the one fw_weights */
+        m->slots[i].t_last_used = -1;
+        if (fw_seq_new(&m->slots[i].fw, m->fw_w, e->n_ctx_seq, why, sizeof why) != 0) {
+            engine_err(er, ENGINE_INTERNAL, "%s: slot %d: %s", path, i, why);
+            goto fail;
+        }
     }
     size_t tl = 0;
     const char *t = gguf_kv_str(gguf_kv_find(h, "tokenizer.chat_template"), &tl);
@@ -158,6 +170,54 @@ fail:
 
 /* ------------------------------------------------------------------ the handle */
 
+/* llama_context's and llama-server's sizes from -c, -b, -ub, -np (b11669,
+ * llama-context.cpp): n_batch = min(-c, -b) (causal attention), n_ubatch =
+ * min(n_batch, -ub); -c rounded up to 256, split between the slots, each
+ * share rounded up to 256 again. What is not reproduced is refused here. */
+static int plan_slots(const engine_opts *o, engine *e, engine_error *er)
+{
+    e->o = *o;
+    if (!e->o.n_ctx) e->o.n_ctx = 4096;
+    if (!e->o.n_batch) e->o.n_batch = 2048;
+    if (!e->o.n_ubatch) e->o.n_ubatch = 512;
+    if (!e->o.n_parallel) e->o.n_parallel = 1;
+    if (e->o.n_parallel < 0) {
+        engine_err(er, ENGINE_BAD_INPUT, "-np auto (llama-server's default: 4 slots over one unified KV cache) is not "
+                   "reproduced: the other slots' cells change which attention kernel runs; pass -np N (N slots, each "
+                   "with its own share of -c)");
+        return -1;
+    }
+    if (e->o.n_parallel > ENGINE_MAX_SLOTS) {
+        engine_err(er, ENGINE_BAD_INPUT, "-np %d: at most %d slots", e->o.n_parallel, ENGINE_MAX_SLOTS);
+        return -1;
+    }
+    if (e->o.n_batch > 65536 || e->o.n_ubatch > 65536) {
+        engine_err(er, ENGINE_BAD_INPUT, "-b %zu -ub %zu: at most 65536 tokens per batch", e->o.n_batch,
+                   e->o.n_ubatch);
+        return -1;
+    }
+    size_t np = (size_t)e->o.n_parallel, c = (e->o.n_ctx + 255) / 256 * 256;
+    e->n_ctx_seq = (c / np + 255) / 256 * 256;
+    e->n_batch = e->o.n_ctx < e->o.n_batch ? e->o.n_ctx : e->o.n_batch;
+    e->n_ubatch = e->n_batch < e->o.n_ubatch ? e->n_batch : e->o.n_ubatch;
+    if (e->o.kv_unified && e->o.n_parallel > 1) {
+        engine_err(er, ENGINE_BAD_INPUT, "--kv-unified with -np %d is not reproduced: in llama-server's one shared "
+                   "cache a slot's cells are not in position order (a prompt restored from the host cache lands after "
+                   "the other slot's cells, and its next tokens fill the cells freed before it), and the attention "
+                   "adds them up in cell order, so the bits differ; drop --kv-unified (each slot then has its own %zu "
+                   "cells, as llama-server gives them without it)", e->o.n_parallel, e->n_ctx_seq);
+        return -1;
+    }
+    if (e->o.slot_prompt_similarity > 1.0f) {
+        engine_err(er, ENGINE_BAD_INPUT, "--slot-prompt-similarity %g: a fraction of the prompt, 0 to 1",
+                   (double)e->o.slot_prompt_similarity);
+        return -1;
+    }
+    e->sps = e->o.slot_prompt_similarity == 0.0f ? 0.10f
+           : e->o.slot_prompt_similarity < 0.0f ? 0.0f : e->o.slot_prompt_similarity;
+    return 0;
+}
+
 int engine_default_threads(void)
 {
     const char *v = getenv("BANKML_THREADS");
@@ -175,15 +235,10 @@ engine *engine_new(const engine_opts *o, engine_error *er)
         engine_err(er, ENGINE_INTERNAL, "out of memory");
         return NULL;
     }
-    if ((o->n_batch && o->n_batch != 2048) || (o->n_ubatch && o->n_ubatch != 512) || o->n_parallel > 1) {
-        engine_err(er, ENGINE_BAD_INPUT, "-b %zu -ub %zu -np %d: only llama-server's defaults (-b 2048 -ub 512 "
-                   "-np 1) are reproduced yet", o->n_batch ? o->n_batch : 2048, o->n_ubatch ? o->n_ubatch : 512,
-                   o->n_parallel ? o->n_parallel : 1);
+    if (plan_slots(o, e, er) != 0) {
         free(e);
         return NULL;
     }
-    e->o = *o;
-    if (!e->o.n_ctx) e->o.n_ctx = 4096;
     if (!e->o.llama_threads) e->o.llama_threads = 2;
     if (!e->o.threads) e->o.threads = engine_default_threads();
     pthread_mutex_init(&e->run, NULL);
@@ -394,7 +449,7 @@ void engine_unlock(engine *e) { pthread_mutex_unlock(&e->run); }
 long engine_resident(const engine *e, int64_t *expires_in_ms, size_t *n_ctx)
 {
     if (!e->cur) return -1;
-    if (n_ctx) *n_ctx = fw_n_ctx(e->cur->fw);
+    if (n_ctx) *n_ctx = fw_n_ctx(e->cur->slots[0].fw);
     if (expires_in_ms) {
         if (!e->expires_us) {
             *expires_in_ms = -1;
@@ -442,14 +497,14 @@ void engine_status_get(engine *e, engine_status_info *out)
 /* ------------------------------------------------------------------ the resident model */
 
 size_t engine_model_entry(const engine_model *m) { return m->idx; }
-size_t engine_model_n_ctx(const engine_model *m) { return fw_n_ctx(m->fw); }
+size_t engine_model_n_ctx(const engine_model *m) { return fw_n_ctx(m->slots[0].fw); }
+int engine_model_n_slots(const engine_model *m) { return m->n_slots; }
 int32_t engine_model_n_vocab(const engine_model *m) { return (int32_t)fw_weights_hp(m->fw_w)->n_vocab; }
 int32_t engine_model_n_tokens(const engine_model *m) { return tok_n_tokens(m->vocab); }
 const sampler_params *engine_model_defaults(const engine_model *m) { return &m->defaults; }
 const char *engine_model_bos(const engine_model *m) { return m->bos_piece; }
 const char *engine_model_eos(const engine_model *m) { return m->eos_piece; }
 const char *engine_model_sha256(const engine_model *m) { return bankml_verified_sha256(m->ver); }
-size_t engine_model_n_slot(const engine_model *m) { return m->n_slot; }
 int engine_model_has_fim(const engine_model *m)
 {
     return tok_fim_pre(m->vocab) >= 0 && tok_fim_suf(m->vocab) >= 0 && tok_fim_mid(m->vocab) >= 0;
@@ -461,6 +516,13 @@ void engine_model_fim(const engine_model *m, int32_t *pre, int32_t *suf, int32_t
     *mid = tok_fim_mid(m->vocab);
 }
 int engine_model_is_eog(const engine_model *m, int32_t id) { return tok_is_eog(m->vocab, id); }
+size_t engine_model_n_slot(const engine_model *m) { return m->slots[m->cur].n; }
+int engine_model_slot(const engine_model *m) { return m->cur; }
+
+size_t engine_model_slot_tokens(const engine_model *m, int i)
+{
+    return i >= 0 && i < m->n_slots ? m->slots[i].n : 0;
+}
 
 const char *engine_model_template(const engine_model *m, size_t *len)
 {

@@ -1,9 +1,9 @@
 /*
  * engine.h -- the engine layer's contract: pinned models in a registry, one
- * resident at a time, its slot run by llama-server b11669's rules (prompt
- * reuse, micro-batches, stop strings, context and budget limits, token
- * accounting), the host prompt cache (--cache-ram) and the counters behind
- * /metrics. Every front-end -- the llama-server routes (api/llama.c), the
+ * resident at a time, its -np slots chosen and run by llama-server
+ * b11669's rules (slot selection, prompt reuse, -b/-ub batches, stop
+ * strings, context and budget limits, token accounting), the host prompt
+ * cache (--cache-ram) and the counters behind /metrics. Every front-end -- the llama-server routes (api/llama.c), the
  * Ollama routes (api/ollama.c) and `bankml generate` (cli/) -- reaches a
  * model only through the calls below.
  *
@@ -17,8 +17,8 @@
  *
  * Locking: engine_acquire takes the engine lock and engine_release (or
  * engine_unlock) gives it back; every call that takes an engine_model needs
- * it held, so requests are served one at a time, as llama-server's slot
- * serves them, and a model switch never has two models in memory.
+ * it held, so requests are served one at a time (over the -np slots), and
+ * a model switch never has two models in memory.
  *
  * Errors: a call that can fail fills an engine_error: a kind the API layer
  * maps to a status (ENGINE_BAD_INPUT 400, ENGINE_NOT_FOUND 404,
@@ -65,20 +65,26 @@ typedef struct {
     int cache_on;              /* the host prompt cache (--cache-ram != 0) */
     size_t cache_limit;        /* its bytes; 0 = no limit */
     const char *log_name;      /* prefix of the load/unload lines on stderr; NULL: silent */
-    size_t n_batch;            /* llama-server's -b: prompt tokens per decode call; 0 = 2048 */
-    size_t n_ubatch;           /* its -ub: micro-batch (decides kernels, so bits); 0 = 512 */
-    int n_parallel;            /* its -np: slots; 0 = 1 */
+    size_t n_batch;            /* llama-server's -b: prompt tokens per decode call (min(-c, -b)); 0 = 2048 */
+    size_t n_ubatch;           /* its -ub: micro-batch, min(-b, -ub) (decides kernels, so bits); 0 = 512 */
+    int n_parallel;            /* its -np: slots, each with its own pad256(pad256(-c) / N) cells; 0 = 1;
+                                  < 0 (llama-server's auto: 4 slots, unified KV) is refused */
+    int kv_unified;            /* its -kvu: one cache for every slot; refused with -np > 1 */
+    float slot_prompt_similarity;   /* its -sps; 0 = 0.10 (its default); < 0 = its 0.0 (the rule off) */
     const char *alias;         /* llama-server's --alias: the startup model's name in answers; NULL: none */
     const char *chat_template; /* --chat-template / --chat-template-file: every model's template instead of its
                                   GGUF's ("chatml": llama-server's ChatML); NULL: the GGUF's. Not copied */
     size_t chat_template_len;
 } engine_opts;
 
+#define ENGINE_MAX_SLOTS 256
+
 typedef struct engine engine;
 typedef struct engine_model engine_model;
 
 /* A new engine with an empty registry and its thread pool. NULL with the
- * reason in er. */
+ * reason in er (ENGINE_BAD_INPUT for options not reproduced: -np auto,
+ * --kv-unified with -np > 1, -b or -ub over 65536, -sps over 1). */
 engine *engine_new(const engine_opts *o, engine_error *er);
 /* Unloads the resident model and frees everything; the reaper is stopped. */
 void engine_free(engine *e);
@@ -141,7 +147,8 @@ int engine_start_reaper(engine *e);
 /* ---- the resident model (lock held) ---- */
 
 size_t engine_model_entry(const engine_model *m);
-size_t engine_model_n_ctx(const engine_model *m);        /* cells, after rounding */
+size_t engine_model_n_ctx(const engine_model *m);        /* cells of one slot, after rounding (/props n_ctx) */
+int engine_model_n_slots(const engine_model *m);          /* slots (-np; /props total_slots) */
 int32_t engine_model_n_vocab(const engine_model *m);      /* the output rows */
 int32_t engine_model_n_tokens(const engine_model *m);     /* the vocabulary's tokens */
 const sampler_params *engine_model_defaults(const engine_model *m);   /* the GGUF's */
@@ -151,13 +158,17 @@ const char *engine_model_eos(const engine_model *m);
 const char *engine_model_sha256(const engine_model *m);  /* the pinned file's, hex */
 /* 1 when token id ends generation (llama_vocab_is_eog), else 0. */
 int engine_model_is_eog(const engine_model *m, int32_t id);
-/* Tokens held in the slot (llama-server's tokens_cached). */
-size_t engine_model_n_slot(const engine_model *m);
 /* The vocabulary's fill-in-the-middle tokens (-1 each when absent), and
  * 1 when all three of prefix, suffix and middle are there (llama-server's
  * /infill test). */
 void engine_model_fim(const engine_model *m, int32_t *pre, int32_t *suf, int32_t *mid);
 int engine_model_has_fim(const engine_model *m);
+/* Tokens held in the slot the last selection chose (llama-server's
+ * tokens_cached), that slot's id (0 before any), and slot i's tokens (0
+ * out of range). */
+size_t engine_model_n_slot(const engine_model *m);
+int engine_model_slot(const engine_model *m);
+size_t engine_model_slot_tokens(const engine_model *m, int i);
 
 /* The conversation through the model's template as llama-server renders it
  * (/apply-template), appended to out. 0, or -1 with the reason. */
@@ -204,6 +215,7 @@ typedef struct {
     size_t stop_lens[ENGINE_MAX_STOPS];
     size_t n_stops;
     int cache_prompt;          /* reuse the slot's common prefix (llama-server's default 1) */
+    int32_t id_slot;           /* the slot asked for (llama-server's id_slot), -1 any */
     int selected;              /* engine_select ran for this prompt already */
     int stream, include_usage; /* the front-end's */
     sampler_bias *bias;        /* the sampler's first step (logit_bias, ignore_eos's bans); owned */
@@ -239,6 +251,7 @@ typedef struct {
  * stop_word and the reported tokens are filled when the run ends. */
 typedef struct engine_result {
     size_t n_prompt, n_cached, n_processed, n_decoded;
+    int id_slot;               /* the slot that ran it */
     int stop;                  /* ENGINE_STOP_* */
     int truncated;             /* the context filled */
     int gone;                  /* the sink asked to stop (the client left) */
@@ -266,12 +279,26 @@ typedef struct {
     void *ud;
 } engine_sink;
 
-/* llama-server's slot selection for a prompt: the host prompt cache saves
- * the slot and restores a better saved prompt when the slot would lose most
- * of itself. engine_complete does it unless rq->selected. */
-void engine_select(engine *e, engine_model *m, const int32_t *prompt, size_t n);
+/* llama-server's slot selection for a prompt (get_available_slot), and the
+ * slot's id, which the next engine_complete runs in:
+ *   - id_slot != -1 asks for slot (size_t)id_slot % n_slots (llama-server
+ *     wraps any value; -3 of 2 slots is slot 1);
+ *   - among the slots holding tokens (only the asked one when id_slot is in
+ *     range, none when it is not), the one whose common prefix is the
+ *     largest fraction of the prompt above --slot-prompt-similarity (0.10);
+ *     the host prompt cache is updated when that slot would keep less than
+ *     half of its tokens;
+ *   - else the least recently used slot (never used first, then the lowest
+ *     id), and the cache is updated;
+ *   - updating the cache: the slot is saved, and a saved prompt that serves
+ *     the new one better than the slot does is restored into it;
+ *   - then every other slot is saved to the cache (--cache-idle-slots, on
+ *     with --cache-ram).
+ * engine_complete does it unless rq->selected. */
+int engine_select(engine *e, engine_model *m, const int32_t *prompt, size_t n, int32_t id_slot);
 
-/* Runs rq in the slot: reuse, the prompt in micro-batches, then one token
+/* Runs rq in the chosen slot: reuse, the prompt in decode calls of n_batch
+ * tokens (min(-c, -b)), each in micro-batches of n_ubatch, then one token
  * per step with llama-server's stop-word, context and budget checks. 0 with
  * *res filled (also when the sink stopped it: res->gone), or -1 with er
  * (the model failed; the slot is then emptied). The caller frees res. */

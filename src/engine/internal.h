@@ -26,6 +26,17 @@ typedef struct {
 
 typedef struct pc_entry pc_entry;
 
+/* One of llama-server's slots (-np N): its own sequence over the shared
+ * weights (a stream of its own in a non-unified KV cache: n_ctx_seq cells
+ * that no other slot's cells change), the tokens it holds, when it was last
+ * used. */
+typedef struct {
+    fw_seq *fw;                /* KV cache, positions, logits */
+    int32_t *toks;             /* tokens held in the KV cache (fw_n_past of them) */
+    size_t n, cap;
+    int64_t t_last_used;       /* the model's use clock at its last request; -1 never */
+} engine_slot;
+
 /* One loaded model: everything the slot needs, verified and mapped. */
 struct engine_model {
     engine *e;                 /* the engine it belongs to */
@@ -34,15 +45,16 @@ struct engine_model {
     pin_ident ident;
     gguf_map map;
     fw_weights *fw_w;          /* the weights in the map */
-    fw_seq *fw;                /* the slot's sequence: KV cache, positions, logits */
+    engine_slot *slots;        /* llama-server's slots, n_slots of them (-np) */
+    int n_slots;
+    int cur;                   /* the slot the last selection chose */
+    int64_t use_clock;         /* counts selections: the slots' t_last_used */
     tok_vocab *vocab;
     char *tmpl;
     size_t tmpl_len;
     char *bos_piece, *eos_piece;
     sampler_params defaults;
     int reasoning;             /* the template has a <think> block: llama-server parses the answer */
-    int32_t *slot;             /* tokens held in the KV cache (fw_n_past of them) */
-    size_t n_slot, cap_slot;
     char **pieces;             /* DRY's view of the vocabulary, built on first use */
     size_t *piece_lens;
     pc_entry *pc;              /* the host prompt cache, oldest first */
@@ -50,7 +62,11 @@ struct engine_model {
 };
 
 struct engine {
-    engine_opts o;
+    engine_opts o;             /* as given, with 0s replaced by the defaults */
+    size_t n_ctx_seq;          /* cells per slot: pad256(pad256(-c) / -np), as llama_context */
+    size_t n_batch;            /* prompt tokens per decode call: min(-c, -b), as llama_context */
+    size_t n_ubatch;           /* min(n_batch, -ub): the micro-batch that decides the kernels */
+    float sps;                 /* --slot-prompt-similarity (0: the similarity rule is off) */
     reg_entry *reg;
     size_t n_reg;
     size_t def;                /* the startup model */
@@ -79,6 +95,8 @@ void engine_err(engine_error *er, engine_kind k, const char *fmt, ...) __attribu
 
 /* slot.c */
 void engine_pc_clear(engine_model *m);
+/* Empties a slot (its KV cells and tokens). */
+void engine_slot_clear(engine_slot *sl);
 void engine_vocab_free(engine_model *m);
 
 #endif

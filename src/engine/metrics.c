@@ -72,7 +72,7 @@ void engine_met_record(engine *e, const engine_model *m, const engine_result *g,
     met->cached += g->n_cached;
     met->n_decode += n_calls;
     met->n_busy += n_calls;
-    if (m->n_slot > met->n_tokens_max) met->n_tokens_max = m->n_slot;
+    if (m->slots[m->cur].n > met->n_tokens_max) met->n_tokens_max = m->slots[m->cur].n;
     met->tot_prompt += g->n_prompt;
     met->tot_completion += g->n_decoded;
     engine_record *r = &met->ring[e->met_head];

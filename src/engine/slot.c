@@ -87,6 +87,7 @@ void engine_request_init(engine_request *rq)
     sampler_params_init(&rq->sp);
     rq->n_predict = -1;
     rq->cache_prompt = 1;
+    rq->id_slot = -1;
 }
 
 void engine_request_free(engine_request *rq)
@@ -119,24 +120,31 @@ const char *engine_finish(const engine_result *r)
 
 /* ------------------------------------------------------------------ one completion */
 
-static int slot_push(engine_model *m, const int32_t *ids, size_t n)
+static int slot_push(engine_slot *sl, const int32_t *ids, size_t n)
 {
-    if (m->n_slot + n > m->cap_slot) {
-        size_t cap = m->cap_slot ? m->cap_slot : 256;
-        while (cap < m->n_slot + n) cap *= 2;
-        int32_t *p = realloc(m->slot, cap * sizeof *p);
+    if (sl->n + n > sl->cap) {
+        size_t cap = sl->cap ? sl->cap : 256;
+        while (cap < sl->n + n) cap *= 2;
+        int32_t *p = realloc(sl->toks, cap * sizeof *p);
         if (!p) return -1;
-        m->slot = p;
-        m->cap_slot = cap;
+        sl->toks = p;
+        sl->cap = cap;
     }
-    memcpy(m->slot + m->n_slot, ids, n * sizeof *ids);
-    m->n_slot += n;
+    memcpy(sl->toks + sl->n, ids, n * sizeof *ids);
+    sl->n += n;
     return 0;
+}
+
+void engine_slot_clear(engine_slot *sl)
+{
+    fw_truncate(sl->fw, 0);
+    sl->n = 0;
 }
 
 /* The working state of one completion. */
 typedef struct {
     engine_model *m;
+    engine_slot *sl;           /* the slot it runs in */
     const engine_request *rq;
     const engine_sink *sink;
     engine_result *res;
@@ -157,23 +165,26 @@ static int cancelled(run_state *r)
     return 0;
 }
 
-/* The prompt after the reused prefix, in micro-batches of 512. 0, 1 when
- * the client left (the slot keeps what was computed), -1 when the model
- * failed. */
+/* The prompt after the reused prefix, as llama-server's update_slots feeds
+ * it: one decode call per n_batch tokens from the first one not reused
+ * (fw_eval cuts each into micro-batches of n_ubatch, as llama_decode
+ * does). 0, 1 when the client left (the slot keeps what was computed), -1
+ * when the model failed. */
 static int prefill(run_state *r, engine_error *er)
 {
-    engine_model *m = r->m;
+    engine_slot *sl = r->sl;
     const engine_request *rq = r->rq;
-    size_t n_past = engine_reuse(m->slot, m->n_slot, rq->prompt, rq->n_prompt, rq->cache_prompt);
-    fw_truncate(m->fw, n_past);
-    m->n_slot = n_past;
+    const size_t nb = r->m->e->n_batch;
+    size_t n_past = engine_reuse(sl->toks, sl->n, rq->prompt, rq->n_prompt, rq->cache_prompt);
+    fw_truncate(sl->fw, n_past);
+    sl->n = n_past;
     r->res->n_cached = n_past;
     r->res->n_processed = rq->n_prompt - n_past;
     for (size_t i = n_past; i < rq->n_prompt;) {
-        size_t n = rq->n_prompt - i < 512 ? rq->n_prompt - i : 512;
+        size_t n = rq->n_prompt - i < nb ? rq->n_prompt - i : nb;
         r->n_calls++;
-        if (fw_eval(m->fw, rq->prompt + i, n, NULL, 0, er->msg, sizeof er->msg) != 0 ||
-            slot_push(m, rq->prompt + i, n) != 0) {
+        if (fw_eval(sl->fw, rq->prompt + i, n, NULL, 0, er->msg, sizeof er->msg) != 0 ||
+            slot_push(sl, rq->prompt + i, n) != 0) {
             er->kind = ENGINE_INTERNAL;
             return -1;
         }
@@ -238,7 +249,7 @@ static int decode_step(run_state *r, int32_t *out_tok, engine_error *er)
     engine_result *res = r->res;
     const sampler_params *sp = &r->rq->sp;
     int32_t n_vocab = (int32_t)fw_weights_hp(m->fw_w)->n_vocab;
-    const float *logits = fw_logits(m->fw);
+    const float *logits = fw_logits(r->sl->fw);
     int32_t tok = r->s ? sampler_sample(r->s, logits) : fw_argmax(logits, (size_t)n_vocab);
     if (tok < 0) {
         engine_err(er, ENGINE_INTERNAL, "the sampler could not draw a token");
@@ -280,7 +291,7 @@ static int decode_step(run_state *r, int32_t *out_tok, engine_error *er)
         if (rc > 0) return 1;
     }
     if (res->stop == ENGINE_STOP_NONE) {
-        if (m->n_slot + 1 >= fw_n_ctx(m->fw)) {
+        if (r->sl->n + 1 >= fw_n_ctx(r->sl->fw)) {
             res->truncated = 1;
             res->stop = ENGINE_STOP_LIMIT;
         } else if (r->rq->n_predict != -1 && (int64_t)r->rq->n_predict - (int64_t)res->n_decoded <= 0) {
@@ -343,6 +354,7 @@ int engine_complete(engine *e, engine_model *m, const engine_request *rq, const 
     jbuf_init(&r.piece);
     res->n_prompt = rq->n_prompt;
     res->t_start = bk_mono_us();
+    res->id_slot = m->cur;
     if (rq->n_prompt == 0) {
         engine_stopper_free(&r.st);
         return 0;
@@ -355,7 +367,9 @@ int engine_complete(engine *e, engine_model *m, const engine_request *rq, const 
         return -1;
     }
     if (b != 0) goto done;
-    if (!rq->selected) engine_select(e, m, rq->prompt, rq->n_prompt);
+    if (!rq->selected) engine_select(e, m, rq->prompt, rq->n_prompt, rq->id_slot);
+    r.sl = &m->slots[m->cur];
+    res->id_slot = m->cur;
     int p = prefill(&r, er);
     if (p < 0) goto fail_model;
     if (p == 0) {
@@ -365,7 +379,7 @@ int engine_complete(engine *e, engine_model *m, const engine_request *rq, const 
             if (s < 0) goto done;
             if (s > 0) break;
             r.n_calls++;
-            if (fw_decode(m->fw, tok, NULL, er->msg, sizeof er->msg) != 0 || slot_push(m, &tok, 1) != 0) {
+            if (fw_decode(r.sl->fw, tok, NULL, er->msg, sizeof er->msg) != 0 || slot_push(r.sl, &tok, 1) != 0) {
                 er->kind = ENGINE_INTERNAL;
                 goto fail_model;
             }
@@ -374,13 +388,9 @@ int engine_complete(engine *e, engine_model *m, const engine_request *rq, const 
     rc = 0;
     goto done;
 fail_model:
-    fw_truncate(m->fw, 0);
-    m->n_slot = 0;
+    engine_slot_clear(r.sl);
 done:
-    if (rc == 0 && m->n_slot != fw_n_past(m->fw)) {   /* never let the two disagree */
-        fw_truncate(m->fw, 0);
-        m->n_slot = 0;
-    }
+    if (rc == 0 && r.sl->n != fw_n_past(r.sl->fw)) engine_slot_clear(r.sl);   /* never let the two disagree */
     res->stop_word = r.st.stop_word;
     res->n_sent = r.st.n_sent;
     jbuf_free(&res->text);
@@ -459,8 +469,9 @@ static size_t pc_tokens(const engine_model *m)
 }
 
 /* server_prompt_cache::update: oldest out while over the byte limit, then
- * while over the token limit (n_ctx, raised to what the byte limit holds at
- * the cache's average bytes per token). */
+ * while over the token limit (the whole context, every slot's cells,
+ * raised to what the byte limit holds at the cache's average bytes per
+ * token). */
 static void pc_update(engine_model *m)
 {
     if (m->e->o.cache_limit > 0)
@@ -468,7 +479,7 @@ static void pc_update(engine_model *m)
     size_t nt = pc_tokens(m);
     float per_tok = (float)pc_bytes(m) / (float)(nt ? nt : 1);
     if (per_tok < 1.0f) per_tok = 1.0f;
-    size_t limit_tokens = fw_n_ctx(m->fw), cur = limit_tokens;
+    size_t limit_tokens = fw_n_ctx(m->slots[0].fw) * (size_t)m->n_slots, cur = limit_tokens;
     if (m->e->o.cache_limit > 0) {
         size_t fit = (size_t)((float)m->e->o.cache_limit / per_tok);
         if (fit > cur) cur = fit;
@@ -477,30 +488,31 @@ static void pc_update(engine_model *m)
         while (m->n_pc && pc_tokens(m) > cur) pc_drop(m, 0);
 }
 
-/* server_prompt_cache::alloc plus the copy: the slot's cells saved, unless
- * the slot is empty, an entry already holds it whole, or it alone exceeds
- * the limit. Entries the slot holds whole go; the oldest go until it fits. */
-static void pc_save(engine_model *m)
+/* server_prompt_cache::alloc plus the copy (a slot's prompt_save): the
+ * slot's cells saved, unless the slot is empty, an entry already holds it
+ * whole, or it alone exceeds the limit. Entries the slot holds whole go;
+ * the oldest go until it fits. 1 when saved, else 0. */
+static int pc_save(engine_model *m, const engine_slot *sl)
 {
-    if (m->n_slot == 0) return;
+    if (sl->n == 0) return 0;
     for (size_t i = 0; i < m->n_pc; i++)
-        if (pc_lcp(m->pc[i].toks, m->pc[i].n, m->slot, m->n_slot) == m->n_slot) return;
-    size_t size = pc_state_size(m, m->n_slot);
+        if (pc_lcp(m->pc[i].toks, m->pc[i].n, sl->toks, sl->n) == sl->n) return 0;
+    size_t size = pc_state_size(m, sl->n);
     if (m->e->o.cache_limit > 0 && size > m->e->o.cache_limit) {
-        engine_log(m->e, "a %zu-token prompt state (%zu bytes) exceeds the prompt cache limit; not cached", m->n_slot,
+        engine_log(m->e, "a %zu-token prompt state (%zu bytes) exceeds the prompt cache limit; not cached", sl->n,
                    size);
-        return;
+        return 0;
     }
     for (size_t i = 0; i < m->n_pc;) {
-        if (pc_lcp(m->pc[i].toks, m->pc[i].n, m->slot, m->n_slot) == m->pc[i].n) pc_drop(m, i);
+        if (pc_lcp(m->pc[i].toks, m->pc[i].n, sl->toks, sl->n) == m->pc[i].n) pc_drop(m, i);
         else i++;
     }
     if (m->e->o.cache_limit > 0)
         while (m->n_pc && pc_bytes(m) + size > m->e->o.cache_limit) pc_drop(m, 0);
     pc_entry e = {0};
-    e.n = m->n_slot;
+    e.n = sl->n;
     e.size = size;
-    e.kv_len = fw_kv_bytes(m->fw, e.n);
+    e.kv_len = fw_kv_bytes(sl->fw, e.n);
     e.toks = malloc(e.n * sizeof *e.toks);
     e.kv = malloc(e.kv_len ? e.kv_len : 1);
     if (m->n_pc == m->cap_pc) {
@@ -511,7 +523,7 @@ static void pc_save(engine_model *m)
             m->cap_pc = cap;
         }
     }
-    if (!e.toks || !e.kv || m->n_pc == m->cap_pc || fw_kv_save(m->fw, e.n, e.kv, e.kv_len) != 0) {
+    if (!e.toks || !e.kv || m->n_pc == m->cap_pc || fw_kv_save(sl->fw, e.n, e.kv, e.kv_len) != 0) {
         /* as llama-server on bad_alloc: shrink the limit to 40 % of what is held */
         free(e.toks);
         free(e.kv);
@@ -519,20 +531,22 @@ static void pc_save(engine_model *m)
         m->e->o.cache_limit = held * 2 / 5 > 1 ? held * 2 / 5 : 1;
         engine_log(m->e, "out of memory for the prompt cache; its limit is now %zu bytes", m->e->o.cache_limit);
         pc_update(m);
-        return;
+        return 0;
     }
-    memcpy(e.toks, m->slot, e.n * sizeof *e.toks);
+    memcpy(e.toks, sl->toks, e.n * sizeof *e.toks);
     m->pc[m->n_pc++] = e;
+    return 1;
 }
 
 /* server_prompt_cache::load: among the entries that keep at least a quarter
  * of themselves, the one that both keeps a larger fraction of itself and
  * covers a larger fraction of the prompt than the slot does (and than any
- * earlier such entry) replaces the slot. -1 when a restore failed. */
-static int pc_load(engine_model *m, const int32_t *prompt, size_t n)
+ * earlier such entry) replaces the slot's cells (whichever slot saved it).
+ * -1 when a restore failed. */
+static int pc_load(engine_model *m, engine_slot *sl, const int32_t *prompt, size_t n)
 {
-    size_t lcp = pc_lcp(m->slot, m->n_slot, prompt, n);
-    float f_keep_best = m->n_slot ? (float)lcp / (float)m->n_slot : -1.0f;
+    size_t lcp = pc_lcp(sl->toks, sl->n, prompt, n);
+    float f_keep_best = sl->n ? (float)lcp / (float)sl->n : -1.0f;
     float f_sim_best = (float)lcp / (float)n;
     size_t best = (size_t)-1;
     for (size_t i = 0; i < m->n_pc; i++) {
@@ -548,38 +562,68 @@ static int pc_load(engine_model *m, const int32_t *prompt, size_t n)
     }
     if (best == (size_t)-1) return 0;
     pc_entry *e = &m->pc[best];
-    if (fw_kv_restore(m->fw, e->n, e->kv, e->kv_len) != 0) return -1;
-    free(m->slot);
-    m->slot = e->toks;         /* the entry's tokens become the slot's */
-    m->n_slot = m->cap_slot = e->n;
+    if (fw_kv_restore(sl->fw, e->n, e->kv, e->kv_len) != 0) return -1;
+    free(sl->toks);
+    sl->toks = e->toks;        /* the entry's tokens become the slot's */
+    sl->n = sl->cap = e->n;
     e->toks = NULL;
     pc_drop(m, best);
     return 0;
 }
 
-/* get_available_slot's cache update for one slot (-np 1): when the slot is
- * empty, or shares no more than 10 % of the prompt (--slot-prompt-similarity
- * 0.1), or would keep less than half of its own tokens, the slot is saved
- * and the best saved prompt is loaded. Runs once per completion request,
- * before the context check, as in llama-server. */
-void engine_select(engine *e, engine_model *m, const int32_t *prompt, size_t n)
+/* get_available_slot's choice (see engine.h): the slot and whether the
+ * host prompt cache is to be updated for it. */
+static int choose_slot(const engine *e, const engine_model *m, const int32_t *prompt, size_t n, int32_t id_slot,
+                       int *update)
 {
-    int update = 1;
-    if (!e->o.cache_on || n == 0) return;
-    if (m->n_slot > 0) {
-        size_t lcp = pc_lcp(m->slot, m->n_slot, prompt, n);
-        float f_sim = (float)lcp / (float)n;
-        if (f_sim > 0.0f && f_sim > 0.1f) {
-            float f_keep = (f_sim * (float)n) / (float)m->n_slot;
-            update = f_keep < 0.5f;
+    int ret = -1;
+    *update = 0;
+    /* llama-server computes id_slot % slots.size() in size_t: a negative id wraps as unsigned */
+    if (id_slot != -1) ret = (int)((size_t)(int64_t)id_slot % (size_t)m->n_slots);
+    if (e->sps != 0.0f) {
+        float f_sim_best = 0;
+        for (int i = 0; i < m->n_slots; i++) {
+            const engine_slot *sl = &m->slots[i];
+            if ((id_slot != -1 && i != id_slot) || sl->n == 0) continue;
+            float f_sim = (float)pc_lcp(sl->toks, sl->n, prompt, n) / (float)n;
+            if (f_sim > f_sim_best && f_sim > e->sps) {
+                f_sim_best = f_sim;
+                ret = i;
+            }
+        }
+        if (ret >= 0) {
+            /* an asked slot that holds nothing gives 0/0: NaN, and no update, as in llama-server */
+            float f_keep = (f_sim_best * (float)n) / (float)m->slots[ret].n;
+            if (f_keep < 0.5f) *update = 1;
         }
     }
-    if (!update) return;
-    pc_save(m);
-    if (pc_load(m, prompt, n) != 0) {
-        fw_truncate(m->fw, 0);
-        m->n_slot = 0;
+    if (ret < 0) {
+        int64_t t_last = -1;
+        for (int i = 0; i < m->n_slots; i++)
+            if (ret < 0 || m->slots[i].t_last_used < t_last) {
+                t_last = m->slots[i].t_last_used;
+                ret = i;
+            }
+        *update = 1;
     }
-    pc_update(m);
+    return ret;
 }
 
+int engine_select(engine *e, engine_model *m, const int32_t *prompt, size_t n, int32_t id_slot)
+{
+    if (n == 0) return m->cur;
+    int update;
+    int id = choose_slot(e, m, prompt, n, id_slot, &update);
+    engine_slot *sl = &m->slots[id];
+    if (update && e->o.cache_on) {
+        pc_save(m, sl);
+        if (pc_load(m, sl, prompt, n) != 0) engine_slot_clear(sl);
+        pc_update(m);
+    }
+    m->cur = id;
+    sl->t_last_used = m->use_clock++;   /* the order of releases: requests run one at a time */
+    if (e->o.cache_on)                  /* --cache-idle-slots: the others saved as the task starts */
+        for (int i = 0; i < m->n_slots; i++)
+            if (i != id && pc_save(m, &m->slots[i])) pc_update(m);
+    return id;
+}
