@@ -359,7 +359,7 @@ static float vec_dot_finish(int type, const float v[8], const void *w,
     return (float)d;
 }
 
-static float vec_dot_portable(int type, const void *w, const float *x,
+static float f16_dot_portable(int type, const void *w, const float *x,
                               size_t k)
 {
     float acc[4][8];
@@ -662,7 +662,7 @@ float f16_vec_dot(int type, const void *w, const float *x, size_t k)
 #if F16_X86
     if (simd_on()) return vec_dot_simd(type, w, x, k);
 #endif
-    return vec_dot_portable(type, w, x, k);
+    return f16_dot_portable(type, w, x, k);
 }
 
 float f16_sgemm_dot(int type, const void *w, const float *x, size_t k)
@@ -697,7 +697,7 @@ static void mm_vec_rows(void *vctx, size_t r0, size_t r1, int worker)
     }
 #endif
     for (size_t r = r0; r < r1; r++)
-        m->y[r] = vec_dot_portable(w->type, wd + r * w->row_bytes, m->x, w->k);
+        m->y[r] = f16_dot_portable(w->type, wd + r * w->row_bytes, m->x, w->k);
 }
 
 /* Several columns: chunk index t is one task, ROW_CHUNK rows by cg columns;
@@ -732,7 +732,7 @@ static void mm_tasks(void *vctx, size_t t0, size_t t1, int worker)
                 const float *xc = m->x + c * w->k;
                 m->y[c * w->rows + r] = m->sgemm
                     ? sgemm_dot_portable(w->type, wr, xc, w->k)
-                    : vec_dot_portable(w->type, wr, xc, w->k);
+                    : f16_dot_portable(w->type, wr, xc, w->k);
             }
     }
 }

@@ -36,7 +36,7 @@ int q1_0_dequantize(const uint8_t *w, size_t w_len, size_t n, float *y,
 
 /* Portable: lane j of q8 block K sums the four activations 32K+4j.. with the
  * weight's sign applied as an int8 negation (so -128 stays -128). */
-static float vec_dot_portable(const uint8_t *w, const uint8_t *a, size_t nb)
+static float q1_dot_portable(const uint8_t *w, const uint8_t *a, size_t nb)
 {
     float acc[8] = {0};
     for (size_t b = 0; b < nb; b++, w += Q1_0_BYTES) {
@@ -85,7 +85,7 @@ static inline void sign_masks(const uint8_t *qs, __m256i m[4])
 
 /* One weight row against NC (1..4) columns; each column's chain is vec_dot's. */
 __attribute__((target("avx2,f16c,fma"), always_inline))
-static inline void row_cols_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t a_row,
+static inline void q1_row_cols_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t a_row,
                                  size_t nb, float *out, size_t out_stride, int NC)
 {
     const __m256i ones8 = _mm256_set1_epi8(1);
@@ -117,17 +117,17 @@ static inline void row_cols_avx2(const float *h, const uint8_t *w, const uint8_t
         out[c * out_stride] = q8_hsum8_avx(acc[c]);
 }
 
-Q8_COLS_FNS(cols_avx2_, row_cols_avx2)
+Q8_COLS_FNS(cols_avx2_, q1_row_cols_avx2)
 
 /* TWO weight rows against NC (1..4) columns: a 2 x NC tile. Why: with one
  * row at a time every row streams all the columns' activations from L2 again
  * (32 columns of 4096 values: 139 KB per row); a pair of rows shares each
  * activation load and scale broadcast, so that traffic per row halves. The
- * sign masks are built once per row and block as in row_cols_avx2, and each
- * element's chain is row_cols_avx2's (= vec_dot's): same lanes, same
+ * sign masks are built once per row and block as in q1_row_cols_avx2, and each
+ * element's chain is q1_row_cols_avx2's (= vec_dot's): same lanes, same
  * per-block mul/fma order, same hsum. */
 __attribute__((target("avx2,f16c,fma"), always_inline))
-static inline void rows2_cols_avx2(const float *h, const uint8_t *w, size_t w_row, const uint8_t *a,
+static inline void q1_rows2_cols_avx2(const float *h, const uint8_t *w, size_t w_row, const uint8_t *a,
                                    size_t a_row, size_t nb, float *out, size_t out_stride, int NC)
 {
     const __m256i ones8 = _mm256_set1_epi8(1);
@@ -168,7 +168,7 @@ static inline void rows2_cols_avx2(const float *h, const uint8_t *w, size_t w_ro
     }
 }
 
-Q8_COLS2_FNS(cols2_avx2_, rows2_cols_avx2)
+Q8_COLS2_FNS(cols2_avx2_, q1_rows2_cols_avx2)
 #define COLS2_AVX2 Q8_COLS_TABLE(cols2_avx2_)
 
 /* Decode (one column): R (1, 2 or 4) weight rows against one activation in a
@@ -188,7 +188,7 @@ Q8_COLS2_FNS(cols2_avx2_, rows2_cols_avx2)
  * or/sign) form, and nothing depends on the activation's values, so there is
  * no slow path. */
 __attribute__((target("avx2,f16c,fma"), always_inline))
-static inline void rows_1col(const float *h, const uint8_t *w, size_t w_row, const uint8_t *a, size_t nb,
+static inline void q1_rows_1col(const float *h, const uint8_t *w, size_t w_row, const uint8_t *a, size_t nb,
                              float *y, int R)
 {
     const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
@@ -235,15 +235,15 @@ static inline void rows_1col(const float *h, const uint8_t *w, size_t w_row, con
 }
 
 /* Rows [0, nrows) against one column: groups of four, then a pair, then one. */
-Q8_GEMV_GROUPS(gemv_avx2, rows_1col)
+Q8_GEMV_GROUPS(gemv_avx2, q1_rows_1col)
 
 /* One row (q1_0_vec_dot), returning the float so the entry point reaches it
  * with a tail jump. */
 __attribute__((target("avx2,f16c,fma")))
-static float dot1_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t nb)
+static float q1_dot1_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t nb)
 {
     float r;
-    rows_1col(h, w, 0, a, nb, &r, 1);
+    q1_rows_1col(h, w, 0, a, nb, &r, 1);
     return r;
 }
 #define GEMV_AVX2 gemv_avx2
@@ -254,7 +254,7 @@ static float dot1_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_
 
 /* The Q1_0 entry in the shared driver's table (q8_0.c). */
 static const q8_kind Q1_KIND = {
-    "Q1_0", Q1_0_BLOCK, Q1_0_BYTES, vec_dot_portable, Q8_COLS_TABLE(cols_avx2_), GEMV_AVX2, COLS2_AVX2,
+    "Q1_0", Q1_0_BLOCK, Q1_0_BYTES, q1_dot_portable, Q8_COLS_TABLE(cols_avx2_), GEMV_AVX2, COLS2_AVX2,
 };
 
 /* One row: the one-row form of the decode kernel (the blend against 0 - q:
@@ -266,9 +266,9 @@ float q1_0_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks)
 {
 #if Q8_X86
     if (q8_simd())
-        return dot1_avx2(q8_f16_table(), w, act, nblocks);
+        return q1_dot1_avx2(q8_f16_table(), w, act, nblocks);
 #endif
-    return vec_dot_portable(w, act, nblocks);
+    return q1_dot_portable(w, act, nblocks);
 }
 
 int q1_0_mm_init(q8_mm *m, const uint8_t *w, size_t w_len, size_t rows,

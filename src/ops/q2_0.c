@@ -38,7 +38,7 @@ int q2_0_dequantize(const uint8_t *w, size_t w_len, size_t n, float *y,
 
 /* Portable: lane j of half h is the exact sum over the four codes of byte
  * 8h+j of (c - 1) * q; block b feeds accumulator b & 1. */
-static float vec_dot_portable(const uint8_t *w, const uint8_t *a, size_t nb)
+static float q2_dot_portable(const uint8_t *w, const uint8_t *a, size_t nb)
 {
     float acc[2][8] = {{0}};
     for (size_t b = 0; b < nb; b++, w += Q2_0_BYTES) {
@@ -108,7 +108,7 @@ static inline __m256 block_col(const float *h, const uint8_t *wb, const uint8_t 
  * time: with a run-time index (b & 1) GCC kept them on the stack and every
  * fma waited on a store-to-load forward. */
 __attribute__((target("avx2,f16c,fma"), always_inline))
-static inline void row_cols_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t a_row,
+static inline void q2_row_cols_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t a_row,
                                  size_t nb, float *out, size_t out_stride, int NC)
 {
     __m256 ev[4], od[4];
@@ -207,7 +207,7 @@ static void gemv_avx2(const float *h, const uint8_t *w, size_t w_row, size_t nro
 {
     if (2 * nb > PREP_MAX || nrows < 2) {
         for (size_t r = 0; r < nrows; r++)
-            row_cols_avx2(h, w + r * w_row, a, 0, nb, y + r, 0, 1);
+            q2_row_cols_avx2(h, w + r * w_row, a, 0, nb, y + r, 0, 1);
         return;
     }
     q2_prep p;
@@ -255,7 +255,7 @@ static inline __m256 block_1row(__m256 d, __m256i cb, const float *h, const uint
 
 /* One row (q2_0_vec_dot): ggml's even/odd accumulators, blocks in pairs. */
 __attribute__((target("avx2,f16c,fma")))
-static float dot1_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t nb)
+static float q2_dot1_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t nb)
 {
     __m256 ev = _mm256_setzero_ps(), od = _mm256_setzero_ps();
     size_t b = 0;
@@ -274,7 +274,7 @@ static float dot1_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_
     return q8_hsum8_avx(_mm256_add_ps(ev, od));
 }
 
-Q8_COLS_FNS(cols_avx2_, row_cols_avx2)
+Q8_COLS_FNS(cols_avx2_, q2_row_cols_avx2)
 #define GEMV_AVX2 gemv_avx2
 #else
 #define GEMV_AVX2 NULL
@@ -282,10 +282,10 @@ Q8_COLS_FNS(cols_avx2_, row_cols_avx2)
 
 /* The Q2_0 entry in the shared driver's table (q8_0.c). */
 static const q8_kind Q2_KIND = {
-    "Q2_0", Q2_0_BLOCK, Q2_0_BYTES, vec_dot_portable, Q8_COLS_TABLE(cols_avx2_), GEMV_AVX2, Q8_NO_COLS2,
+    "Q2_0", Q2_0_BLOCK, Q2_0_BYTES, q2_dot_portable, Q8_COLS_TABLE(cols_avx2_), GEMV_AVX2, Q8_NO_COLS2,
 };
 
-/* One row: dot1_avx2 (the decode kernel's 4-op codes and x16 fold, ~12
+/* One row: q2_dot1_avx2 (the decode kernel's 4-op codes and x16 fold, ~12
  * vector ops per 32 weights instead of the row kernel's 13), called directly
  * as ggml's vec_dot is one direct kernel. Measured 1.08-1.16x paired where
  * the row kernel through the driver's table was 1.00-1.01x. */
@@ -293,10 +293,10 @@ float q2_0_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks)
 {
 #if Q8_X86
     if (q8_simd()) {
-        return dot1_avx2(q8_f16_table(), w, act, nblocks);
+        return q2_dot1_avx2(q8_f16_table(), w, act, nblocks);
     }
 #endif
-    return vec_dot_portable(w, act, nblocks);
+    return q2_dot_portable(w, act, nblocks);
 }
 
 int q2_0_mm_init(q8_mm *m, const uint8_t *w, size_t w_len, size_t rows,

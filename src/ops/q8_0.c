@@ -307,7 +307,7 @@ static inline int32_t lane_dot(const int8_t *x, const int8_t *y)
     return s;
 }
 
-static float vec_dot_portable(const uint8_t *w, const uint8_t *a, size_t nb)
+static float q8_dot_portable(const uint8_t *w, const uint8_t *a, size_t nb)
 {
     float acc[8] = {0};
     for (size_t b = 0; b < nb; b++, w += Q8_0_BYTES, a += Q8_0_BYTES) {
@@ -324,7 +324,7 @@ static float vec_dot_portable(const uint8_t *w, const uint8_t *a, size_t nb)
  * taken once per block; each column keeps its own accumulator, so every
  * element has vec_dot's chain. */
 __attribute__((target("avx2,f16c,fma"), always_inline))
-static inline void row_cols_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t a_row,
+static inline void q8_row_cols_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t a_row,
                                  size_t nb, float *out, size_t out_stride, int NC)
 {
     const __m256i ones = _mm256_set1_epi16(1);
@@ -349,15 +349,15 @@ static inline void row_cols_avx2(const float *h, const uint8_t *w, const uint8_t
         out[c * out_stride] = q8_hsum8_avx(acc[c]);
 }
 
-Q8_COLS_FNS(cols_avx2_, row_cols_avx2)
+Q8_COLS_FNS(cols_avx2_, q8_row_cols_avx2)
 
 /* TWO weight rows against NC (1..4) columns: a 2 x NC tile. Why: one row at
  * a time streams every column's activations from L2 again per row; a pair of
  * rows shares each activation load and scale, halving that traffic. dw*da is
  * taken in every lane (vmulps of the two broadcasts), the same IEEE product
- * as ggml's scalar one; each element's chain is row_cols_avx2's. */
+ * as ggml's scalar one; each element's chain is q8_row_cols_avx2's. */
 __attribute__((target("avx2,f16c,fma"), always_inline))
-static inline void rows2_cols_avx2(const float *h, const uint8_t *w, size_t w_row, const uint8_t *a,
+static inline void q8_rows2_cols_avx2(const float *h, const uint8_t *w, size_t w_row, const uint8_t *a,
                                    size_t a_row, size_t nb, float *out, size_t out_stride, int NC)
 {
     const __m256i ones = _mm256_set1_epi16(1);
@@ -388,7 +388,7 @@ static inline void rows2_cols_avx2(const float *h, const uint8_t *w, size_t w_ro
     }
 }
 
-Q8_COLS2_FNS(cols2_avx2_, rows2_cols_avx2)
+Q8_COLS2_FNS(cols2_avx2_, q8_rows2_cols_avx2)
 #define COLS2_AVX2 Q8_COLS_TABLE(cols2_avx2_)
 
 /* One block of one row into the row's accumulator: ggml's vec_dot step
@@ -420,7 +420,7 @@ static inline __m256 dot1_block(const float *h, const uint8_t *wb, const uint8_t
  * prefetcher (0.60-0.96x streaming). A prefetch never faults, so the lines
  * it names past the row's end are harmless. */
 __attribute__((target("avx2,f16c,fma")))
-static float dot1_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t nb)
+static float q8_dot1_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t nb)
 {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc = _mm256_setzero_ps();
@@ -454,7 +454,7 @@ static float dot1_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_
  * dw*da is taken in every lane (vmulps of the two broadcasts): the same IEEE
  * product as ggml's scalar one, without a scalar-to-vector move per row. */
 __attribute__((target("avx2,f16c,fma"), always_inline))
-static inline void rows_1col(const float *h, const uint8_t *w, size_t w_row, const uint8_t *a, size_t nb,
+static inline void q8_rows_1col(const float *h, const uint8_t *w, size_t w_row, const uint8_t *a, size_t nb,
                              float *y, int R)
 {
     const __m256i ones = _mm256_set1_epi16(1);
@@ -482,7 +482,7 @@ static inline void rows_1col(const float *h, const uint8_t *w, size_t w_row, con
 }
 
 /* Rows [0, nrows) against one column: groups of four, then a pair, then one. */
-Q8_GEMV_GROUPS(gemv_avx2, rows_1col)
+Q8_GEMV_GROUPS(gemv_avx2, q8_rows_1col)
 #define GEMV_AVX2 gemv_avx2
 #else
 #define GEMV_AVX2 NULL
@@ -493,7 +493,7 @@ Q8_GEMV_GROUPS(gemv_avx2, rows_1col)
 
 /* The Q8_0 entry in the shared driver's table (q8_0.c). */
 static const q8_kind Q8_KIND = {
-    "Q8_0", Q8_0_BLOCK, Q8_0_BYTES, vec_dot_portable, Q8_COLS_TABLE(cols_avx2_), GEMV_AVX2, COLS2_AVX2,
+    "Q8_0", Q8_0_BLOCK, Q8_0_BYTES, q8_dot_portable, Q8_COLS_TABLE(cols_avx2_), GEMV_AVX2, COLS2_AVX2,
 };
 
 /* One row: the row kernel called directly (no table, no second call
@@ -506,9 +506,9 @@ float q8_0_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks)
 {
 #if Q8_X86
     if (q8_simd())
-        return dot1_avx2(f16_table, w, act, nblocks);
+        return q8_dot1_avx2(f16_table, w, act, nblocks);
 #endif
-    return vec_dot_portable(w, act, nblocks);
+    return q8_dot_portable(w, act, nblocks);
 }
 
 const float *q8_f16_table(void) { return f16_table; }
