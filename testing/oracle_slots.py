@@ -125,7 +125,7 @@ for path in MODELS:
             largv = [kit.tool("llama-server"), "-m", path, "--host", "127.0.0.1", "--port", "{port}", "-t", "2",
                      "-c", str(CTX), "--jinja", "--no-webui", "--metrics", *cfg]
             with oracle.Server(largv, name="llama-slots") as L, \
-                    oracle.Server.bankml(path, ctx=CTX, extra=["--fork", FORK, *cfg]) as B:
+                    oracle.Server.bankml(path, ctx=CTX, extra=["--fork", FORK, "--metrics", *cfg]) as B:
                 (sl, pl), (sb, pb) = L.get("/props"), B.get("/props")
                 view = lambda p: [p.get("total_slots"), p.get("default_generation_settings", {}).get("n_ctx")] \
                     if isinstance(p, dict) else p

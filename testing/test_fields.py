@@ -42,7 +42,6 @@ REFUSED = [
      BOTH),
     ("t_max_predict_ms", 100, 0, "t_max_predict_ms: a time limit makes the answer depend on the machine's speed, so "
                                  "it is not reproduced; send the request without it", BOTH),
-    ("id_slot", 0, -1, "id_slot: choosing a slot is not reproduced yet; send id_slot -1 or leave it out", BOTH),
     ("backend_sampling", True, False, "backend_sampling: sampling on the backend is not reproduced; send the request "
                                       "without it", BOTH),
     ("lora", [{"id": 0, "scale": 1.0}], [], "lora: LoRA adapters are not reproduced; send the request without it",

@@ -140,8 +140,8 @@ static const llama_field FIELDS[] = {
                                   "without it", is_zero},
     {"t_max_predict_ms", R_ALL, REF, "t_max_predict_ms: a time limit makes the answer depend on the machine's "
                                      "speed, so it is not reproduced; send the request without it", not_positive},
-    {"id_slot", R_ALL, REF, "id_slot: choosing a slot is not reproduced yet; send id_slot -1 or leave it out",
-     is_minus_one},
+    {"id_slot", R_ALL, REP, "llama_read_request; engine_select takes slot (size_t)id_slot % -np, as "
+                            "get_available_slot", NULL},
     {"stop", R_ALL, REP, "the engine's stop strings (engine_stopper)", NULL},
     /* the sampler (sampler.c sampler_resolve reads them in llama-server's order) */
     {"top_k", R_ALL, REP, "sampler_resolve", NULL},
