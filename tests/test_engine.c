@@ -1157,7 +1157,7 @@ TEST(engine_slots_selected_as_llama_server_selects_them)
     slot_opts(&o, 512, 2, 32, 0);
     engine_model *m = load_o(&e, &o, 0, 0, 0);
     if (!m) return;
-    char x100[256] = "", x100y[256];
+    char x100[256] = "", x100y[sizeof x100 + 1];
     for (int i = 0; i < 100; i++) strcat(x100, "x ");
     snprintf(x100y, sizeof x100y, "%sy", x100);
     struct {
