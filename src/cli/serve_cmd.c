@@ -256,9 +256,10 @@ static int serve_read_sampling(const parsed_args *a, serve_cfg *c)
         return BANKML_EXIT_IO;
     }
     sampler_params d, out;
+    memset(&out, 0, sizeof out);   /* sampler_resolve leaves it freeable, refused or not */
     int rc = sampler_params_init(&d) != 0 ? -1 : sampler_resolve(&out, &d, c->sampling, err, sizeof err);
     sampler_params_free(&d);
-    if (rc == 0) sampler_params_free(&out);
+    sampler_params_free(&out);
     if (rc != 0) return refuse("refused the server-wide sampling flags: %s%s", err, "");
     if (c->sampling->n) c->lo.sampling = c->sampling;
     return 0;
