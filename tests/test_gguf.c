@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "file/ftype.h"
+
 // ---------------------------------------------------------------------------
 // a byte-buffer GGUF writer
 
@@ -1287,4 +1289,51 @@ TEST(gguf_guard_file_rereads_past_32_mib)
         unlink(path);
     }
     free(b.p);
+}
+
+/* gguf_ftype_name: general.file_type when it is a u32, else the guess. The
+ * guess walks the tensors as llama_model_loader's weights_map orders them
+ * (by "blk.N." layer, names without one first, then by name) and keeps the
+ * first type to reach the highest count. */
+static const char *ftype_of(const tdesc *ts, size_t nt, int file_type)
+{
+    static char out[64];
+    bb b = { 0 };
+    uint64_t off = 0;
+    bb_head(&b, nt, file_type >= 0 ? 2 : 1);
+    kv_str(&b, "general.architecture", "llama");
+    if (file_type >= 0) kv_u32(&b, "general.file_type", (uint32_t)file_type);
+    for (size_t i = 0; i < nt; i++) {
+        tensor(&b, ts[i].name, 1, &ts[i].n, ts[i].type, off);
+        off += 64;
+    }
+    gguf_header h;
+    snprintf(out, sizeof out, "%s", "(parse failed)");
+    if (gguf_parse(b.p, b.len, &h, NULL, NULL, 0) == GGUF_OK) {
+        snprintf(out, sizeof out, "%s", gguf_ftype_name(&h));
+        gguf_header_free(&h);
+    }
+    free(b.p);
+    return out;
+}
+
+TEST(gguf_ftype_name_as_llama_cpp)
+{
+    /* two Q8_0 and two F32: the tie goes to the type that got there first in the loader's order, and
+     * "output_norm" (no layer) comes before every blk.N. tensor */
+    const tdesc tie[] = {{"blk.0.attn_q.weight", 32, 8}, {"blk.0.attn_norm.weight", 32, 0},
+                         {"output_norm.weight", 32, 0}, {"blk.1.attn_q.weight", 32, 8}};
+    CHECK_STR(ftype_of(tie, 4, -1), "(guessed) all F32");
+    const tdesc tie2[] = {{"blk.0.attn_q.weight", 32, 8}, {"blk.0.attn_norm.weight", 32, 0},
+                          {"blk.10.x.weight", 32, 0}, {"blk.2.attn_q.weight", 32, 8}};
+    CHECK_STR(ftype_of(tie2, 4, -1), "(guessed) Q8_0");   /* blk.2 sorts before blk.10 by layer, not by name */
+    const tdesc k4[] = {{"a.weight", 256, 12}, {"b.weight", 256, 12}, {"c.weight", 256, 14}};
+    CHECK_STR(ftype_of(k4, 3, -1), "(guessed) Q4_K - Medium");
+    const tdesc mx[] = {{"a.weight", 32, 39}};
+    CHECK_STR(ftype_of(mx, 1, -1), "(guessed) all F32");  /* a type the loader has no file type for */
+    CHECK_STR(ftype_of(k4, 3, 15), "Q4_K - Medium");      /* the file says */
+    CHECK_STR(ftype_of(k4, 3, 18), "Q6_K");
+    CHECK_STR(ftype_of(k4, 3, 1024 | 7), "(guessed) Q8_0");
+    CHECK_STR(ftype_of(k4, 3, 4), "unknown, may not work");   /* 4: removed from llama.h */
+    CHECK_STR(ftype_of(NULL, 0, -1), "(guessed) all F32");
 }

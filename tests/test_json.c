@@ -635,3 +635,35 @@ TEST(json_put_double_matches_nlohmann)
     CHECK_STR(b.p, "{\"logprob\": -28.782913208007813, \"p\": 0.5}");
     jbuf_free(&b);
 }
+
+/* json_new / json_add: a tree made in code reads and prints as the parsed
+ * text would, and frees with json_free (make asan checks the frees). */
+TEST(json_build_tree)
+{
+    json_value *o = json_new(JSON_OBJECT, NULL, 0);
+    CHECK(o && o->type == JSON_OBJECT && o->n == 0);
+    CHECK_INT(json_add(o, "temperature", json_new(JSON_NUMBER, "0.5", 3)), 0);
+    CHECK_INT(json_add(o, "seed", json_new(JSON_NUMBER, "-1", 2)), 0);
+    json_value *arr = json_new(JSON_ARRAY, NULL, 0);
+    CHECK_INT(json_add(arr, NULL, json_new(JSON_STRING, "top_k;x", 5)), 0);
+    CHECK_INT(json_add(arr, "ignored", json_new(JSON_STRING, "", 0)), 0);
+    CHECK_INT(json_add(o, "samplers", arr), 0);
+    /* not numbers: refused as the parser refuses them, and json_add takes NULL as a failure */
+    CHECK(json_new(JSON_NUMBER, "1x", 2) == NULL);
+    CHECK(json_new(JSON_NUMBER, "\"1\"", 3) == NULL);
+    CHECK(json_new(JSON_NUMBER, "", 0) == NULL);
+    CHECK_INT(json_add(o, "bad", json_new(JSON_NUMBER, "--1", 3)), -1);
+    CHECK_INT(json_add(o, NULL, json_new(JSON_TRUE, NULL, 0)), -1);          /* an object needs a key */
+    CHECK_INT(json_add(arr->items[0], NULL, json_new(JSON_NULL, NULL, 0)), -1); /* a string holds nothing */
+    CHECK_INT(o->n, 3);
+    double t = 0;
+    CHECK(json_as_double(json_get(o, "temperature"), &t));
+    CHECK(t == 0.5);
+    jbuf b;
+    jbuf_init(&b);
+    json_put_value(&b, o);
+    CHECK(!b.oom);
+    CHECK_STR(b.p, "{\"temperature\": 0.5, \"seed\": -1, \"samplers\": [\"top_k\", \"\"]}");
+    jbuf_free(&b);
+    json_free(o);
+}

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "api/llama.h"
 #include "api/llama_json.h"
@@ -18,7 +19,32 @@ struct llama_api {
     serve_server *srv;
     void *compat;              /* llama_compat.c's routes */
     llama_api_opts o;
+    char media_marker[64];     /* /props media_marker: $LLAMA_MEDIA_MARKER, else "<__media_" + 32 random + "__>" */
 };
+
+/* get_media_marker: fixed by the environment, else 32 random characters of
+ * [0-9A-Za-z] once per server. */
+static void make_media_marker(char *out, size_t n)
+{
+    static const char abc[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    const char *env = getenv("LLAMA_MEDIA_MARKER");
+    if (env && *env) {
+        snprintf(out, n, "%s", env);
+        return;
+    }
+    unsigned char r[32];
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = f ? fread(r, 1, sizeof r, f) : 0;
+    if (f) fclose(f);
+    uint64_t x = (uint64_t)bk_wall_ns() ^ ((uint64_t)getpid() << 32);
+    char mid[33];
+    for (size_t i = 0; i < 32; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;   /* only where /dev/urandom gave nothing */
+        mid[i] = abc[(i < got ? r[i] : (unsigned char)(x >> 56)) % (sizeof abc - 1)];
+    }
+    mid[32] = 0;
+    snprintf(out, n, "<__media_%s__>", mid);
+}
 
 /* ------------------------------------------------------------------ completions */
 
@@ -170,7 +196,7 @@ static void completion_final(sctx *c, const engine_result *g, const int32_t *ids
     json_put_cstr_nl(&out, c->model_name);
     jbuf_printf(&out, ",\"tokens_predicted\":%zu,\"tokens_evaluated\":%zu,\"generation_settings\":", g->n_decoded,
                 g->n_prompt);
-    llama_put_gen_settings(&out, rq, rq->stream);
+    llama_put_gen_settings(&out, rq, rq->stream, 0);
     jbuf_puts(&out, ",\"prompt\":");
     engine_detokenize(c->m, ids, n_ids, 0, 1, &d, err, sizeof err);
     json_put_str_nl(&out, d.p ? d.p : "", d.len);
@@ -296,25 +322,6 @@ static void chat_stream_end(sctx *c, const engine_result *g)
     send_event(c);
 }
 
-/* The prompt of a request: the conversation through the template, or
- * /completion's prompt. 0, or -1 after answering. */
-static int prompt_of(engine_model *m, const llama_pre *pre, serve_resp *resp, int32_t **ids, size_t *n_ids)
-{
-    char err[1024];
-    int rc;
-    if (pre->chat) {
-        jbuf prompt;
-        jbuf_init(&prompt);
-        rc = engine_render(m, pre->messages, &prompt, err, sizeof err);
-        if (rc == 0) rc = engine_tokenize(m, prompt.p ? prompt.p : "", prompt.len, ids, n_ids, err, sizeof err);
-        jbuf_free(&prompt);
-    } else {
-        rc = llama_read_prompt(m, pre->prompt, ids, n_ids, err, sizeof err);
-    }
-    if (rc != 0) llama_reply_err(resp, 400, err);
-    return rc;
-}
-
 /* The completion in the slot, and its answer. */
 static void run_completion(engine *e, engine_model *m, sctx *c, engine_request *rq, const int32_t *ids, size_t n_ids)
 {
@@ -363,7 +370,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
     if (!(m = llama_lock_model(api->e, body, resp))) goto out;
     if (llama_read_request(m, &api->o, body, &pre, &rq, err, sizeof err) != 0) {
         llama_reply_err(resp, 400, err);
-    } else if (prompt_of(m, &pre, resp, &ids, &n_ids) == 0) {
+    } else if (llama_prompt_ids(m, &pre, resp, &ids, &n_ids) == 0) {
         engine_select(api->e, m, ids, n_ids, rq.id_slot);   /* llama-server: at slot selection, before the context check */
         rq.selected = 1;
         if (n_ids >= engine_model_n_ctx(m)) {
@@ -636,22 +643,29 @@ static void h_props(serve_req *req, serve_resp *resp, void *ud)
         engine_entry en;
         const char *tmpl = engine_model_template(m, &tl);
         const char *path = engine_entry_get(api->e, engine_model_entry(m), &en) == 0 ? en.path : "";
+        /* get_res_props's members in its order; n_ctx at the top is bankML's own (Savante reads it) */
         jbuf_puts(&out, "{\"default_generation_settings\":{\"params\":");
-        llama_put_gen_settings(&out, &rq, 0);
+        llama_put_gen_settings(&out, &rq, 0, 1);
         jbuf_printf(&out, ",\"n_ctx\":%zu},\"total_slots\":%d,\"model_alias\":", engine_model_n_ctx(m),
                     engine_model_n_slots(m));
         json_put_cstr_nl(&out, llama_model_name(api->e, m));
+        jbuf_puts(&out, ",\"model_ftype\":");
+        json_put_cstr_nl(&out, engine_model_ftype(m));
         jbuf_puts(&out, ",\"model_path\":");
         json_put_cstr_nl(&out, path);
-        jbuf_printf(&out, ",\"modalities\":{\"vision\":false,\"video\":false,\"audio\":false},\"endpoint_slots\":%s,"
-                          "\"endpoint_props\":%s,\"endpoint_metrics\":%s,\"chat_template\":",
+        jbuf_puts(&out, ",\"modalities\":{\"vision\":false,\"video\":false,\"audio\":false},\"media_marker\":");
+        json_put_cstr_nl(&out, api->media_marker);
+        /* ui: bankml serves no web UI (llama-server's --no-webui answer) */
+        jbuf_printf(&out, ",\"endpoint_slots\":%s,\"endpoint_props\":%s,\"endpoint_metrics\":%s,\"ui\":false,"
+                          "\"ui_settings\":{},\"chat_template\":",
                     api->o.slots ? "true" : "false", api->o.props ? "true" : "false", api->o.metrics ? "true" : "false");
         json_put_str_nl(&out, tmpl, tl);
         jbuf_puts(&out, ",\"bos_token\":");
         json_put_cstr_nl(&out, engine_model_bos(m));
         jbuf_puts(&out, ",\"eos_token\":");
         json_put_cstr_nl(&out, engine_model_eos(m));
-        jbuf_printf(&out, ",\"n_ctx\":%zu,\"build_info\":\"bankML " BANKML_VERSION " native\"}", engine_model_n_ctx(m));
+        jbuf_printf(&out, ",\"n_ctx\":%zu,\"build_info\":\"bankML " BANKML_VERSION " native\",\"is_sleeping\":false,"
+                          "\"cors_proxy_enabled\":false}", engine_model_n_ctx(m));
         serve_reply_json(resp, 200, &out);
     }
     engine_release(api->e, ENGINE_KEEP_DEFAULT);
@@ -659,17 +673,25 @@ static void h_props(serve_req *req, serve_resp *resp, void *ud)
     jbuf_free(&out);
 }
 
-/* One model of /v1/models: llama-server's members, in its order ("meta"
- * left out: n_params, size and the file type are not read from the header
- * yet). */
-static void put_model(jbuf *out, const char *name, long long now)
+/* One model of /v1/models: llama-server's members, in its order; "meta"
+ * once the model has been loaded (always for the startup model, which
+ * serve loads first; a registry entry never loaded yet has none). */
+static void put_model(jbuf *out, const char *name, long long now, const engine_meta *mt)
 {
     jbuf_puts(out, "{\"id\":");
     json_put_cstr_nl(out, name);
     jbuf_puts(out, ",\"aliases\":[");
     json_put_cstr_nl(out, name);
     jbuf_printf(out, "],\"tags\":[],\"object\":\"model\",\"architecture\":{\"input_modalities\":[\"text\"],"
-                     "\"output_modalities\":[\"text\"]},\"created\":%lld,\"owned_by\":\"llamacpp\"}", now);
+                     "\"output_modalities\":[\"text\"]},\"created\":%lld,\"owned_by\":\"llamacpp\"", now);
+    if (mt) {
+        jbuf_printf(out, ",\"meta\":{\"vocab_type\":%d,\"n_vocab\":%d,\"n_ctx\":%zu,\"n_ctx_train\":%u,\"n_embd\":%u,"
+                         "\"n_params\":%llu,\"size\":%llu,\"ftype\":", mt->vocab_type, (int)mt->n_vocab, mt->n_ctx,
+                    mt->n_ctx_train, mt->n_embd, (unsigned long long)mt->n_params, (unsigned long long)mt->size);
+        json_put_cstr_nl(out, mt->ftype);
+        jbuf_putc(out, '}');
+    }
+    jbuf_putc(out, '}');
 }
 
 /* /v1/models and /models as llama-server lists its model: Ollama's
@@ -690,7 +712,8 @@ static void h_models(serve_req *req, serve_resp *resp, void *ud)
             const char *name = i != engine_default(api->e) ? en.name : alias ? alias : en.path;
             if (i) jbuf_putc(&out, ',');
             if (pass) {
-                put_model(&out, name, now);
+                engine_meta mt;
+                put_model(&out, name, now, engine_entry_meta(api->e, i, &mt) == 0 ? &mt : NULL);
                 continue;
             }
             jbuf_puts(&out, "{\"name\":");
@@ -734,6 +757,7 @@ llama_api *llama_api_register(serve_server *srv, engine *e)
     api->e = e;
     api->srv = srv;
     llama_api_opts_init(&api->o);
+    make_media_marker(api->media_marker, sizeof api->media_marker);
     api->o.slots = 0;   /* what /props said before the command line set it: no /slots route yet */
     serve_route(srv, "GET", "/health", h_health, api, SERVE_PUBLIC);
     serve_route(srv, "GET", "/v1/health", h_health, api, SERVE_PUBLIC);

@@ -36,6 +36,7 @@ typedef struct llama_api_opts_s {
      * before the request's own fields (so a flag beats general.sampling.*,
      * a request field beats both, as in llama-server); NULL: none. */
     const json_value *sampling;
+    int dry_no_breakers;       /* --dry-sequence-breaker none: the defaults' breakers cleared */
     int32_t n_predict;         /* -n: the budget of a request without n_predict; -1 none */
     const char *alias;         /* --alias as given (comma-separated), or NULL; kept for the routes' names */
     int metrics;               /* --metrics: /metrics is served; else llama-server's 501 */

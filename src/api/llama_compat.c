@@ -357,25 +357,6 @@ static void resp_final(cx *c, const engine_result *g)
 
 /* ------------------------------------------------------------------ the run */
 
-/* The prompt: the conversation through the template (chat kinds), or the
- * completion's prompt. 0, or -1 after answering. */
-static int cx_prompt(const engine_model *m, const llama_pre *pre, serve_resp *resp, int32_t **ids, size_t *n)
-{
-    char err[1024];
-    int rc;
-    if (pre->chat) {
-        jbuf p;
-        jbuf_init(&p);
-        rc = engine_render(m, pre->messages, &p, err, sizeof err);
-        if (rc == 0) rc = engine_tokenize(m, p.p ? p.p : "", p.len, ids, n, err, sizeof err);
-        jbuf_free(&p);
-    } else {
-        rc = llama_read_prompt(m, pre->prompt, ids, n, err, sizeof err);
-    }
-    if (rc != 0) llama_reply_err(resp, 400, err);
-    return rc;
-}
-
 /* Runs body (a completion request, or the chat request a translation
  * made) on the model `named` asks for, answering in kind's shape.
  * count_only: /v1/messages/count_tokens, the prompt's length alone. */
@@ -397,7 +378,7 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
     if (!(m = llama_lock_model(e, named, resp))) goto out;
     if (llama_read_request(m, lo, body, &pre, &rq, err, sizeof err) != 0) {
         llama_reply_err(resp, 400, err);
-    } else if (cx_prompt(m, &pre, resp, &ids, &n_ids) != 0) {
+    } else if (llama_prompt_ids(m, &pre, resp, &ids, &n_ids) != 0) {
         /* answered */
     } else if (count_only) {
         jbuf out;

@@ -75,6 +75,10 @@ int llama_read_request(const engine_model *m, const llama_api_opts *lo, const js
  * ids and strings mixed. *ids malloc'd. 0, or -1 with the 400 message. */
 int llama_read_prompt(const engine_model *m, const json_value *pr, int32_t **ids, size_t *n, char *err,
                       size_t errlen);
+/* A request's prompt ids: the conversation through the template (pre->chat)
+ * and tokenized, or llama_read_prompt's. *ids malloc'd. 0, or -1 after
+ * answering the 400 on resp. */
+int llama_prompt_ids(const engine_model *m, const llama_pre *pre, serve_resp *resp, int32_t **ids, size_t *n);
 
 /* ---- the field table (llama_fields.c) ---- */
 
@@ -130,8 +134,11 @@ void llama_put_usage(jbuf *b, const engine_result *r);
 void llama_put_bytes(jbuf *b, const char *s, size_t n);
 /* probs_vector_to_json over tokens t[a..z). */
 void llama_put_probs(jbuf *b, const engine_model *m, const engine_token *t, size_t a, size_t z);
-/* task_params::to_json as /completion and /props print generation_settings. */
-void llama_put_gen_settings(jbuf *b, const engine_request *rq, int stream);
+/* task_params::to_json as /completion prints generation_settings; props: the
+ * only_metrics form /props prints (no dry_sequence_breakers, stop,
+ * logit_bias, grammar, grammar_lazy, grammar_triggers, preserved_tokens;
+ * reasoning_format "none"). */
+void llama_put_gen_settings(jbuf *b, const engine_request *rq, int stream, int props);
 /* How many of the reported tokens llama-server keeps in a final answer's
  * probabilities: those of a matched stop word are dropped. */
 size_t llama_probs_kept(const engine_model *m, const engine_request *rq, const engine_result *r);

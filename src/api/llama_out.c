@@ -138,8 +138,10 @@ static void putf(jbuf *b, const char *key, float v)
     json_put_double(b, (double)v);
 }
 
-/* task_params::to_json as /completion prints generation_settings. */
-void llama_put_gen_settings(jbuf *b, const engine_request *g, int stream)
+/* task_params::to_json as /completion prints generation_settings; props:
+ * its only_metrics form, as /props prints its default params (without the
+ * breakers, stop, logit_bias and grammar members). */
+void llama_put_gen_settings(jbuf *b, const engine_request *g, int stream, int props)
 {
     const sampler_params *p = &g->sp;
     jbuf_printf(b, "{\"seed\":%u", p->seed);
@@ -159,37 +161,48 @@ void llama_put_gen_settings(jbuf *b, const engine_request *g, int stream)
     putf(b, "frequency_penalty", p->penalty_freq);
     putf(b, "dry_multiplier", p->dry_multiplier);
     putf(b, "dry_base", p->dry_base);
-    jbuf_printf(b, ",\"dry_allowed_length\":%d,\"dry_penalty_last_n\":%d,\"dry_sequence_breakers\":[",
-                (int)p->dry_allowed_length, (int)p->dry_penalty_last_n);
-    for (size_t i = 0; i < p->n_dry_breakers; i++) {
-        if (i) jbuf_putc(b, ',');
-        json_put_str_nl(b, p->dry_breakers[i], p->dry_breaker_lens[i]);
+    jbuf_printf(b, ",\"dry_allowed_length\":%d,\"dry_penalty_last_n\":%d", (int)p->dry_allowed_length,
+                (int)p->dry_penalty_last_n);
+    if (!props) {
+        jbuf_puts(b, ",\"dry_sequence_breakers\":[");
+        for (size_t i = 0; i < p->n_dry_breakers; i++) {
+            if (i) jbuf_putc(b, ',');
+            json_put_str_nl(b, p->dry_breakers[i], p->dry_breaker_lens[i]);
+        }
+        jbuf_putc(b, ']');
     }
-    jbuf_printf(b, "],\"mirostat\":%d", (int)p->mirostat);
+    jbuf_printf(b, ",\"mirostat\":%d", (int)p->mirostat);
     putf(b, "mirostat_tau", p->mirostat_tau);
     putf(b, "mirostat_eta", p->mirostat_eta);
     putf(b, "adaptive_target", p->adaptive_target);
     putf(b, "adaptive_decay", p->adaptive_decay);
-    jbuf_puts(b, ",\"stop\":[");
-    for (size_t i = 0; i < g->n_stops; i++) {
-        if (i) jbuf_putc(b, ',');
-        json_put_str_nl(b, g->stops[i], g->stop_lens[i]);
+    if (!props) {
+        jbuf_puts(b, ",\"stop\":[");
+        for (size_t i = 0; i < g->n_stops; i++) {
+            if (i) jbuf_putc(b, ',');
+            json_put_str_nl(b, g->stops[i], g->stop_lens[i]);
+        }
+        jbuf_putc(b, ']');
     }
-    jbuf_printf(b, "],\"max_tokens\":%d,\"n_predict\":%d,\"n_keep\":%d,\"n_discard\":%d,\"ignore_eos\":%s,"
-                   "\"stream\":%s,\"logit_bias\":[", (int)g->n_predict, (int)g->n_predict, (int)g->n_keep,
+    jbuf_printf(b, ",\"max_tokens\":%d,\"n_predict\":%d,\"n_keep\":%d,\"n_discard\":%d,\"ignore_eos\":%s,"
+                   "\"stream\":%s", (int)g->n_predict, (int)g->n_predict, (int)g->n_keep,
                 (int)g->n_discard, g->ignore_eos ? "true" : "false", stream ? "true" : "false");
-    /* llama_logit_bias as nlohmann's (sorted) object: -inf has no JSON, so null */
-    for (size_t i = 0; i < g->n_bias; i++) {
-        jbuf_puts(b, i ? ",{\"bias\":" : "{\"bias\":");
-        if (isfinite(g->bias[i].bias)) json_put_double(b, (double)g->bias[i].bias);
-        else jbuf_puts(b, "null");
-        jbuf_printf(b, ",\"token\":%d}", (int)g->bias[i].token);
+    if (!props) {
+        /* llama_logit_bias as nlohmann's (sorted) object: -inf has no JSON, so null */
+        jbuf_puts(b, ",\"logit_bias\":[");
+        for (size_t i = 0; i < g->n_bias; i++) {
+            jbuf_puts(b, i ? ",{\"bias\":" : "{\"bias\":");
+            if (isfinite(g->bias[i].bias)) json_put_double(b, (double)g->bias[i].bias);
+            else jbuf_puts(b, "null");
+            jbuf_printf(b, ",\"token\":%d}", (int)g->bias[i].token);
+        }
+        jbuf_putc(b, ']');
     }
-    jbuf_printf(b, "],\"n_probs\":%d,\"min_keep\":%d,\"grammar\":\"\","
-                   "\"grammar_lazy\":false,\"grammar_triggers\":[],\"preserved_tokens\":[],"
-                   "\"chat_format\":\"Content-only\",\"reasoning_format\":\"deepseek\",\"reasoning_in_content\":false,"
-                   "\"generation_prompt\":\"\",\"samplers\":[",
-                (int)p->n_probs, (int)p->min_keep);
+    jbuf_printf(b, ",\"n_probs\":%d,\"min_keep\":%d", (int)p->n_probs, (int)p->min_keep);
+    if (!props) jbuf_puts(b, ",\"grammar\":\"\",\"grammar_lazy\":false,\"grammar_triggers\":[],\"preserved_tokens\":[]");
+    /* reasoning_format (measured): the server's default "none" in /props, the request's "deepseek" in answers */
+    jbuf_printf(b, ",\"chat_format\":\"Content-only\",\"reasoning_format\":\"%s\",\"reasoning_in_content\":false,"
+                   "\"generation_prompt\":\"\",\"samplers\":[", props ? "none" : "deepseek");
     for (size_t i = 0; i < p->n_order; i++) jbuf_printf(b, "%s\"%s\"", i ? "," : "", sampler_name(p->order[i]));
     jbuf_printf(b, "],\"speculative.types\":\"none\",\"timings_per_token\":%s,\"post_sampling_probs\":%s,"
                    "\"backend_sampling\":false,\"lora\":[]}",

@@ -361,13 +361,15 @@ static void read_stops(const json_value *st, engine_request *rq)
 
 int llama_defaults(const llama_api_opts *o, const engine_model *m, sampler_params *out, char *err, size_t errlen)
 {
-    if (!o || !o->sampling) {
-        if (sampler_params_copy(out, engine_model_defaults(m)) == 0) return 0;
+    if (o && o->sampling) {
+        if (sampler_resolve(out, engine_model_defaults(m), o->sampling, err, errlen) != 0) return -1;
+    } else if (sampler_params_copy(out, engine_model_defaults(m)) != 0) {
         snprintf(err, errlen, "out of memory");
         sampler_params_init(out);
         return -1;
     }
-    return sampler_resolve(out, engine_model_defaults(m), o->sampling, err, errlen);
+    if (o && o->dry_no_breakers) sampler_params_no_breakers(out);
+    return 0;
 }
 
 int llama_read_request(const engine_model *m, const llama_api_opts *lo, const json_value *body, const llama_pre *pre,
@@ -458,4 +460,21 @@ int llama_read_prompt(const engine_model *m, const json_value *pr, int32_t **ids
         return -1;
     }
     return 0;
+}
+
+int llama_prompt_ids(const engine_model *m, const llama_pre *pre, serve_resp *resp, int32_t **ids, size_t *n)
+{
+    char err[1024];
+    int rc;
+    if (pre->chat) {
+        jbuf p;
+        jbuf_init(&p);
+        rc = engine_render(m, pre->messages, &p, err, sizeof err);
+        if (rc == 0) rc = engine_tokenize(m, p.p ? p.p : "", p.len, ids, n, err, sizeof err);
+        jbuf_free(&p);
+    } else {
+        rc = llama_read_prompt(m, pre->prompt, ids, n, err, sizeof err);
+    }
+    if (rc != 0) llama_reply_err(resp, 400, err);
+    return rc;
 }

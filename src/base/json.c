@@ -659,6 +659,46 @@ void json_free(json_value *v)
     free(v);
 }
 
+json_value *json_new(json_type t, const char *s, size_t len)
+{
+    if (t == JSON_NUMBER) {   /* only a literal the parser reads as one number */
+        char err[8];
+        json_value *v = s ? json_parse(s, len, err, sizeof err) : NULL;
+        if (v && v->type == JSON_NUMBER) return v;
+        json_free(v);
+        return NULL;
+    }
+    if (t == JSON_STRING) return node_new(t, s ? s : "", s ? len : 0);
+    return node_new(t, NULL, 0);
+}
+
+int json_add(json_value *c, const char *key, json_value *v)
+{
+    int obj = c && c->type == JSON_OBJECT;
+    if (!v || !c || (!obj && c->type != JSON_ARRAY) || (obj && !key) || c->n >= SIZE_MAX / sizeof(char *) - 1)
+        goto fail;
+    json_value **it = realloc(c->items, (c->n + 1) * sizeof *it);
+    if (!it) goto fail;
+    c->items = it;
+    if (obj) {
+        size_t kl = strlen(key);
+        char **ks = realloc(c->keys, (c->n + 1) * sizeof *ks);
+        if (ks) c->keys = ks;
+        size_t *ls = ks ? realloc(c->key_lens, (c->n + 1) * sizeof *ls) : NULL;
+        if (ls) c->key_lens = ls;
+        char *k = ls ? malloc(kl + 1) : NULL;
+        if (!k) goto fail;
+        memcpy(k, key, kl + 1);
+        c->keys[c->n] = k;
+        c->key_lens[c->n] = kl;
+    }
+    c->items[c->n++] = v;
+    return 0;
+fail:
+    json_free(v);
+    return -1;
+}
+
 const json_value *json_get(const json_value *v, const char *key)
 {
     size_t i, kl;

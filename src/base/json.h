@@ -45,6 +45,18 @@ struct json_value {
 json_value *json_parse(const char *text, size_t len, char *err, size_t errlen);
 void json_free(json_value *v);
 
+/* Trees built in code, freed with json_free() as parsed ones are.
+ * json_new: a STRING of s[0..len) (bytes as they are), a NUMBER whose text
+ * s[0..len) the parser reads as one JSON number (NULL if it does not: so a
+ * command-line value is checked as a request's field would be), or an empty
+ * ARRAY / OBJECT / NULL / TRUE / FALSE (s ignored). NULL when out of memory.
+ * json_add: appends v to an ARRAY (key ignored) or under key to an OBJECT
+ * (no check for a repeated key: callers add each key once). Takes v in
+ * every case (freed on failure); 0, or -1 when out of memory or c is not a
+ * container (or v is NULL, so calls can nest json_new). */
+json_value *json_new(json_type t, const char *s, size_t len);
+int json_add(json_value *c, const char *key, json_value *v);
+
 /* Object member by key (NULL if v is not an object or has no such key). */
 const json_value *json_get(const json_value *v, const char *key);
 /* Typed views; each returns 0 (and leaves *out alone) when the type differs. */

@@ -74,33 +74,27 @@ const command_spec generate_spec = {
  * a flag that is not a number, 2 after a refusal. */
 static int read_sampling(const parsed_args *a, const sampler_params *defaults, sampler_params *sp)
 {
-    json_value *vals[N_FLAG_KEYS], obj = {.type = JSON_OBJECT};
-    char *keys[N_FLAG_KEYS], err[512];
-    size_t lens[N_FLAG_KEYS], n = 0;
-    int rc = 0;
+    json_value *obj = json_new(JSON_OBJECT, NULL, 0);
+    char err[512];
+    int rc = obj ? 0 : 1;
+    if (!obj) fprintf(stderr, "bankml generate: out of memory\n");
     for (size_t k = 0; k < N_FLAG_KEYS && !rc; k++) {
         const char *v = args_opt(a, flag_keys[k][0]);
         if (!v) continue;
-        json_value *num = json_parse(v, strlen(v), err, sizeof err);
-        if (!num || num->type != JSON_NUMBER) {
+        json_value *num = json_new(JSON_NUMBER, v, strlen(v));
+        if (!num) {
             fprintf(stderr, "bankml generate: %s wants a number, not %s\n", flag_keys[k][0], v);
-            json_free(num);
             rc = 1;
-            break;
+        } else if (json_add(obj, flag_keys[k][1], num) != 0) {
+            fprintf(stderr, "bankml generate: out of memory\n");
+            rc = 1;
         }
-        keys[n] = (char *)flag_keys[k][1];
-        lens[n] = strlen(flag_keys[k][1]);
-        vals[n++] = num;
     }
-    obj.keys = keys;
-    obj.key_lens = lens;
-    obj.items = vals;
-    obj.n = n;
-    if (!rc && sampler_resolve(sp, defaults, &obj, err, sizeof err) != 0) {
+    if (!rc && sampler_resolve(sp, defaults, obj, err, sizeof err) != 0) {
         fprintf(stderr, "bankml generate: %s\n", err);
         rc = 2;
     }
-    for (size_t i = 0; i < n; i++) json_free(vals[i]);
+    json_free(obj);
     return rc;
 }
 

@@ -45,7 +45,6 @@ typedef struct {
     jbuf tmpl;                 /* --chat-template(-file)'s text */
     int have_tmpl;
     jbuf keys;                 /* --api-key and --api-key-file's keys, comma-separated */
-    jbuf sampling_src;         /* the sampling flags as a JSON object's text */
     json_value *sampling;
     llama_api_opts lo;
 } serve_cfg;
@@ -54,7 +53,6 @@ static void cfg_free(serve_cfg *c)
 {
     jbuf_free(&c->tmpl);
     jbuf_free(&c->keys);
-    jbuf_free(&c->sampling_src);
     json_free(c->sampling);
 }
 
@@ -215,44 +213,51 @@ static int read_keys(const parsed_args *a, serve_cfg *c)
  * over llama-server's defaults. 0, or an exit code after printing why. */
 static int serve_read_sampling(const parsed_args *a, serve_cfg *c)
 {
-    jbuf *b = &c->sampling_src;
+    json_value *o = c->sampling = json_new(JSON_OBJECT, NULL, 0);
     char err[512];
     const char *v;
-    jbuf_putc(b, '{');
-    for (size_t k = 0; k < N_SAMPLING_FLAGS; k++) {
+    int oom = !o;
+    for (size_t k = 0; k < N_SAMPLING_FLAGS && !oom; k++) {
         if (!(v = args_opt(a, sampling_flags[k][0]))) continue;
-        json_value *n = json_parse(v, strlen(v), err, sizeof err);
-        int ok = n && n->type == JSON_NUMBER;
-        json_free(n);
-        if (!ok) {
+        json_value *n = json_new(JSON_NUMBER, v, strlen(v));
+        if (!n) {
             fprintf(stderr, "bankml serve: %s wants a number, not %s\n", args_how(a, sampling_flags[k][0]), v);
             return BANKML_EXIT_IO;
         }
-        jbuf_printf(b, "%s\"%s\":%s", b->len > 1 ? "," : "", sampling_flags[k][1], v);
+        oom = json_add(o, sampling_flags[k][1], n) != 0;
     }
-    if ((v = args_opt(a, "--samplers")) || (v = args_opt(a, "--sampler-seq"))) {
-        jbuf_printf(b, "%s\"samplers\":", b->len > 1 ? "," : "");
-        if (args_opt(a, "--samplers")) {   /* ';'-separated names */
-            jbuf_putc(b, '[');
-            for (const char *p = v, *e; ; p = e + 1) {
+    int semi = (v = args_opt(a, "--samplers")) != NULL;
+    if (!oom && (semi || (v = args_opt(a, "--sampler-seq")))) {
+        json_value *seq;
+        if (semi) {   /* ';'-separated names, as an array */
+            seq = json_new(JSON_ARRAY, NULL, 0);
+            for (const char *p = v, *e; seq; p = e + 1) {
                 e = strchr(p, ';');
-                json_put_str(b, p, e ? (size_t)(e - p) : strlen(p));
+                if (json_add(seq, NULL, json_new(JSON_STRING, p, e ? (size_t)(e - p) : strlen(p))) != 0) {
+                    json_free(seq);
+                    seq = NULL;
+                }
                 if (!e) break;
-                jbuf_putc(b, ',');
             }
-            jbuf_putc(b, ']');
+        } else {      /* the letters, as one string */
+            seq = json_new(JSON_STRING, v, strlen(v));
+        }
+        oom = json_add(o, "samplers", seq) != 0;
+    }
+    if (!oom && (v = args_opt(a, "--dry-sequence-breaker"))) {
+        if (!strcmp(v, "none")) {   /* no breakers: no request field says that (an empty list is refused) */
+            c->lo.dry_no_breakers = 1;
         } else {
-            json_put_cstr(b, v);
+            json_value *br = json_new(JSON_ARRAY, NULL, 0);
+            if (br && json_add(br, NULL, json_new(JSON_STRING, v, strlen(v))) != 0) {
+                json_free(br);
+                br = NULL;
+            }
+            oom = json_add(o, "dry_sequence_breakers", br) != 0;
         }
     }
-    if ((v = args_opt(a, "--dry-sequence-breaker"))) {
-        jbuf_printf(b, "%s\"dry_sequence_breakers\":[", b->len > 1 ? "," : "");
-        if (strcmp(v, "none")) json_put_cstr(b, v);
-        jbuf_putc(b, ']');
-    }
-    jbuf_putc(b, '}');
-    if (b->oom || !(c->sampling = json_parse(b->p, b->len, err, sizeof err))) {
-        fprintf(stderr, "bankml serve: the sampling flags: %s\n", b->oom ? "out of memory" : err);
+    if (oom) {
+        fprintf(stderr, "bankml serve: the sampling flags: out of memory\n");
         return BANKML_EXIT_IO;
     }
     sampler_params d, out;
@@ -458,7 +463,6 @@ int cmd_serve(int argc, char **argv)
     memset(&c, 0, sizeof c);
     jbuf_init(&c.tmpl);
     jbuf_init(&c.keys);
-    jbuf_init(&c.sampling_src);
     if (args_parse(&serve_spec, argc, argv, &a)) return BANKML_EXIT_IO;
     if (a.help) return args_help(&serve_spec), BANKML_OK;
     if (args_opt(&a, "--version")) {

@@ -20,7 +20,32 @@
 #include "base/base.h"
 #include "base/sha256.h"
 #include "engine/internal.h"
+#include "file/ftype.h"
 #include "text/template.h"
+
+/* The meta of a model just loaded (header h, hyper-parameters hp), into its
+ * registry entry. Tensor sizes come from gguf_tensor_span, which the plan
+ * has already accepted for every tensor the graph reads; one it refuses
+ * counts 0 bytes. */
+static void keep_meta(engine *e, const engine_model *m, const gguf_header *h, const fw_hparams *hp)
+{
+    if (m->idx >= e->n_reg) return;
+    engine_meta *mt = &e->reg[m->idx].meta;
+    memset(mt, 0, sizeof *mt);
+    mt->vocab_type = tok_type(m->vocab);
+    mt->n_vocab = tok_n_tokens(m->vocab);
+    mt->n_ctx = e->n_ctx_seq;
+    mt->n_ctx_train = hp->n_ctx_train;
+    mt->n_embd = hp->n_embd;
+    for (size_t i = 0; i < h->n_tensors; i++) {
+        uint64_t off, len;
+        char why[8];
+        mt->n_params += (uint64_t)h->tensors[i].nelem;
+        if (gguf_tensor_span(h, &h->tensors[i], &off, &len, why, sizeof why) == 0) mt->size += len;
+    }
+    mt->ftype = m->ftype;
+    e->reg[m->idx].has_meta = 1;
+}
 
 int engine_status(engine_kind k)
 {
@@ -146,6 +171,7 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
         tl = strlen(t);
     }
     m->tmpl = malloc(tl + 1);
+    m->ftype = gguf_ftype_name(&m->ver->report.header);
     m->bos_piece = piece_str(m->vocab, tok_bos(m->vocab), 1);
     m->eos_piece = piece_str(m->vocab, tok_eos(m->vocab), 1);
     if (!m->tmpl || !m->bos_piece || !m->eos_piece || sampler_params_init(&m->defaults) != 0) {
@@ -155,6 +181,7 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
     memcpy(m->tmpl, t, tl);
     m->tmpl[tl] = 0;
     m->tmpl_len = tl;
+    keep_meta(e, m, h, &hp);
     m->reasoning = strstr(m->tmpl, "<think>") != NULL;
     if (sampler_gguf_defaults(&m->defaults, h, why, sizeof why) != 0) {
         engine_err(er, ENGINE_INTERNAL, "%s: %s", path, why);
@@ -371,6 +398,13 @@ int engine_entry_get(const engine *e, size_t i, engine_entry *out)
     return 0;
 }
 
+int engine_entry_meta(const engine *e, size_t i, engine_meta *out)
+{
+    if (i >= e->n_reg || !e->reg[i].has_meta) return -1;
+    *out = e->reg[i].meta;
+    return 0;
+}
+
 long engine_find(const engine *e, const char *asked)
 {
     if (!asked || !*asked) return (long)e->def;
@@ -504,6 +538,7 @@ int32_t engine_model_n_tokens(const engine_model *m) { return tok_n_tokens(m->vo
 const sampler_params *engine_model_defaults(const engine_model *m) { return &m->defaults; }
 const char *engine_model_bos(const engine_model *m) { return m->bos_piece; }
 const char *engine_model_eos(const engine_model *m) { return m->eos_piece; }
+const char *engine_model_ftype(const engine_model *m) { return m->ftype; }
 const char *engine_model_sha256(const engine_model *m) { return bankml_verified_sha256(m->ver); }
 int engine_model_has_fim(const engine_model *m)
 {

@@ -117,6 +117,22 @@ void engine_set_default(engine *e, size_t i);
 /* The entry `asked` names: NULL or empty is the default; else a name,
  * name:latest or file name, case-insensitively, or the path as given. -1
  * when none. */
+/* What llama-server's /v1/models says of a model ("meta"): read from its
+ * header when the model is loaded, and kept for the entry after. */
+typedef struct {
+    int vocab_type;            /* llama_vocab_type: 1 SPM, 2 BPE, 3 WPM, 4 UGM */
+    int32_t n_vocab;           /* the vocabulary's tokens */
+    size_t n_ctx;              /* cells of one slot (engine_model_n_ctx) */
+    uint32_t n_ctx_train;      /* {arch}.context_length */
+    uint32_t n_embd;           /* {arch}.embedding_length */
+    uint64_t n_params;         /* elements of every tensor in the file */
+    uint64_t size;             /* bytes of every tensor */
+    const char *ftype;         /* engine_model_ftype's name */
+} engine_meta;
+/* Entry i's meta: 0, or -1 when i is out of range or its model has not been
+ * loaded yet in this process. */
+int engine_entry_meta(const engine *e, size_t i, engine_meta *out);
+
 long engine_find(const engine *e, const char *asked);
 /* engine_opts.n_ctx and keep_alive_ms as in force. */
 size_t engine_n_ctx_opt(const engine *e);
@@ -155,6 +171,8 @@ const sampler_params *engine_model_defaults(const engine_model *m);   /* the GGU
 const char *engine_model_template(const engine_model *m, size_t *len);
 const char *engine_model_bos(const engine_model *m);     /* BOS and EOS pieces */
 const char *engine_model_eos(const engine_model *m);
+/* llama.cpp's name of the file type ("Q8_0", "(guessed) all F32"; gguf_ftype_name). */
+const char *engine_model_ftype(const engine_model *m);
 const char *engine_model_sha256(const engine_model *m);  /* the pinned file's, hex */
 /* 1 when token id ends generation (llama_vocab_is_eog), else 0. */
 int engine_model_is_eog(const engine_model *m, int32_t id);

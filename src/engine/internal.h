@@ -22,6 +22,8 @@ typedef struct {
     char path[4096];           /* where it is (as given for the startup model) */
     char fork[4096];           /* the FORK.json that pins it */
     int present;
+    int has_meta;              /* meta filled: the model was loaded once */
+    engine_meta meta;
 } reg_entry;
 
 typedef struct pc_entry pc_entry;
@@ -53,6 +55,7 @@ struct engine_model {
     char *tmpl;
     size_t tmpl_len;
     char *bos_piece, *eos_piece;
+    const char *ftype;         /* llama_ftype_name of the file (/props model_ftype), static */
     sampler_params defaults;
     int reasoning;             /* the template has a <think> block: llama-server parses the answer */
     char **pieces;             /* DRY's view of the vocabulary, built on first use */

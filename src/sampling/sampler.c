@@ -431,14 +431,17 @@ int sampler_params_init(sampler_params *p) {
     return set_breakers(p, br, bl, 4);
 }
 
-void sampler_params_free(sampler_params *p) {
-    if (!p) return;
+void sampler_params_no_breakers(sampler_params *p) {
     for (size_t i = 0; i < p->n_dry_breakers; i++) free(p->dry_breakers[i]);
     free(p->dry_breakers);
     free(p->dry_breaker_lens);
     p->dry_breakers = NULL;
     p->dry_breaker_lens = NULL;
     p->n_dry_breakers = 0;
+}
+
+void sampler_params_free(sampler_params *p) {
+    if (p) sampler_params_no_breakers(p);   /* the breakers are all it owns */
 }
 
 int sampler_params_copy(sampler_params *dst, const sampler_params *src) {

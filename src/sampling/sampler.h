@@ -84,6 +84,10 @@ int sampler_params_init(sampler_params *p);
 void sampler_params_free(sampler_params *p);
 /* A deep copy of src into dst (dst uninitialised). 0, or -1 on memory. */
 int sampler_params_copy(sampler_params *dst, const sampler_params *src);
+/* No DRY sequence breakers at all (llama-server's --dry-sequence-breaker
+ * none), which no request field can say: an empty dry_sequence_breakers is
+ * an error there. */
+void sampler_params_no_breakers(sampler_params *p);
 
 /* The GGUF's general.sampling.* keys over p, as llama.cpp reads them: each
  * value rendered as llama_model_meta_val_str renders it (std::to_string:
