@@ -184,29 +184,17 @@ static void silent(serve_req *req, serve_resp *resp, void *ud)
     (void)ud;
 }
 
-static void routes_404(serve_req *req, serve_resp *resp, void *ud)
-{
-    jbuf b;
-    (void)req;
-    jbuf_init(&b);
-    jbuf_puts(&b, "serve_driver: ");
-    serve_route_list(ud, &b);
-    serve_reply_text(resp, 404, b.p ? b.p : "");
-    jbuf_free(&b);
-}
-
 int main(int argc, char **argv)
 {
     serve_opts o;
     serve_server *s;
     const char *listen = "127.0.0.1:0", *upstream = NULL;
     char err[512];
-    int i, l0, l1 = -1, list_404 = 0;
+    int i, l0, l1 = -1;
     serve_opts_default(&o);
     for (i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--any-post") == 0) { o.json_posts_only = 0; continue; }
-        if (strcmp(a, "--list-404") == 0) { list_404 = 1; continue; }
         if (!v) { fprintf(stderr, "serve_driver: %s needs a value\n", a); return 2; }
         if (strcmp(a, "--listen") == 0) listen = v;
         else if (strcmp(a, "--upstream") == 0) upstream = v;
@@ -236,7 +224,6 @@ int main(int argc, char **argv)
     serve_route(s, "GET", "/silent", silent, NULL, 0);
     serve_route(s, "POST", "/slots/:id", echo, NULL, 0);
     serve_route(s, "GET", "/api/*", echo, NULL, 0);
-    if (list_404) serve_set_not_found(s, routes_404, s);
     l0 = serve_listen(s, listen, err, sizeof err);
     if (l0 < 0) { fprintf(stderr, "serve_driver: %s\n", err); return 1; }
     if (upstream) {

@@ -137,7 +137,10 @@ def t_basic(d):
     st, reason, h, body, names = get(d.port, "/health")
     s.equal("GET /health status", (st, reason), (200, "OK"))
     s.equal("GET /health body", body, b'{"status":"ok"}')
-    s.equal("GET /health headers", names, ["Content-Type", "Content-Length", "Connection"])
+    # llama-server's default CORS ("*" with credentials): the Origin echoed, an empty value without one
+    s.equal("GET /health headers", names, ["Content-Type", "Content-Length", "Access-Control-Allow-Origin",
+                                           "Connection"])
+    s.equal("GET /health: no Origin, an empty Access-Control-Allow-Origin", h["access-control-allow-origin"], "")
     s.equal("GET /health header values", (h["content-type"], h["content-length"], h["connection"]),
             (JSON_CT, "15", "close"))
     # the same routes on the second listener, which the handler can tell apart
@@ -297,7 +300,8 @@ def t_pipelining(d):
 def t_streams(d):
     st, _, h, body, names = get(d.port, "/sse?n=3")
     s.equal("SSE headers", (st, names, h["content-type"], h["cache-control"], h["connection"]),
-            (200, ["Content-Type", "Cache-Control", "Connection"], "text/event-stream", "no-cache", "close"))
+            (200, ["Content-Type", "Cache-Control", "Access-Control-Allow-Origin", "Connection"], "text/event-stream",
+             "no-cache", "close"))
     s.equal("SSE framing", body, b'data: {"i": 0}\n\ndata: {"i": 1}\n\ndata: {"i": 2}\n\ndata: [DONE]\n\n')
     st, _, h, body, names = get(d.port, "/ndjson?n=2")
     s.equal("NDJSON", (st, h["content-type"], "content-length" in h, body),
@@ -481,9 +485,16 @@ def t_cors(exe):
     with Driver(exe, "--api-key", "k") as d:
         st, _, h, _, _ = raw(d.port, b"OPTIONS /echo HTTP/1.1\r\nHost: localhost\r\nOrigin: http://a.example\r\n"
                              b"Access-Control-Request-Method: POST\r\n\r\n")
-        s.equal("no --allow-origin: preflight 403 (not 401: preflights carry no key)", st, 403)
-        st, _, h, _, _ = raw(d.port, b"OPTIONS /echo HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        s.equal("OPTIONS without Origin: 204 with Allow", (st, h.get("allow")), (204, "GET, HEAD, POST, DELETE, OPTIONS"))
+        s.equal("no --allow-origin: llama-server's preflight, 200 and its headers (not 401: preflights carry no key)",
+                (st, h.get("access-control-allow-origin"), h.get("access-control-allow-credentials"),
+                 h.get("access-control-allow-methods"), h.get("access-control-allow-headers")),
+                (200, "http://a.example", "true", "GET, POST, DELETE, OPTIONS", "*"))
+        st, _, h, _, _ = raw(d.port, b"OPTIONS /api/chat HTTP/1.1\r\nHost: localhost\r\nOrigin: http://a.example\r\n"
+                             b"Access-Control-Request-Method: POST\r\n\r\n")
+        s.equal("no --allow-origin: Ollama's routes refuse a foreign preflight (403)", st, 403)
+        st, _, h, _, _ = raw(d.port, b"OPTIONS /api/chat HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        s.equal("OPTIONS /api/ without Origin: 204 with Allow", (st, h.get("allow")),
+                (204, "GET, HEAD, POST, DELETE, OPTIONS"))
 
 
 def t_stop(exe):

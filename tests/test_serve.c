@@ -491,12 +491,11 @@ static void nop_handler(serve_req *req, serve_resp *resp, void *ud)
     (void)ud;
 }
 
-TEST(serve_routes_listed)
+TEST(serve_route_patterns)
 {
     char err[256];
     serve_opts o;
     serve_server *s;
-    jbuf b;
     serve_opts_default(&o);
     s = serve_new(&o, err, sizeof err);
     CHECK(s != NULL);
@@ -506,10 +505,6 @@ TEST(serve_routes_listed)
     CHECK_INT(serve_route(s, "GET", "/bankml", nop_handler, NULL, 0), 0);
     CHECK_INT(serve_route(s, "DELETE", "/api/delete", nop_handler, NULL, 0), 0);
     CHECK_INT(serve_route(s, "GET", "no-slash", nop_handler, NULL, 0), -1);
-    jbuf_init(&b);
-    serve_route_list(s, &b);
-    CHECK_STR(b.p, "GET /health /bankml, POST /v1/chat/completions, DELETE /api/delete");
-    jbuf_free(&b);
     CHECK_INT(serve_run(s), -1);   /* no listener */
     serve_free(s);
 }

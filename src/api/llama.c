@@ -731,25 +731,6 @@ static void h_models(serve_req *req, serve_resp *resp, void *ud)
     jbuf_free(&out);
 }
 
-/* Unknown routes: under /v1/ llama-server's own JSON 404 (OpenAI clients
- * parse it); elsewhere a text line that lists every route. */
-static void h_not_found(serve_req *req, serve_resp *resp, void *ud)
-{
-    llama_api *api = ud;
-    if (!strncmp(req->path, "/v1/", 4)) {
-        static const char body[] = "{\"error\":{\"message\":\"File Not Found\",\"type\":\"not_found_error\",\"code\":404}}";
-        serve_reply(resp, 404, "application/json; charset=utf-8", body, sizeof body - 1);
-        return;
-    }
-    jbuf out;
-    jbuf_init(&out);
-    jbuf_puts(&out, "bankml serve: ");
-    serve_route_list(api->srv, &out);
-    jbuf_putc(&out, '\n');
-    serve_reply(resp, 404, "text/plain; charset=utf-8", out.p, out.len);
-    jbuf_free(&out);
-}
-
 llama_api *llama_api_register(serve_server *srv, engine *e)
 {
     llama_api *api = calloc(1, sizeof *api);
@@ -775,7 +756,6 @@ llama_api *llama_api_register(serve_server *srv, engine *e)
         free(api);
         return NULL;
     }
-    serve_set_not_found(srv, h_not_found, api);
     return api;
 }
 

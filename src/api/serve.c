@@ -406,6 +406,52 @@ static int origin_allowed(const char *list, const char *origin)
     return 0;
 }
 
+/* llama-server's origin_is_localhost over common_http_parse_url: scheme
+ * "http" or "https"; user info up to the first '@' anywhere after "://"
+ * dropped; the host up to the first '/'; a bracketed IPv6 literal unwrapped
+ * (no ']': not a URL), else cut at the first ':'; a port, when there is
+ * text after the colon, must be a number std::stoi reads (blanks, a sign,
+ * digits, anything after them; within int). Then the host is localhost,
+ * 127.0.0.1 or ::1. */
+static int origin_is_localhost(const char *o)
+{
+    const char *sep = strstr(o, "://");
+    if (!sep || !((sep - o == 4 && !memcmp(o, "http", 4)) || (sep - o == 5 && !memcmp(o, "https", 5)))) return 0;
+    const char *rest = sep + 3, *at = strchr(rest, '@');
+    if (at) rest = at + 1;
+    size_t hl = strcspn(rest, "/");
+    const char *h = rest, *port = NULL, *hend = rest + hl;
+    if (hl && *h == '[') {
+        const char *close = memchr(h, ']', hl);
+        if (!close) return 0;
+        if (close + 1 < hend && close[1] == ':') port = close + 2;
+        h++;
+        hl = (size_t)(close - h);
+    } else {
+        const char *colon = memchr(h, ':', hl);
+        if (colon) {
+            port = colon + 1;
+            hl = (size_t)(colon - h);
+        }
+    }
+    if (port && port < hend) {   /* stoi: leading blanks, a sign, at least one digit, an int */
+        const char *q = port;
+        while (q < hend && (*q == ' ' || (*q >= '\t' && *q <= '\r'))) q++;
+        int neg = q < hend && (*q == '-' || *q == '+') ? (*q++ == '-') : 0;
+        if (q >= hend || *q < '0' || *q > '9') return 0;
+        long long v = 0;
+        while (q < hend && *q >= '0' && *q <= '9') {
+            v = v * 10 + (*q++ - '0');
+            if (v > 2147483648LL) return 0;
+        }
+        if (!neg && v > 2147483647LL) return 0;
+    }
+    return (hl == 9 && !memcmp(h, "localhost", 9)) || (hl == 9 && !memcmp(h, "127.0.0.1", 9)) ||
+           (hl == 3 && !memcmp(h, "::1", 3));
+}
+
+int serve_origin_is_localhost(const char *origin) { return origin && origin_is_localhost(origin); }
+
 // --------------------------------------------------------------------------
 // llama-server's words for a body that is not JSON
 //
@@ -904,7 +950,8 @@ struct serve_resp {
     int streaming;
     int failed;             /* a write failed: the client is gone */
     int status;             /* for the log */
-    const char *cors_origin;/* the request's Origin when it is allowed */
+    const char *cors_origin;/* Access-Control-Allow-Origin's value, or NULL for none */
+    int cors_llama;         /* llama-server's CORS: no Vary header */
     jbuf extra;             /* header lines added by the handler */
     jbuf scratch;           /* SSE/NDJSON framing */
 };
@@ -924,7 +971,7 @@ static void put_head(serve_resp *resp, jbuf *h, int status, const char *ctype, i
     if (with_length) jbuf_printf(h, "Content-Length: %zu\r\n", len);
     if (resp->extra.len) jbuf_put(h, resp->extra.p, resp->extra.len);
     if (resp->cors_origin)
-        jbuf_printf(h, "Access-Control-Allow-Origin: %s\r\nVary: Origin\r\n", resp->cors_origin);
+        jbuf_printf(h, "Access-Control-Allow-Origin: %s\r\n%s", resp->cors_origin, resp->cors_llama ? "" : "Vary: Origin\r\n");
     jbuf_puts(h, "Connection: close\r\n\r\n");
 }
 
@@ -1176,27 +1223,6 @@ void serve_set_not_found(serve_server *s, serve_handler fn, void *ud)
     s->not_found_ud = ud;
 }
 
-void serve_route_list(const serve_server *s, jbuf *out)
-{
-    static const char *const order[] = { "GET", "POST", "DELETE", "PUT", "PATCH" };
-    size_t m;
-    int i, first_group = 1;
-    for (m = 0; m < sizeof order / sizeof order[0]; m++) {
-        int any = 0;
-        for (i = 0; i < s->n_routes; i++) {
-            if (strcmp(s->routes[i].method, order[m]) != 0) continue;
-            if (!any) {
-                if (!first_group) jbuf_puts(out, ", ");
-                jbuf_puts(out, order[m]);
-                any = 1;
-                first_group = 0;
-            }
-            jbuf_putc(out, ' ');
-            jbuf_puts(out, s->routes[i].pattern);
-        }
-    }
-}
-
 /* Matches path against pattern, filling r's parameters (copied into
  * r->param_buf_, which holds at most two copies of the path). */
 static int match_route(const char *pat, const char *path, serve_req *r)
@@ -1284,10 +1310,28 @@ static void format_peer(const struct sockaddr_storage *ss, char *out, size_t n)
     }
 }
 
+/* llama-server's CORS applies: no --allow-origin, and not Ollama's /api/. */
+static int cors_is_llama(const serve_server *s, const serve_req *r)
+{
+    return !s->origins && strncmp(r->path, "/api/", 5) != 0 && strcmp(r->path, "/api") != 0;
+}
+
+static const char *origin_is_localhost_hdr(const char *origin)
+{
+    return origin && *origin && origin_is_localhost(origin) ? origin : NULL;
+}
+
 static void answer_preflight(serve_server *s, conn *c)
 {
     serve_req *r = &c->req;
     serve_resp *resp = &c->resp;
+    if (resp->cors_llama) {   /* llama-server: every OPTIONS is 200, blank, with its three headers */
+        serve_resp_header(resp, "Access-Control-Allow-Credentials", s->o.cors_no_credentials ? "false" : "true");
+        serve_resp_header(resp, "Access-Control-Allow-Methods", s->o.cors_methods);
+        serve_resp_header(resp, "Access-Control-Allow-Headers", s->o.cors_headers);
+        serve_reply(resp, 200, "text/html", "", 0);
+        return;
+    }
     const char *origin = serve_header_get(r, "Origin");
     const char *want_headers = serve_header_get(r, "Access-Control-Request-Headers");
     if (!origin) {
@@ -1400,7 +1444,16 @@ static void *conn_main(void *arg)
     have = len - head_len;
 
     origin = serve_header_get(r, "Origin");
-    if (origin && origin_allowed(s->origins, origin)) resp->cors_origin = origin;
+    if (cors_is_llama(s, r)) {
+        /* llama-server's pre-routing rule, on every answer: with credentials and "*" the Origin echoed (empty
+         * when there is none), "localhost" reflects a localhost Origin only, anything else is written as given */
+        resp->cors_llama = 1;
+        if (!s->o.cors_no_credentials && !strcmp(s->o.cors_origins, "*")) resp->cors_origin = origin ? origin : "";
+        else if (!strcmp(s->o.cors_origins, "localhost")) resp->cors_origin = origin_is_localhost_hdr(origin);
+        else resp->cors_origin = s->o.cors_origins;
+    } else if (origin && origin_allowed(s->origins, origin)) {
+        resp->cors_origin = origin;
+    }
     if (strcmp(r->method, "HEAD") == 0) resp->head_only = 1;
 
     status = serve_check_head(r, s->o.json_posts_only, s->o.max_body, &body_len, err, sizeof err);
@@ -1497,6 +1550,9 @@ serve_server *serve_new(const serve_opts *o, char *err, size_t errlen)
     if (s->o.write_timeout_ms <= 0) s->o.write_timeout_ms = 120000;
     if (s->o.grace_ms < 0) s->o.grace_ms = 0;
     if (!s->o.max_body) s->o.max_body = SERVE_MAX_BODY;
+    if (!s->o.cors_origins) s->o.cors_origins = "*";
+    if (!s->o.cors_methods) s->o.cors_methods = "GET, POST, DELETE, OPTIONS";
+    if (!s->o.cors_headers) s->o.cors_headers = "*";
     s->wake[0] = s->wake[1] = -1;
     s->api_keys = o->api_keys && *o->api_keys ? strdup(o->api_keys) : NULL;
     s->origins = o->allow_origins && *o->allow_origins ? strdup(o->allow_origins) : NULL;

@@ -95,7 +95,14 @@ typedef void (*serve_handler)(serve_req *req, serve_resp *resp, void *ud);
 
 typedef struct {
     const char *api_keys;      /* NULL or "" = none; else comma-separated keys (llama-server --api-key) */
-    const char *allow_origins; /* NULL = no CORS; else comma-separated exact origins */
+    const char *allow_origins; /* bankML's --allow-origin: NULL = llama-server's CORS below (Ollama's /api/
+                                  routes: none); else comma-separated exact origins for every route */
+    /* llama-server's CORS (--cors-origins, --cors-methods, --cors-headers,
+     * --no-cors-credentials), for every route but /api/ when allow_origins
+     * is NULL; NULL strings: b11669's defaults ("*", "GET, POST, DELETE,
+     * OPTIONS", "*"). Kept as pointers: they must outlive the server. */
+    const char *cors_origins, *cors_methods, *cors_headers;
+    int cors_no_credentials;
     int json_posts_only;       /* 1: check 5 (415) on; default 1 as §2.1 */
     int read_timeout_ms;       /* idle time allowed between received bytes; default 30000 */
     int write_timeout_ms;      /* time allowed for the socket to take more bytes; default 120000 */
@@ -105,6 +112,10 @@ typedef struct {
 } serve_opts;
 
 typedef struct serve_server serve_server;
+
+/* llama-server's origin_is_localhost (its URL parser's host is localhost,
+ * 127.0.0.1 or ::1): --cors-origins localhost reflects such an Origin. */
+int serve_origin_is_localhost(const char *origin);
 
 #define SERVE_PUBLIC 1u        /* route flag: no API key needed (llama-server: /health, /v1/health, /) */
 
@@ -139,9 +150,6 @@ int serve_route(serve_server *s, const char *method, const char *pattern,
                 serve_handler fn, void *ud, unsigned flags);
 /* Replaces the answer to "no route" (default: 404 with SERVE_BODY_404). */
 void serve_set_not_found(serve_server *s, serve_handler fn, void *ud);
-/* Writes "GET /a /b, POST /c, ..." (every route in registration order,
- * grouped by method) for a 404 text that lists them. */
-void serve_route_list(const serve_server *s, jbuf *out);
 
 /* Runs until serve_stop() or a signal installed by serve_install_signals():
  * then closes the listeners, lets in-flight requests finish for grace_ms,

@@ -171,6 +171,9 @@ static int read_opts(const parsed_args *a, serve_cfg *c, engine_opts *o)
 /* --host/--port over --listen. 0, or an exit code after printing why. */
 static int read_listen(const parsed_args *a, serve_cfg *c)
 {
+    if (args_opt(a, "--allow-origin") && (args_opt(a, "--cors-origins") || args_opt(a, "--cors-methods") ||
+                                          args_opt(a, "--cors-headers") || !args_bool(a, "--cors-credentials", 1)))
+        return refuse("give bankML's --allow-origin or llama-server's --cors-* flags, not both%s%s", "", "");
     const char *h = args_opt(a, "--host"), *p = args_opt(a, "--port");
     long port;
     c->listen = args_opt(a, "--listen");
@@ -396,6 +399,11 @@ static serve_server *open_server(engine *e, serve_cfg *c, const parsed_args *a, 
     so.json_posts_only = 0;
     so.api_keys = c->keys.len ? c->keys.p : NULL;
     so.allow_origins = args_opt(a, "--allow-origin");
+    so.cors_origins = args_opt(a, "--cors-origins");
+    so.cors_methods = args_opt(a, "--cors-methods");
+    so.cors_headers = args_opt(a, "--cors-headers");
+    so.cors_no_credentials = !args_bool(a, "--cors-credentials", 1);
+
     serve_server *srv = serve_new(&so, err, sizeof err);
     if (!srv) {
         fprintf(stderr, "bankml serve: %s\n", err);
