@@ -196,6 +196,15 @@ def ensure_models(suite=None):
     return MODELS_DIR
 
 
+def pinned_fork(models, prefix="oracle-"):
+    """A FORK.json in a new temporary folder pinning each model (`bankml pin --write`): its path."""
+    fork = os.path.join(tempfile.mkdtemp(prefix=prefix), "t.FORK.json")
+    binary = os.environ.get("BANKML_BIN") or os.path.join(ROOT, "bankml")
+    for m in [models] if isinstance(models, str) else models:
+        subprocess.run([binary, "pin", m, "--fork", fork, "--write"], check=True, stdout=subprocess.DEVNULL)
+    return fork
+
+
 def sha256_file(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:

@@ -17,9 +17,7 @@ kit = oracle.kit_or_skip(S)
 shared = oracle.shared_or_skip(S)
 BIN = os.environ.get("BANKML_BIN") or os.path.join(oracle.ROOT, "bankml")
 MODEL = os.path.join(shared, "models", "stories260K.gguf")
-tmp = tempfile.mkdtemp(prefix="oracle-cors-")
-FORK = os.path.join(tmp, "cors.FORK.json")
-subprocess.run([BIN, "pin", MODEL, "--fork", FORK, "--write"], check=True, stdout=subprocess.DEVNULL)
+FORK = oracle.pinned_fork(MODEL, "oracle-cors-")
 
 ORIGINS = [None, "http://evil.com", "http://localhost", "http://localhost:8080", "http://127.0.0.1:3000",
            "https://[::1]:3000", "http://[::1]", "http://localhost.evil.com", "http://notlocalhost",

@@ -19,6 +19,7 @@ struct llama_api {
     serve_server *srv;
     void *compat;              /* llama_compat.c's routes */
     llama_api_opts o;
+    char *props_sleeping;      /* /props while the model sleeps (engine lock held to touch it) */
     char media_marker[64];     /* /props media_marker: $LLAMA_MEDIA_MARKER, else "<__media_" + 32 random + "__>" */
 };
 
@@ -402,7 +403,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
             jbuf_free(&c.ev);
         }
     }
-    engine_release(api->e, ENGINE_KEEP_DEFAULT);
+    engine_release(api->e, api->o.keep_ms);
 out:
     engine_request_free(&rq);
     free(ids);
@@ -528,7 +529,7 @@ static void h_tokenize(serve_req *req, serve_resp *resp, void *ud)
         jbuf_puts(&out, "]}");
         serve_reply_json(resp, 200, &out);
     }
-    engine_release(api->e, ENGINE_KEEP_DEFAULT);
+    engine_release(api->e, api->o.keep_ms);
     free(ids);
     jbuf_free(&out);
     jbuf_free(&pc);
@@ -571,7 +572,7 @@ static void h_detokenize(serve_req *req, serve_resp *resp, void *ud)
         jbuf_putc(&out, '}');
         serve_reply_json(resp, 200, &out);
     }
-    engine_release(api->e, ENGINE_KEEP_DEFAULT);
+    engine_release(api->e, api->o.keep_ms);
     jbuf_free(&text);
     jbuf_free(&out);
     json_free(body);
@@ -611,7 +612,7 @@ static void h_apply_template(serve_req *req, serve_resp *resp, void *ud)
         jbuf_putc(&out, '}');
         serve_reply_json(resp, 200, &out);
     }
-    engine_release(api->e, ENGINE_KEEP_DEFAULT);
+    engine_release(api->e, api->o.keep_ms);
     jbuf_free(&p);
     jbuf_free(&out);
     json_free(body);
@@ -624,53 +625,103 @@ static void h_health(serve_req *req, serve_resp *resp, void *ud)
     serve_reply(resp, 200, SERVE_JSON, "{\"status\":\"ok\"}", 15);
 }
 
+/* /props' body for the resident model m, into out; it is also kept (with
+ * the engine lock held, which guards props_cache) for the answers while the
+ * model sleeps. 0, or -1 with the reason. */
+static int props_body(llama_api *api, engine_model *m, jbuf *out, char *err, size_t errlen)
+{
+    engine_request rq;
+    engine_request_init(&rq);
+    sampler_params_free(&rq.sp);
+    if (llama_defaults(&api->o, m, &rq.sp, err, errlen) != 0) {
+        engine_request_free(&rq);
+        return -1;
+    }
+    size_t tl;
+    engine_entry en;
+    const char *tmpl = engine_model_template(m, &tl);
+    const char *path = engine_entry_get(api->e, engine_model_entry(m), &en) == 0 ? en.path : "";
+    /* get_res_props's members in its order; n_ctx at the top is bankML's own (Savante reads it) */
+    jbuf_puts(out, "{\"default_generation_settings\":{\"params\":");
+    llama_put_gen_settings(out, &rq, 0, 1);
+    jbuf_printf(out, ",\"n_ctx\":%zu},\"total_slots\":%d,\"model_alias\":", engine_model_n_ctx(m),
+                engine_model_n_slots(m));
+    json_put_cstr_nl(out, llama_model_name(api->e, m));
+    jbuf_puts(out, ",\"model_ftype\":");
+    json_put_cstr_nl(out, engine_model_ftype(m));
+    jbuf_puts(out, ",\"model_path\":");
+    json_put_cstr_nl(out, path);
+    jbuf_puts(out, ",\"modalities\":{\"vision\":false,\"video\":false,\"audio\":false},\"media_marker\":");
+    json_put_cstr_nl(out, api->media_marker);
+    /* ui: bankml serves no web UI (llama-server's --no-webui answer) */
+    jbuf_printf(out, ",\"endpoint_slots\":%s,\"endpoint_props\":%s,\"endpoint_metrics\":%s,\"ui\":false,"
+                     "\"ui_settings\":{},\"chat_template\":",
+                api->o.slots ? "true" : "false", api->o.props ? "true" : "false", api->o.metrics ? "true" : "false");
+    json_put_str_nl(out, tmpl, tl);
+    jbuf_puts(out, ",\"bos_token\":");
+    json_put_cstr_nl(out, engine_model_bos(m));
+    jbuf_puts(out, ",\"eos_token\":");
+    json_put_cstr_nl(out, engine_model_eos(m));
+    jbuf_printf(out, ",\"n_ctx\":%zu,\"build_info\":\"bankML " BANKML_VERSION " native\",\"is_sleeping\":",
+                engine_model_n_ctx(m));
+    size_t at = out->len;   /* where "false" goes; "true" there while the model sleeps */
+    jbuf_puts(out, "false,\"cors_proxy_enabled\":false}");
+    engine_request_free(&rq);
+    if (out->oom) {
+        bk_err(err, errlen, "out of memory");
+        return -1;
+    }
+    char *keep = malloc(out->len + 1);
+    if (keep) {
+        memcpy(keep, out->p, at);
+        memcpy(keep + at, "true", 4);
+        memcpy(keep + at + 4, out->p + at + 5, out->len - at - 5);
+        keep[out->len - 1] = 0;
+        free(api->props_sleeping);
+        api->props_sleeping = keep;
+    }
+    return 0;
+}
+
+/* GET /props. It never wakes a sleeping model (--sleep-idle-seconds): the
+ * last body with is_sleeping true; and it does not count as activity (the
+ * expiry is left as it was), as llama-server answers it outside its tasks. */
 static void h_props(serve_req *req, serve_resp *resp, void *ud)
 {
     llama_api *api = ud;
     (void)req;
+    engine_lock(api->e);
+    int resident = engine_resident(api->e, NULL, NULL) == (long)engine_default(api->e);
+    if (!resident && api->o.sleep && api->props_sleeping) {
+        serve_reply(resp, 200, SERVE_JSON, api->props_sleeping, strlen(api->props_sleeping));
+        engine_unlock(api->e);
+        return;
+    }
+    engine_unlock(api->e);
     engine_model *m = llama_lock_model(api->e, NULL, resp);
     if (!m) return;
-    engine_request rq;
     jbuf out;
-    engine_request_init(&rq);
-    jbuf_init(&out);
-    sampler_params_free(&rq.sp);
     char err[512];
-    if (llama_defaults(&api->o, m, &rq.sp, err, sizeof err) != 0) {
-        llama_reply_err(resp, 500, err);
-    } else {
-        size_t tl;
-        engine_entry en;
-        const char *tmpl = engine_model_template(m, &tl);
-        const char *path = engine_entry_get(api->e, engine_model_entry(m), &en) == 0 ? en.path : "";
-        /* get_res_props's members in its order; n_ctx at the top is bankML's own (Savante reads it) */
-        jbuf_puts(&out, "{\"default_generation_settings\":{\"params\":");
-        llama_put_gen_settings(&out, &rq, 0, 1);
-        jbuf_printf(&out, ",\"n_ctx\":%zu},\"total_slots\":%d,\"model_alias\":", engine_model_n_ctx(m),
-                    engine_model_n_slots(m));
-        json_put_cstr_nl(&out, llama_model_name(api->e, m));
-        jbuf_puts(&out, ",\"model_ftype\":");
-        json_put_cstr_nl(&out, engine_model_ftype(m));
-        jbuf_puts(&out, ",\"model_path\":");
-        json_put_cstr_nl(&out, path);
-        jbuf_puts(&out, ",\"modalities\":{\"vision\":false,\"video\":false,\"audio\":false},\"media_marker\":");
-        json_put_cstr_nl(&out, api->media_marker);
-        /* ui: bankml serves no web UI (llama-server's --no-webui answer) */
-        jbuf_printf(&out, ",\"endpoint_slots\":%s,\"endpoint_props\":%s,\"endpoint_metrics\":%s,\"ui\":false,"
-                          "\"ui_settings\":{},\"chat_template\":",
-                    api->o.slots ? "true" : "false", api->o.props ? "true" : "false", api->o.metrics ? "true" : "false");
-        json_put_str_nl(&out, tmpl, tl);
-        jbuf_puts(&out, ",\"bos_token\":");
-        json_put_cstr_nl(&out, engine_model_bos(m));
-        jbuf_puts(&out, ",\"eos_token\":");
-        json_put_cstr_nl(&out, engine_model_eos(m));
-        jbuf_printf(&out, ",\"n_ctx\":%zu,\"build_info\":\"bankML " BANKML_VERSION " native\",\"is_sleeping\":false,"
-                          "\"cors_proxy_enabled\":false}", engine_model_n_ctx(m));
-        serve_reply_json(resp, 200, &out);
-    }
-    engine_release(api->e, ENGINE_KEEP_DEFAULT);
-    engine_request_free(&rq);
+    jbuf_init(&out);
+    if (props_body(api, m, &out, err, sizeof err) != 0) llama_reply_err(resp, 500, err);
+    else serve_reply_json(resp, 200, &out);
+    if (resident) engine_unlock(api->e);
+    else engine_release(api->e, api->o.keep_ms);   /* it was loaded for this answer */
     jbuf_free(&out);
+}
+
+int llama_api_prime(llama_api *api)
+{
+    engine_error er = {0};
+    engine_model *m = engine_acquire(api->e, engine_default(api->e), NULL, &er);
+    if (!m) return -1;
+    jbuf out;
+    char err[256];
+    jbuf_init(&out);
+    int rc = props_body(api, m, &out, err, sizeof err);
+    engine_release(api->e, api->o.keep_ms);
+    jbuf_free(&out);
+    return rc;
 }
 
 /* One model of /v1/models: llama-server's members, in its order; "meta"
@@ -761,13 +812,18 @@ llama_api *llama_api_register(serve_server *srv, engine *e)
 
 void llama_api_free(llama_api *api)
 {
-    if (api) llama_compat_free(api->compat);
+    if (api) {
+        llama_compat_free(api->compat);
+        free(api->props_sleeping);
+    }
     free(api);
 }
+
 void llama_api_opts_init(llama_api_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->n_predict = -1;
+    o->keep_ms = -1;
     o->slots = 1;
 }
 

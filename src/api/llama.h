@@ -38,13 +38,21 @@ typedef struct llama_api_opts_s {
     const json_value *sampling;
     int dry_no_breakers;       /* --dry-sequence-breaker none: the defaults' breakers cleared */
     int32_t n_predict;         /* -n: the budget of a request without n_predict; -1 none */
+    int64_t keep_ms;           /* the model's expiry after a llama-server route: -1 never (llama-server's);
+                                  --sleep-idle-seconds N: N s; an explicit --keep-alive: its value */
+    int sleep;                 /* --sleep-idle-seconds given: /props and /v1/models answer from what the last
+                                  load showed while the model sleeps, and /props says is_sleeping */
     const char *alias;         /* --alias as given (comma-separated), or NULL; kept for the routes' names */
     int metrics;               /* --metrics: /metrics is served; else llama-server's 501 */
     int slots;                 /* --slots (the default); --no-slots: GET /slots answers llama-server's 501 */
     int props;                 /* --props (refused by the command line today): POST /props allowed, else 501 */
 } llama_api_opts;
 
-/* llama-server's defaults: no sampling flags, n_predict -1, no alias, slots on, metrics and props off. */
+/* With --sleep-idle-seconds: builds /props once with the startup model
+ * (loading it if it is not resident), so /props can answer while it sleeps
+ * before anyone asked it awake. Call before the server listens. 0, or -1. */
+int llama_api_prime(llama_api *api);
+/* llama-server's defaults: no sampling flags, n_predict -1, no expiry, no alias, slots on, metrics and props off. */
 void llama_api_opts_init(llama_api_opts *o);
 /* Takes o (copied; its pointers must outlive the server) and registers the
  * routes it switches: GET /slots's 501 with --no-slots, POST /props's 501

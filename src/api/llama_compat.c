@@ -359,7 +359,9 @@ static void resp_final(cx *c, const engine_result *g)
 
 /* Runs body (a completion request, or the chat request a translation
  * made) on the model `named` asks for, answering in kind's shape.
- * count_only: /v1/messages/count_tokens, the prompt's length alone. */
+ * count_only: the prompt's length alone, 1 as /v1/messages/count_tokens
+ * answers it, 2 as /chat/completions/input_tokens and
+ * /v1/responses/input_tokens do ("object": "response.input_tokens"). */
 static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_resp *resp, const json_value *body,
                    const json_value *named, cx_kind kind, int count_only)
 {
@@ -383,7 +385,8 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
     } else if (count_only) {
         jbuf out;
         jbuf_init(&out);
-        jbuf_printf(&out, "{\"input_tokens\":%zu}", n_ids);
+        jbuf_printf(&out, "{\"input_tokens\":%zu%s}", n_ids,
+                    count_only == 2 ? ",\"object\":\"response.input_tokens\"" : "");
         serve_reply_json(resp, 200, &out);
         jbuf_free(&out);
     } else {
@@ -432,7 +435,7 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
             jbuf_free(&c.ev);
         }
     }
-    engine_release(e, ENGINE_KEEP_DEFAULT);
+    engine_release(e, lo->keep_ms);
 out:
     engine_request_free(&rq);
     free(ids);
@@ -869,6 +872,18 @@ static void h_v1_completions(serve_req *req, serve_resp *resp, void *ud)
 static void h_messages(serve_req *req, serve_resp *resp, void *ud) { translated(ud, req, resp, CX_ANTHROPIC, 0); }
 static void h_count_tokens(serve_req *req, serve_resp *resp, void *ud) { translated(ud, req, resp, CX_ANTHROPIC, 1); }
 static void h_responses(serve_req *req, serve_resp *resp, void *ud) { translated(ud, req, resp, CX_RESP, 0); }
+static void h_resp_tokens(serve_req *req, serve_resp *resp, void *ud) { translated(ud, req, resp, CX_RESP, 2); }
+
+/* /chat/completions/input_tokens: a chat request's prompt length, the
+ * request read as /v1/chat/completions reads it. */
+static void h_chat_tokens(serve_req *req, serve_resp *resp, void *ud)
+{
+    compat *api = ud;
+    json_value *body = llama_parse_body(req, resp);
+    if (!body) return;
+    cx_run(api->e, api->lo, req, resp, body, body, CX_RESP, 2);
+    json_free(body);
+}
 
 /* b11669's 501s on one model started without the route's flag. */
 static void h_no_embeddings(serve_req *req, serve_resp *resp, void *ud)
@@ -909,7 +924,7 @@ static void h_infill(serve_req *req, serve_resp *resp, void *ud)
     int32_t pre, suf, mid;
     if (!m) return;
     engine_model_fim(m, &pre, &suf, &mid);
-    engine_release(api->e, ENGINE_KEEP_DEFAULT);
+    engine_release(api->e, api->lo->keep_ms);
     if (pre < 0 || suf < 0 || mid < 0) {
         char msg[256];
         bk_err(msg, sizeof msg, "Infill is not supported by this model: %s%s%s", pre < 0 ? "prefix token is missing. " : "",
@@ -932,6 +947,10 @@ void *llama_compat_register(serve_server *srv, engine *e, const llama_api_opts *
     serve_route(srv, "POST", "/responses", h_responses, api, 0);
     serve_route(srv, "POST", "/v1/messages", h_messages, api, 0);
     serve_route(srv, "POST", "/v1/messages/count_tokens", h_count_tokens, api, 0);
+    serve_route(srv, "POST", "/chat/completions/input_tokens", h_chat_tokens, api, 0);
+    serve_route(srv, "POST", "/v1/chat/completions/input_tokens", h_chat_tokens, api, 0);
+    serve_route(srv, "POST", "/responses/input_tokens", h_resp_tokens, api, 0);
+    serve_route(srv, "POST", "/v1/responses/input_tokens", h_resp_tokens, api, 0);
     static const char *const embd[] = {"/embedding", "/embeddings", "/v1/embeddings"};
     static const char *const rr[] = {"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"};
     for (size_t i = 0; i < 3; i++) serve_route(srv, "POST", embd[i], h_no_embeddings, api, 0);

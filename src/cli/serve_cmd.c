@@ -165,6 +165,18 @@ static int read_opts(const parsed_args *a, serve_cfg *c, engine_opts *o)
         fprintf(stderr, "bankml serve: --keep-alive wants a duration (30s, 5m, 1h, -1), not %s\n", v);
         return BANKML_EXIT_IO;
     }
+    /* The llama-server routes keep the model as llama-server does (forever), unless it is told to sleep;
+     * Ollama's routes keep --keep-alive's default (5 min) as Ollama does. An explicit --keep-alive is for both. */
+    if (num(a, "--sleep-idle-seconds", -1, 1 << 30, -1, &x)) return BANKML_EXIT_IO;
+    if (x == 0) {   /* llama-server's own refusal of the value */
+        fprintf(stderr, "bankml serve: --sleep-idle-seconds: invalid value: cannot be 0 or less than -1\n");
+        return BANKML_EXIT_IO;
+    }
+    if (x > 0 && v) return refuse("give --sleep-idle-seconds (llama-server's) or --keep-alive (bankML's), not both%s%s",
+                                  "", "");
+    c->lo.keep_ms = x > 0 ? x * 1000 : v ? o->keep_alive_ms : -1;
+    c->lo.sleep = x > 0;
+    if (x > 0) o->keep_alive_ms = x * 1000;
     return cache_ram_opt(a, o) ? BANKML_EXIT_IO : 0;
 }
 
@@ -493,11 +505,18 @@ int cmd_serve(int argc, char **argv)
         goto fail_e;
     }
     rc = check_model(e, m, &c);
-    engine_release(e, ENGINE_KEEP_DEFAULT);
+    engine_release(e, c.lo.keep_ms);
     if (rc) goto fail_e;
     rc = BANKML_EXIT_IO;
     serve_server *srv = open_server(e, &c, &a, &la, &sa);
     if (!srv) {
+        llama_api_free(la);
+        status_free(sa);
+        goto fail_e;
+    }
+    if (c.lo.sleep && llama_api_prime(la) != 0) {
+        fprintf(stderr, "bankml serve: the startup model could not be read again for /props\n");
+        serve_free(srv);
         llama_api_free(la);
         status_free(sa);
         goto fail_e;

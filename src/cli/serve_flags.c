@@ -20,7 +20,8 @@ static const arg_opt serve_opts[] = {
      NULL},
     {"--listen", NULL, "H:P", NULL, "127.0.0.1:18093", "the address to listen on (--host/--port override it)", ARG_OWN, NULL, NULL},
     {"--upstream", NULL, "H:P", NULL, "", "also listen where llama-server's clients expect it", ARG_OWN, NULL, NULL},
-    {"--keep-alive", NULL, "D", NULL, "5m", "how long a model stays resident after a request (30s, 5m, 1h, -1 forever)", ARG_OWN,
+    {"--keep-alive", NULL, "D", NULL, "5m", "how long a model stays resident after an Ollama request (30s, 5m, 1h, -1 forever); when given, after the "
+     "llama-server routes too (which otherwise keep it, as llama-server does)", ARG_OWN,
      NULL, NULL},
     {"--allow-origin", NULL, "O", NULL, "", "bankML's CORS for every route: only these exact origins, comma-separated "
      "(instead of llama-server's --cors-* rules)", ARG_OWN, NULL, NULL},
@@ -763,8 +764,9 @@ static const arg_opt serve_opts[] = {
      "load LoRA adapters unapplied",
      ARG_INERT, "--lora is refused, so there is nothing to load", NULL},
     {"--sleep-idle-seconds", NULL, "SECONDS", NULL, "-1; -1 = disabled",
-     "sleep after idle seconds",
-     ARG_SOME, "llama-server's sleep is not reproduced (bankml's --keep-alive unloads); -1 is", "-1"},
+     "unload the model after this many idle seconds (/props says is_sleeping; a request that needs the model "
+     "loads it again); not with --keep-alive",
+     ARG_SAME, NULL, NULL},
     {"--log-prompts-dir", NULL, "PATH", NULL, "",
      "write prompts to a directory",
      ARG_REFUSED, "not reproduced", NULL},
