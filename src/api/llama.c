@@ -350,7 +350,7 @@ static void run_completion(engine *e, engine_model *m, sctx *c, engine_request *
 /* /v1/chat/completions (chat = 1) and /completion (chat = 0). */
 static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, int chat)
 {
-    json_value *body = llama_parse_body(req, resp);
+    json_value *body = llama_parse_body(api->e, req, resp);
     char err[1024];
     int status;
     llama_pre pre;
@@ -474,7 +474,7 @@ static int lax_utf8(const char *str, size_t n)
 static void h_tokenize(serve_req *req, serve_resp *resp, void *ud)
 {
     llama_api *api = ud;
-    json_value *body = llama_parse_body(req, resp);
+    json_value *body = llama_parse_body(api->e, req, resp);
     char err[512];
     int add_special = 0, parse_special = 1, pieces = 0;
     if (!body) return;
@@ -539,7 +539,7 @@ static void h_tokenize(serve_req *req, serve_resp *resp, void *ud)
 static void h_detokenize(serve_req *req, serve_resp *resp, void *ud)
 {
     llama_api *api = ud;
-    json_value *body = llama_parse_body(req, resp);
+    json_value *body = llama_parse_body(api->e, req, resp);
     if (!body) return;
     engine_model *m = llama_lock_model(api->e, NULL, resp);
     if (!m) {
@@ -581,7 +581,7 @@ static void h_detokenize(serve_req *req, serve_resp *resp, void *ud)
 static void h_apply_template(serve_req *req, serve_resp *resp, void *ud)
 {
     llama_api *api = ud;
-    json_value *body = llama_parse_body(req, resp);
+    json_value *body = llama_parse_body(api->e, req, resp);
     char err[1024];
     int st;
     if (!body) return;
@@ -690,6 +690,17 @@ static void h_props(serve_req *req, serve_resp *resp, void *ud)
 {
     llama_api *api = ud;
     (void)req;
+    if (engine_n_entries(api->e) == 0) {   /* llama-server's router with no models */
+        jbuf out;
+        jbuf_init(&out);
+        jbuf_printf(&out, "{\"role\":\"router\",\"max_instances\":%d,\"models_autoload\":%s,\"model_alias\":"
+                          "\"llama-server\",\"model_path\":\"none\",\"default_generation_settings\":{\"params\":null,"
+                          "\"n_ctx\":0},\"ui_settings\":{},\"build_info\":\"bankML " BANKML_VERSION " native\","
+                          "\"cors_proxy_enabled\":false}", api->o.models_max, api->o.models_autoload ? "true" : "false");
+        serve_reply_json(resp, 200, &out);
+        jbuf_free(&out);
+        return;
+    }
     engine_lock(api->e);
     int resident = engine_resident(api->e, NULL, NULL) == (long)engine_default(api->e);
     if (!resident && api->o.sleep && api->props_sleeping) {
@@ -756,6 +767,11 @@ static void h_models(serve_req *req, serve_resp *resp, void *ud)
     long long now = (long long)time(NULL);
     const char *alias = engine_alias(api->e);
     (void)req;
+    if (engine_n_entries(api->e) == 0) {   /* the router's list, with no models */
+        static const char empty[] = "{\"data\":[],\"object\":\"list\"}";
+        serve_reply(resp, 200, SERVE_JSON, empty, sizeof empty - 1);
+        return;
+    }
     jbuf_init(&out);
     for (int pass = 0; pass < 2; pass++) {
         jbuf_puts(&out, pass ? "],\"object\":\"list\",\"data\":[" : "{\"models\":[");
@@ -824,6 +840,8 @@ void llama_api_opts_init(llama_api_opts *o)
     memset(o, 0, sizeof *o);
     o->n_predict = -1;
     o->keep_ms = -1;
+    o->models_max = 4;
+    o->models_autoload = 1;
     o->slots = 1;
 }
 

@@ -40,6 +40,8 @@ typedef struct llama_api_opts_s {
     int32_t n_predict;         /* -n: the budget of a request without n_predict; -1 none */
     int64_t keep_ms;           /* the model's expiry after a llama-server route: -1 never (llama-server's);
                                   --sleep-idle-seconds N: N s; an explicit --keep-alive: its value */
+    int models_max;            /* --models-max (router /props' max_instances; default 4) */
+    int models_autoload;       /* --models-autoload (default on; router /props' models_autoload) */
     int sleep;                 /* --sleep-idle-seconds given: /props and /v1/models answer from what the last
                                   load showed while the model sleeps, and /props says is_sleeping */
     const char *alias;         /* --alias as given (comma-separated), or NULL; kept for the routes' names */

@@ -826,7 +826,7 @@ typedef struct {
 /* A translated route: the body parsed, translated, parsed again, run. */
 static void translated(compat *api, serve_req *req, serve_resp *resp, cx_kind kind, int count_only)
 {
-    json_value *body = llama_parse_body(req, resp), *chat = NULL;
+    json_value *body = llama_parse_body(api->e, req, resp), *chat = NULL;
     char err[1024];
     int status = 400;
     jbuf t;
@@ -857,7 +857,7 @@ out:
 static void h_v1_completions(serve_req *req, serve_resp *resp, void *ud)
 {
     compat *api = ud;
-    json_value *body = llama_parse_body(req, resp);
+    json_value *body = llama_parse_body(api->e, req, resp);
     if (!body) return;
     if (body->type != JSON_OBJECT) {
         char err[128];
@@ -879,7 +879,7 @@ static void h_resp_tokens(serve_req *req, serve_resp *resp, void *ud) { translat
 static void h_chat_tokens(serve_req *req, serve_resp *resp, void *ud)
 {
     compat *api = ud;
-    json_value *body = llama_parse_body(req, resp);
+    json_value *body = llama_parse_body(api->e, req, resp);
     if (!body) return;
     cx_run(api->e, api->lo, req, resp, body, body, CX_RESP, 2);
     json_free(body);
@@ -919,9 +919,11 @@ static void h_no_slot_action(serve_req *req, serve_resp *resp, void *ud)
 static void h_infill(serve_req *req, serve_resp *resp, void *ud)
 {
     compat *api = ud;
-    (void)req;
-    engine_model *m = llama_lock_model(api->e, NULL, resp);
+    json_value *body = llama_parse_body(api->e, req, resp);
+    if (!body) return;
+    engine_model *m = llama_lock_model(api->e, body, resp);
     int32_t pre, suf, mid;
+    json_free(body);
     if (!m) return;
     engine_model_fim(m, &pre, &suf, &mid);
     engine_release(api->e, api->lo->keep_ms);

@@ -33,8 +33,9 @@ const char *llama_model_name(engine *e, const engine_model *m);
 
 /* The request's JSON, or NULL after answering 400: first as llama-server's
  * nlohmann parser would take it (its exact error text; a byte order mark
- * skipped), then json.c's tree. */
-json_value *llama_parse_body(serve_req *req, serve_resp *resp);
+ * skipped), then json.c's tree; with no models at all (the router with
+ * none), the router's 400 for the request's `model` instead. */
+json_value *llama_parse_body(const engine *e, serve_req *req, serve_resp *resp);
 /* nlohmann's readings (defined in llama_fields.c, which llama_req.c calls):
  * the name of a value's type ("null", "boolean", "number", ...). */
 const char *llama_jtype(const json_value *v);

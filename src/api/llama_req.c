@@ -40,12 +40,29 @@ static long find_named(engine *e, const char *asked)
     return engine_n_entries(e) == 1 ? 0 : -1;
 }
 
+/* llama-server's router with no models (bankml serve without one): every
+ * request that names a model, or should, is refused first, as the router
+ * refuses before it hands a request on. 1 when it answered. */
+static int router_refused(const engine *e, const json_value *body, serve_resp *resp)
+{
+    if (engine_n_entries(e) != 0) return 0;
+    const char *asked = NULL;
+    size_t al = 0;
+    char msg[300];
+    if (body && body->type == JSON_OBJECT) json_as_str(json_get(body, "model"), &asked, &al);
+    if (!asked || !al) snprintf(msg, sizeof msg, "model name is missing from the request");
+    else snprintf(msg, sizeof msg, "model '%.*s' not found", (int)(al < 200 ? al : 200), asked);
+    llama_reply_err(resp, 400, msg);
+    return 1;
+}
+
 engine_model *llama_lock_model(engine *e, const json_value *body, serve_resp *resp)
 {
     const char *asked = NULL;
     size_t al;
     engine_error er = {0};
     if (body && body->type == JSON_OBJECT) json_as_str(json_get(body, "model"), &asked, &al);
+    if (router_refused(e, body, resp)) return NULL;
     long idx = find_named(e, asked);
     if (idx < 0) {
         jbuf names, msg;
@@ -77,7 +94,7 @@ const char *llama_model_name(engine *e, const engine_model *m)
  * nlohmann parser would take it (its exact error text; a byte order mark
  * skipped), then json.c's tree (whose own refusal remains for what only it
  * refuses, such as nesting past JSON_MAX_DEPTH). */
-json_value *llama_parse_body(serve_req *req, serve_resp *resp)
+json_value *llama_parse_body(const engine *e, serve_req *req, serve_resp *resp)
 {
     char err[512];
     const char *text = req->body ? req->body : "";
@@ -97,6 +114,10 @@ json_value *llama_parse_body(serve_req *req, serve_resp *resp)
     }
     json_value *doc = json_parse(text + a, z - a, err, sizeof err);
     if (!doc) llama_reply_err(resp, 400, err);
+    else if (router_refused(e, doc, resp)) {
+        json_free(doc);
+        return NULL;
+    }
     return doc;
 }
 

@@ -175,6 +175,10 @@ static int read_opts(const parsed_args *a, serve_cfg *c, engine_opts *o)
     if (x > 0 && v) return refuse("give --sleep-idle-seconds (llama-server's) or --keep-alive (bankML's), not both%s%s",
                                   "", "");
     c->lo.keep_ms = x > 0 ? x * 1000 : v ? o->keep_alive_ms : -1;
+    long mm;
+    if (num(a, "--models-max", 0, 1 << 20, 4, &mm)) return BANKML_EXIT_IO;
+    c->lo.models_max = (int)mm;   /* reported by the router's /props (no --model); nothing loads by it */
+    c->lo.models_autoload = args_bool(a, "--models-autoload", 1);
     c->lo.sleep = x > 0;
     if (x > 0) o->keep_alive_ms = x * 1000;
     return cache_ram_opt(a, o) ? BANKML_EXIT_IO : 0;
@@ -371,9 +375,10 @@ static int fill_registry(engine *e, const char *model, const char *fork, const c
     } else if (!model) {
         engine_add_fork(e, fork, fdir, mdir);
     }
-    if (engine_n_entries(e) == 0) {
-        fprintf(stderr, "bankml serve: no model: name one, or a --registry whose FORK.json files pin some\n");
-        return -1;
+    if (engine_n_entries(e) == 0) {   /* llama-server without -m: a router, here with no models */
+        fprintf(stderr, "bankml serve: no model: serving llama-server's router with no models (every completion is "
+                        "refused); name one, or give a --registry whose FORK.json files pin some\n");
+        return 0;
     }
     engine_entry en;
     for (size_t i = 0; !model && engine_entry_get(e, i, &en) == 0; i++)
@@ -391,7 +396,7 @@ static void print_start(engine *e, const char *listen, const char *upstream)
     jbuf names;
     jbuf_init(&names);
     for (size_t i = 0; engine_entry_get(e, i, &en) == 0; i++) jbuf_printf(&names, "%s%s", i ? ", " : "", en.name);
-    engine_entry_get(e, engine_default(e), &def);
+    if (engine_entry_get(e, engine_default(e), &def) != 0) def.path = "no model";
     engine_status_get(e, &st);
     free(st.verified_json);
     fprintf(stderr, "bankml serve %s --native: %s verified (sha256 %s); models %s; listening on http://%s%s%s\n",
@@ -498,15 +503,20 @@ int cmd_serve(int argc, char **argv)
         goto fail;
     }
     if (fill_registry(e, c.model, c.fork, c.dir) != 0) goto fail_e;
-    engine_model *m = engine_acquire(e, engine_default(e), NULL, &er);
-    if (!m) {
-        fprintf(stderr, "bankml serve: %s\n", er.msg);
-        rc = er.kind == ENGINE_NOT_FOUND || er.kind == ENGINE_INTERNAL ? BANKML_EXIT_IO : BANKML_REFUSE;
+    if (engine_n_entries(e) > 0) {
+        engine_model *m = engine_acquire(e, engine_default(e), NULL, &er);
+        if (!m) {
+            fprintf(stderr, "bankml serve: %s\n", er.msg);
+            rc = er.kind == ENGINE_NOT_FOUND || er.kind == ENGINE_INTERNAL ? BANKML_EXIT_IO : BANKML_REFUSE;
+            goto fail_e;
+        }
+        rc = check_model(e, m, &c);
+        engine_release(e, c.lo.keep_ms);
+        if (rc) goto fail_e;
+    } else if (c.lo.sleep) {
+        rc = refuse("--sleep-idle-seconds needs a model%s%s", "", "");
         goto fail_e;
     }
-    rc = check_model(e, m, &c);
-    engine_release(e, c.lo.keep_ms);
-    if (rc) goto fail_e;
     rc = BANKML_EXIT_IO;
     serve_server *srv = open_server(e, &c, &a, &la, &sa);
     if (!srv) {

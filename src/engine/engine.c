@@ -407,6 +407,7 @@ int engine_entry_meta(const engine *e, size_t i, engine_meta *out)
 
 long engine_find(const engine *e, const char *asked)
 {
+    if (e->n_reg == 0) return -1;   /* no models (llama-server's router with none): no default either */
     if (!asked || !*asked) return (long)e->def;
     for (size_t i = 0; i < e->n_reg; i++)
         if (engine_name_matches(e->reg[i].file, asked)) return (long)i;
