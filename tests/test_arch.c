@@ -75,6 +75,7 @@ TEST(arch_table_llama)
     if (!a) return;
     CHECK(a == fw_arch_at(0));
     CHECK_STR(a->name, "llama");
+    CHECK_STR(a->models, "Llama 2, Llama 3.1/3.2 (rope_freqs), SmolLM2");
     CHECK_INT(a->id, FW_ARCH_LLAMA);
     CHECK_INT(a->rope_neox, 0);
     CHECK_INT(a->qk_norm, 0);
@@ -95,6 +96,7 @@ TEST(arch_table_qwen3)
     if (!a) return;
     CHECK(a == fw_arch_at(2));
     CHECK_INT(a->id, FW_ARCH_QWEN3);
+    CHECK_STR(a->models, "Qwen3 (dense)");
     CHECK_INT(a->rope_neox, 1);
     CHECK_INT(a->qk_norm, 1);
     CHECK_INT(a->n_layer, 11);
@@ -115,6 +117,7 @@ TEST(arch_table_qwen2)
     if (!a) return;
     CHECK(a == fw_arch_at(1));
     CHECK_STR(a->name, "qwen2");
+    CHECK_STR(a->models, "Qwen2.5, Qwen2.5-Coder, DeepSeek-R1-Distill-Qwen");
     CHECK_INT(a->id, FW_ARCH_QWEN2);
     CHECK_INT(a->rope_neox, 1);
     CHECK_INT(a->qk_norm, 0);

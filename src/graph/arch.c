@@ -64,9 +64,12 @@ static const fw_tensor_desc layer_qwen3[] = {
 #define N(a) (sizeof a / sizeof *a)
 
 static const fw_arch table[] = {
-    { "llama", FW_ARCH_LLAMA, 0, 0, top_llama3, N(top_llama3), layer_llama, N(layer_llama) },
-    { "qwen2", FW_ARCH_QWEN2, 1, 0, top_llama, N(top_llama), layer_qwen2, N(layer_qwen2) },
-    { "qwen3", FW_ARCH_QWEN3, 1, 1, top_llama, N(top_llama), layer_qwen3, N(layer_qwen3) },
+    { "llama", "Llama 2, Llama 3.1/3.2 (rope_freqs), SmolLM2", FW_ARCH_LLAMA, 0, 0, top_llama3,
+      N(top_llama3), layer_llama, N(layer_llama) },
+    { "qwen2", "Qwen2.5, Qwen2.5-Coder, DeepSeek-R1-Distill-Qwen", FW_ARCH_QWEN2, 1, 0, top_llama,
+      N(top_llama), layer_qwen2, N(layer_qwen2) },
+    { "qwen3", "Qwen3 (dense)", FW_ARCH_QWEN3, 1, 1, top_llama, N(top_llama), layer_qwen3,
+      N(layer_qwen3) },
 };
 
 const fw_arch *fw_arch_find(const char *name, size_t len)

@@ -67,6 +67,7 @@ typedef struct {
 
 typedef struct {
     const char *name;  /* general.architecture */
+    const char *models;/* the model families whose files use this graph (help text) */
     int id;            /* FW_ARCH_* (forward.h) */
     int rope_neox;     /* 1: RoPE on halves (NEOX), 0: on adjacent pairs */
     int qk_norm;       /* 1: per-head RMS norms of Q and K before RoPE */
