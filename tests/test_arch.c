@@ -47,13 +47,25 @@ static void check_llama_layer(const fw_arch *a)
                offsetof(fw_layer, up));
     check_desc(&a->layer[8], "ffn_down.weight", FW_MATRIX, FW_DIM_FF, FW_DIM_EMBD, FW_REQUIRED,
                offsetof(fw_layer, down));
-    CHECK_INT(a->n_top, 3);
     check_desc(&a->top[0], "token_embd.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_VOCAB,
                FW_REQUIRED, offsetof(fw_top, tok_embd));
     check_desc(&a->top[1], "output_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, FW_REQUIRED,
                offsetof(fw_top, output_norm));
     check_desc(&a->top[2], "output.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_VOCAB, FW_TIED,
                offsetof(fw_top, output));
+}
+
+/* llama's and qwen's top-level tensors: llama reads Llama 3.x's RoPE
+ * factors too, the qwens do not (llama.cpp's qwen2/qwen3 loaders do not
+ * create rope_freqs). */
+static void check_top(const fw_arch *a, int rope_freqs)
+{
+    CHECK_INT(a->n_top, rope_freqs ? 4 : 3);
+    if (rope_freqs)
+        check_desc(&a->top[3], "rope_freqs.weight", FW_NORM, FW_DIM_ROT2, FW_DIM_NONE,
+                   FW_OPTIONAL, offsetof(fw_top, rope_freqs));
+    else
+        CHECK(fw_arch_top_tensor(a, "rope_freqs.weight") == NULL);
 }
 
 TEST(arch_table_llama)
@@ -63,12 +75,15 @@ TEST(arch_table_llama)
     if (!a) return;
     CHECK(a == fw_arch_at(0));
     CHECK_STR(a->name, "llama");
+    CHECK_STR(a->models, "Llama 2, Llama 3.1/3.2 (rope_freqs), SmolLM2");
     CHECK_INT(a->id, FW_ARCH_LLAMA);
     CHECK_INT(a->rope_neox, 0);
     CHECK_INT(a->qk_norm, 0);
     CHECK_INT(a->n_layer, 9);
     check_llama_layer(a);
+    check_top(a, 1);
     CHECK(fw_arch_layer_tensor(a, "attn_q_norm.weight") == NULL);
+    CHECK(fw_arch_layer_tensor(a, "attn_q.bias") == NULL);
     CHECK(fw_arch_layer_tensor(a, "ffn_up.weight") == &a->layer[7]);
     CHECK(fw_arch_top_tensor(a, "output.weight") == &a->top[2]);
     CHECK(fw_arch_top_tensor(a, "blk.0.attn_q.weight") == NULL);
@@ -79,8 +94,9 @@ TEST(arch_table_qwen3)
     const fw_arch *a = fw_arch_find("qwen3", 5);
     CHECK(a != NULL);
     if (!a) return;
-    CHECK(a == fw_arch_at(1));
+    CHECK(a == fw_arch_at(2));
     CHECK_INT(a->id, FW_ARCH_QWEN3);
+    CHECK_STR(a->models, "Qwen3 (dense)");
     CHECK_INT(a->rope_neox, 1);
     CHECK_INT(a->qk_norm, 1);
     CHECK_INT(a->n_layer, 11);
@@ -90,17 +106,44 @@ TEST(arch_table_qwen3)
     check_desc(&a->layer[10], "attn_k_norm.weight", FW_NORM, FW_DIM_HEAD, FW_DIM_NONE,
                FW_REQUIRED, offsetof(fw_layer, k_norm));
     CHECK(fw_arch_layer_tensor(a, "attn_k_norm.weight") == &a->layer[10]);
+    CHECK(fw_arch_layer_tensor(a, "attn_q.bias") == NULL);
+    check_top(a, 0);
+}
+
+TEST(arch_table_qwen2)
+{
+    const fw_arch *a = fw_arch_find("qwen2", 5);
+    CHECK(a != NULL);
+    if (!a) return;
+    CHECK(a == fw_arch_at(1));
+    CHECK_STR(a->name, "qwen2");
+    CHECK_STR(a->models, "Qwen2.5, Qwen2.5-Coder, DeepSeek-R1-Distill-Qwen");
+    CHECK_INT(a->id, FW_ARCH_QWEN2);
+    CHECK_INT(a->rope_neox, 1);
+    CHECK_INT(a->qk_norm, 0);
+    CHECK_INT(a->n_layer, 12);
+    check_llama_layer(a);
+    check_top(a, 0);
+    check_desc(&a->layer[9], "attn_q.bias", FW_NORM, FW_DIM_Q, FW_DIM_NONE, FW_OPTIONAL,
+               offsetof(fw_layer, bq));
+    check_desc(&a->layer[10], "attn_k.bias", FW_NORM, FW_DIM_KV, FW_DIM_NONE, FW_OPTIONAL,
+               offsetof(fw_layer, bk));
+    check_desc(&a->layer[11], "attn_v.bias", FW_NORM, FW_DIM_KV, FW_DIM_NONE, FW_OPTIONAL,
+               offsetof(fw_layer, bv));
+    CHECK(fw_arch_layer_tensor(a, "attn_output.bias") == NULL);
+    CHECK(fw_arch_layer_tensor(a, "attn_q_norm.weight") == NULL);
 }
 
 TEST(arch_table_names_and_lookups)
 {
     char buf[64];
-    CHECK_INT(fw_arch_count(), 2);
-    CHECK(fw_arch_at(2) == NULL);
-    CHECK_STR(fw_arch_names(buf, sizeof buf), "llama, qwen3");
+    CHECK_INT(fw_arch_count(), 3);
+    CHECK(fw_arch_at(3) == NULL);
+    CHECK_STR(fw_arch_names(buf, sizeof buf), "llama, qwen2, qwen3");
     CHECK(fw_arch_find("llam", 4) == NULL);
     CHECK(fw_arch_find("llama2", 6) == NULL);
     CHECK(fw_arch_find("llama\0x", 7) == NULL);   /* the length counts */
-    CHECK(fw_arch_find("qwen2", 5) == NULL);
+    CHECK(fw_arch_find("qwen2", 5) == fw_arch_at(1));
+    CHECK(fw_arch_find("qwen2moe", 8) == NULL);
     CHECK(fw_arch_find("gemma3", 6) == NULL);
 }

@@ -10,6 +10,7 @@
 
 #include "graph/forward.h"
 #include "file/gguf.h"
+#include "ops/vec.h"
 #include "test.h"
 
 /* ---- a tiny GGUF writer (header only) ---------------------------------- */
@@ -91,6 +92,11 @@ typedef struct {
     const char *scaling;
     float factor;
     int no_eps, extra_qkv, extra_bias, bad_k_shape, no_qnorm, untied, gate_q1;
+    int qkv_bias;              /* attn_q/k/v.bias (qwen2); 2: attn_k.bias of the Q width */
+    uint32_t bias_type;        /* their type (0: F32) */
+    int out_bias, wo_bias;     /* output.bias, blk.0.attn_output.bias */
+    uint64_t rope_freqs;       /* rope_freqs.weight of this many floats (0: none) */
+    uint32_t rope_freqs_type;  /* its type (0: F32) */
 } spec;
 
 /* A one-layer model (E 64, 2 heads of 32, FFN 128, vocab 32, every weight
@@ -150,6 +156,17 @@ static int build_ok(const spec *s, gguf_header *h)
     tensor(g, "blk.0.ffn_down.weight", GGUF_TYPE_BF16, 128, 64);
     if (s->extra_qkv) tensor(g, "blk.0.attn_qkv.weight", GGUF_TYPE_F16, 64, 128);
     if (s->extra_bias) tensor(g, "blk.0.attn_q.bias", GGUF_TYPE_F32, 64, 0);
+    if (s->qkv_bias) {
+        uint32_t bt = s->bias_type ? s->bias_type : GGUF_TYPE_F32;
+        tensor(g, "blk.0.attn_q.bias", bt, 64, 0);
+        tensor(g, "blk.0.attn_k.bias", bt, s->qkv_bias == 2 ? 64 : kvd, 0);
+        tensor(g, "blk.0.attn_v.bias", bt, kvd, 0);
+    }
+    if (s->wo_bias) tensor(g, "blk.0.attn_output.bias", GGUF_TYPE_F32, 64, 0);
+    if (s->out_bias) tensor(g, "output.bias", GGUF_TYPE_F32, 32, 0);
+    if (s->rope_freqs)
+        tensor(g, "rope_freqs.weight", s->rope_freqs_type ? s->rope_freqs_type : GGUF_TYPE_F32,
+               s->rope_freqs, 0);
     if (strcmp(a, "qwen3") == 0) {
         if (!s->no_qnorm) tensor(g, "blk.0.attn_q_norm.weight", GGUF_TYPE_F32, 32, 0);
         tensor(g, "blk.0.attn_k_norm.weight", GGUF_TYPE_F32, 32, 0);
@@ -162,7 +179,50 @@ static int build_ok(const spec *s, gguf_header *h)
 TEST(plan_refuses_architecture)
 {
     spec s = { .arch = "gemma3" };
-    CHECK_STR(verdict_ok(&s, NULL), "architecture gemma3 is not supported (llama, qwen3)");
+    CHECK_STR(verdict_ok(&s, NULL), "architecture gemma3 is not supported (llama, qwen2, qwen3)");
+}
+
+TEST(plan_qwen2_biases)
+{
+    spec s;
+    fw_hparams hp;
+    memset(&s, 0, sizeof s); s.arch = "qwen2";
+    CHECK_STR(verdict_ok(&s, &hp), "");            /* biases may be absent, as in llama.cpp */
+    CHECK_INT(hp.arch, FW_ARCH_QWEN2);
+    CHECK_INT(hp.rope_neox, 1);
+    s.qkv_bias = 1;
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK_INT(hp.arch, FW_ARCH_QWEN2);
+    s.qkv_bias = 2;
+    CHECK_STR(verdict_ok(&s, NULL), "blk.0.attn_k.bias: shape is not {32}");
+    s.qkv_bias = 1; s.bias_type = GGUF_TYPE_F16;
+    CHECK_STR(verdict_ok(&s, NULL), "blk.0.attn_q.bias: bias type F16 is not supported (F32)");
+    memset(&s, 0, sizeof s); s.arch = "qwen2"; s.qkv_bias = 1; s.wo_bias = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "blk.0.attn_output.bias: biases are not supported");
+    memset(&s, 0, sizeof s); s.arch = "qwen2"; s.out_bias = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "output.bias: biases are not supported");
+    memset(&s, 0, sizeof s); s.arch = "qwen2"; s.rope_freqs = 16;
+    CHECK_STR(verdict_ok(&s, NULL), "rope_freqs.weight: rope factors are not supported");
+    /* llama's graph has no Q/K/V biases (llama.cpp's would add them: refused) */
+    memset(&s, 0, sizeof s); s.qkv_bias = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "blk.0.attn_q.bias: biases are not supported");
+}
+
+TEST(plan_llama3_rope_freqs)
+{
+    spec s;
+    fw_hparams hp;
+    memset(&s, 0, sizeof s); s.rope_freqs = 16;   /* head 32: 16 pairs */
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK_INT(hp.arch, FW_ARCH_LLAMA);
+    CHECK_INT(hp.rope_neox, 0);
+    s.rope_freqs = 32;
+    CHECK_STR(verdict_ok(&s, NULL), "rope_freqs.weight: shape is not {16}");
+    s.rope_freqs = 16; s.rope_freqs_type = GGUF_TYPE_F16;
+    CHECK_STR(verdict_ok(&s, NULL),
+              "rope_freqs.weight: RoPE factor type F16 is not supported (F32)");
+    memset(&s, 0, sizeof s); s.arch = "qwen3"; s.rope_freqs = 16;
+    CHECK_STR(verdict_ok(&s, NULL), "rope_freqs.weight: rope factors are not supported");
 }
 
 TEST(plan_plays_llama_and_reads_hparams)
@@ -239,6 +299,34 @@ TEST(plan_qwen3_yarn)
     s.factor = 0.0f;
     CHECK_STR(verdict_ok(&s, &hp), "");
     CHECK(hp.freq_scale == 1.0f);
+}
+
+/* RoPE frequency factors (Llama 3.x's rope_freqs) divide each pair's theta
+ * before the rotation, as ggml_rope_cache_init; the running theta is not
+ * divided, so the next pair is unchanged. */
+TEST(rope_cache_freq_factors_divide_theta)
+{
+    vec_rope_params p = { 8, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 4096, NULL };
+    float plain4[8], plain2[8], ones[8], fac[8];
+    vec_rope_cache(&p, 4, plain4);
+    vec_rope_cache(&p, 2, plain2);
+    const float f1[4] = { 1.0f, 1.0f, 1.0f, 1.0f }, f[4] = { 2.0f, 1.0f, 1.0f, 8.0f };
+    p.freq_factors = f1;
+    vec_rope_cache(&p, 4, ones);
+    CHECK(memcmp(ones, plain4, sizeof ones) == 0);
+    p.freq_factors = f;
+    vec_rope_cache(&p, 4, fac);
+    CHECK(fac[0] == plain2[0] && fac[1] == plain2[1]);        /* 4 / 2 = theta at position 2 */
+    CHECK(memcmp(fac + 2, plain4 + 2, 4 * sizeof(float)) == 0);
+    CHECK(fac[0] != plain4[0]);
+    const float ts = powf(10000.0f, -2.0f / 8.0f);
+    float th = 4.0f;
+    for (int i = 0; i < 3; i++) th *= ts;
+    th = th / 8.0f;
+    float sn, cs;
+    sincosf(th, &sn, &cs);
+    CHECK(fac[6] == cs && fac[7] == sn);
+    CHECK(fac[6] != plain4[6]);
 }
 
 /* ---- stories260K against llama-server ------------------------------------- */

@@ -16,6 +16,7 @@
 #include "bankml.h"
 #include "cli/args.h"
 #include "base/base.h"
+#include "graph/arch.h"
 #include "graph/forward.h"
 #include "file/gguf.h"
 #include "base/json.h"
@@ -605,7 +606,57 @@ static void usage(FILE *f)
                "  bankml create NAME -f Modelfile [--registry DIR]\n"
                "  bankml version\n"
                "  bankml help [COMMAND]   (or bankml COMMAND --help: its options and defaults)\n"
+               "  bankml help archs [--markdown]   (the architectures that play)\n"
                "exit codes: 0 play/ok, 2 refuse, 3 need more header bytes, 1 usage or I/O\n");
+}
+
+/* The tensors of a beyond those of base (by name), with "(optional)" or
+ * "(tied: may be absent)", comma-separated into buf. */
+static void archs_extra(const fw_arch *a, const fw_arch *base, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int top = 1; top >= 0; top--) {
+        const fw_tensor_desc *d = top ? a->top : a->layer;
+        size_t cnt = top ? a->n_top : a->n_layer;
+        for (size_t i = 0; i < cnt && n < len; i++) {
+            if (a != base && (top ? fw_arch_top_tensor(base, d[i].name)
+                                  : fw_arch_layer_tensor(base, d[i].name)))
+                continue;
+            if (a == base && d[i].presence == FW_REQUIRED) continue;
+            int w = snprintf(buf + n, len - n, "%s`%s%s`%s", n ? ", " : "", top ? "" : "blk.N.",
+                             d[i].name,
+                             d[i].presence == FW_OPTIONAL ? " (optional)"
+                             : d[i].presence == FW_TIED   ? " (absent: tied to token_embd)" : "");
+            if (w < 0) return;
+            n += (size_t)w;
+        }
+    }
+    if (!n) snprintf(buf, len, "-");
+}
+
+/* `bankml help archs [--markdown]`: the architecture table (src/graph/arch.c)
+ * as README's table of what plays. */
+static int archs_print(int markdown)
+{
+    const fw_arch *base = fw_arch_find("llama", 5);
+    char extra[1024];
+    if (markdown)
+        printf("| `general.architecture` | models | RoPE | per-head Q/K norms | tensors beyond llama's "
+               "(llama: its optional ones) |\n|---|---|---|---|---|\n");
+    else
+        printf("architectures the forward pass plays (src/graph/arch.c):\n");
+    for (size_t i = 0; i < fw_arch_count(); i++) {
+        const fw_arch *a = fw_arch_at(i);
+        archs_extra(a, base, extra, sizeof extra);
+        if (markdown)
+            printf("| `%s` | %s | %s | %s | %s |\n", a->name, a->models,
+                   a->rope_neox ? "NeoX (halves)" : "pairs", a->qk_norm ? "yes" : "no", extra);
+        else
+            printf("  %-6s %s; RoPE %s%s; tensors: %s\n", a->name, a->models,
+                   a->rope_neox ? "NeoX" : "pairs", a->qk_norm ? ", Q/K norms" : "", extra);
+    }
+    return BANKML_OK;
 }
 
 /* `bankml help [COMMAND] [--markdown]`. */
@@ -615,6 +666,13 @@ static int cmd_help(int argc, char **argv)
     if (argc == 0) {
         usage(stdout);
         return BANKML_OK;
+    }
+    if (!strcmp(argv[0], "archs")) {
+        if (argc > 2 || (argc == 2 && strcmp(argv[1], "--markdown"))) {
+            fprintf(stderr, "bankml help: unexpected argument %s\n", argv[1]);
+            return BANKML_EXIT_IO;
+        }
+        return archs_print(argc == 2);
     }
     if (!strcmp(argv[0], "create")) {
         printf("usage: bankml create NAME -f Modelfile [--registry DIR]\n"

@@ -13,12 +13,23 @@
 
 #define TOP(n, k, a, b, p, f) { n, k, a, b, p, offsetof(fw_top, f) }
 #define LAY(n, k, a, b, f) { n, k, a, b, FW_REQUIRED, offsetof(fw_layer, f) }
+#define LAY_OPT(n, k, a, b, f) { n, k, a, b, FW_OPTIONAL, offsetof(fw_layer, f) }
 
 /* token_embd first (it decides n_vocab); output may be tied to it. */
 static const fw_tensor_desc top_llama[] = {
     TOP("token_embd.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_VOCAB, FW_REQUIRED, tok_embd),
     TOP("output_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, FW_REQUIRED, output_norm),
     TOP("output.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_VOCAB, FW_TIED, output),
+};
+
+/* llama's, with Llama 3.x's RoPE frequency factors (convert_hf_to_gguf writes
+ * rope_scaling "llama3" as this one tensor; llama.cpp reads it for every
+ * layer and divides each pair's theta by its factor). */
+static const fw_tensor_desc top_llama3[] = {
+    TOP("token_embd.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_VOCAB, FW_REQUIRED, tok_embd),
+    TOP("output_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, FW_REQUIRED, output_norm),
+    TOP("output.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_VOCAB, FW_TIED, output),
+    TOP("rope_freqs.weight", FW_NORM, FW_DIM_ROT2, FW_DIM_NONE, FW_OPTIONAL, rope_freqs),
 };
 
 /* The llama block: pre-norm attention, pre-norm SwiGLU feed-forward. */
@@ -35,6 +46,15 @@ static const fw_tensor_desc top_llama[] = {
 
 static const fw_tensor_desc layer_llama[] = { LLAMA_LAYER };
 
+/* qwen2: llama's block with optional biases on Q, K and V (not on the
+ * output), as llama.cpp's create_tensor_qkv reads them. */
+static const fw_tensor_desc layer_qwen2[] = {
+    LLAMA_LAYER,
+    LAY_OPT("attn_q.bias", FW_NORM, FW_DIM_Q, FW_DIM_NONE, bq),
+    LAY_OPT("attn_k.bias", FW_NORM, FW_DIM_KV, FW_DIM_NONE, bk),
+    LAY_OPT("attn_v.bias", FW_NORM, FW_DIM_KV, FW_DIM_NONE, bv),
+};
+
 static const fw_tensor_desc layer_qwen3[] = {
     LLAMA_LAYER,
     LAY("attn_q_norm.weight", FW_NORM, FW_DIM_HEAD, FW_DIM_NONE, q_norm),
@@ -44,8 +64,12 @@ static const fw_tensor_desc layer_qwen3[] = {
 #define N(a) (sizeof a / sizeof *a)
 
 static const fw_arch table[] = {
-    { "llama", FW_ARCH_LLAMA, 0, 0, top_llama, N(top_llama), layer_llama, N(layer_llama) },
-    { "qwen3", FW_ARCH_QWEN3, 1, 1, top_llama, N(top_llama), layer_qwen3, N(layer_qwen3) },
+    { "llama", "Llama 2, Llama 3.1/3.2 (rope_freqs), SmolLM2", FW_ARCH_LLAMA, 0, 0, top_llama3,
+      N(top_llama3), layer_llama, N(layer_llama) },
+    { "qwen2", "Qwen2.5, Qwen2.5-Coder, DeepSeek-R1-Distill-Qwen", FW_ARCH_QWEN2, 1, 0, top_llama,
+      N(top_llama), layer_qwen2, N(layer_qwen2) },
+    { "qwen3", "Qwen3 (dense)", FW_ARCH_QWEN3, 1, 1, top_llama, N(top_llama), layer_qwen3,
+      N(layer_qwen3) },
 };
 
 const fw_arch *fw_arch_find(const char *name, size_t len)

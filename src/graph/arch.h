@@ -6,8 +6,10 @@
  * row's tensors; the graph walk reads the options.
  *
  * Adding an architecture whose operations are llama's with options (qwen2:
- * biases; phi3: ...): one row here (and a field in fw_layer for each new
- * tensor). One whose operations differ (gemma3) also adds its graph walk.
+ * Q/K/V biases; llama: optional RoPE factors): one row here (and a field in
+ * fw_layer or fw_top for each new tensor, with the line of the graph walk
+ * that reads it). One whose operations differ (gemma3) also adds its graph
+ * walk.
  */
 #ifndef BANKML_ARCH_H
 #define BANKML_ARCH_H
@@ -25,23 +27,26 @@ enum {
     FW_DIM_KV,         /* head_dim * n_head_kv */
     FW_DIM_FF,         /* n_ff */
     FW_DIM_HEAD,       /* head_dim */
-    FW_DIM_VOCAB       /* n_vocab (token_embd's second dimension decides it) */
+    FW_DIM_VOCAB,      /* n_vocab (token_embd's second dimension decides it) */
+    FW_DIM_ROT2        /* head_dim / 2: one RoPE frequency factor per rotated pair */
 };
 
 enum {
     FW_MATRIX = 0,     /* a weight matrix of a type in the ops table, bound in the map */
-    FW_NORM = 1        /* an F32 vector, copied */
+    FW_NORM = 1        /* an F32 vector (a norm, a bias, RoPE factors), copied */
 };
 
 enum {
     FW_REQUIRED = 0,
-    FW_TIED = 1        /* may be absent: then the token embedding is used */
+    FW_TIED = 1,       /* may be absent: then the token embedding is used */
+    FW_OPTIONAL = 2    /* may be absent: then the field stays NULL and the graph skips it */
 };
 
 /* The bound tensors of one layer (fields for every architecture's tensors;
  * an architecture fills those its row names, the rest stay zero / NULL). */
 typedef struct {
     float *attn_norm, *ffn_norm, *q_norm, *k_norm;   /* owned copies (small) */
+    float *bq, *bk, *bv;      /* Q, K, V biases (qwen2), added after the products; owned */
     wt_matrix wq, wk, wv, wo, gate, up, down;
 } fw_layer;
 
@@ -49,18 +54,20 @@ typedef struct {
 typedef struct {
     wt_matrix tok_embd, output;
     float *output_norm;
+    float *rope_freqs;        /* head_dim/2 RoPE frequency factors (Llama 3.x), or NULL; owned */
 } fw_top;
 
 typedef struct {
     const char *name;  /* "attn_q.weight" (after "blk.N.") or "token_embd.weight" */
     uint8_t kind;      /* FW_MATRIX or FW_NORM */
     uint8_t d0, d1;    /* FW_DIM_*: {d0, d1} for a matrix, {d0} for a norm */
-    uint8_t presence;  /* FW_REQUIRED or FW_TIED */
+    uint8_t presence;  /* FW_REQUIRED, FW_TIED or FW_OPTIONAL */
     size_t off;        /* offsetof in fw_layer (layer tensors) or fw_top */
 } fw_tensor_desc;
 
 typedef struct {
     const char *name;  /* general.architecture */
+    const char *models;/* the model families whose files use this graph (help text) */
     int id;            /* FW_ARCH_* (forward.h) */
     int rope_neox;     /* 1: RoPE on halves (NEOX), 0: on adjacent pairs */
     int qk_norm;       /* 1: per-head RMS norms of Q and K before RoPE */

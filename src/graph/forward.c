@@ -1,5 +1,5 @@
 /*
- * forward.c -- the llama and qwen3 graphs, computed as llama.cpp b11669's
+ * forward.c -- the llama, qwen2 and qwen3 graphs, computed as llama.cpp b11669's
  * CPU backend computes them (see forward.h for the contract): the planner,
  * the weights, a sequence, and the graph walk. The kernels it calls are in
  * src/ops (wtype.c's table for the matrix products, attn.c, vec.c); the
@@ -155,8 +155,11 @@ static int check_tensor(const gguf_header *h, const char *name, int kind, uint64
             return -1;
         }
         if (t->type != GGUF_TYPE_F32) {
-            bk_err(err, errlen, "%s: norm type %s is not supported (F32)", name,
-                    gguf_type_name(t->type, tb));
+            const size_t n = strlen(name);
+            const char *what = n > 5 && strcmp(name + n - 5, ".bias") == 0 ? "bias"
+                               : strstr(name, "rope_freqs") ? "RoPE factor" : "norm";
+            bk_err(err, errlen, "%s: %s type %s is not supported (F32)", name, what,
+                   gguf_type_name(t->type, tb));
             return -1;
         }
     } else {
@@ -205,6 +208,7 @@ static uint64_t dim_of(const fw_hparams *hp, int d)
     case FW_DIM_FF: return hp->n_ff;
     case FW_DIM_HEAD: return hp->head_dim;
     case FW_DIM_VOCAB: return hp->n_vocab;
+    case FW_DIM_ROT2: return hp->head_dim / 2;
     }
     return 0;
 }
@@ -250,6 +254,7 @@ static int plan_tensors(const gguf_header *h, const fw_arch *A, fw_hparams *hp, 
             hp->tied = 1;
             continue;
         }
+        if (d->presence == FW_OPTIONAL && !gguf_tensor_find(h, d->name)) continue;
         if (check_tensor(h, d->name, d->kind, dim_of(hp, d->d0), dim_of(hp, d->d1), &t, err,
                          errlen))
             return -1;
@@ -261,12 +266,13 @@ static int plan_tensors(const gguf_header *h, const fw_arch *A, fw_hparams *hp, 
         for (size_t i = 0; i < A->n_layer; i++) {
             const fw_tensor_desc *d = &A->layer[i];
             snprintf(nm, sizeof nm, "blk.%u.%s", il, d->name);
+            if (d->presence == FW_OPTIONAL && !gguf_tensor_find(h, nm)) continue;
             if (check_tensor(h, nm, d->kind, dim_of(hp, d->d0), dim_of(hp, d->d1), NULL, err,
                              errlen))
                 return -1;
+            expected++;
         }
     }
-    expected += (size_t)hp->n_layer * A->n_layer;
     for (size_t i = 0; i < h->n_tensors; i++) {
         if (!known_tensor(A, h->tensors[i].name, hp->n_layer)) {
             unknown_reason(h->tensors[i].name, err, errlen);
@@ -482,12 +488,14 @@ static int bind_all(fw_weights *w, char *err, size_t errlen)
             memcpy((char *)&w->top + d->off, &w->top.tok_embd, sizeof(wt_matrix));
             continue;
         }
+        if (d->presence == FW_OPTIONAL && !gguf_tensor_find(w->h, d->name)) continue;
         if (bind_desc(w, d, d->name, &w->top, err, errlen)) return -1;
     }
     char nm[96];
     for (uint32_t il = 0; il < w->hp.n_layer; il++) {
         for (size_t i = 0; i < A->n_layer; i++) {
             snprintf(nm, sizeof nm, "blk.%u.%s", il, A->layer[i].name);
+            if (A->layer[i].presence == FW_OPTIONAL && !gguf_tensor_find(w->h, nm)) continue;
             if (bind_desc(w, &A->layer[i], nm, &w->layers[il], err, errlen)) return -1;
         }
     }
@@ -503,10 +511,14 @@ void fw_weights_close(fw_weights *w)
             free(w->layers[i].ffn_norm);
             free(w->layers[i].q_norm);
             free(w->layers[i].k_norm);
+            free(w->layers[i].bq);
+            free(w->layers[i].bk);
+            free(w->layers[i].bv);
         }
     }
     free(w->layers);
     free(w->top.output_norm);
+    free(w->top.rope_freqs);
     if (w->own_pool) par_destroy(w->pool);
     free(w);
 }
@@ -737,6 +749,15 @@ static size_t n_kv_for(const fw_seq *s, size_t used)
     return n_kv;
 }
 
+/* y[t][i] = y[t][i] + b[i] over rows x n floats (ggml_add of a bias row:
+ * one rounding, in place); a NULL bias is none. */
+static void add_bias(float *y, const float *b, size_t rows, size_t n)
+{
+    if (!b) return;
+    for (size_t t = 0; t < rows; t++)
+        for (size_t i = 0; i < n; i++) y[t * n + i] = y[t * n + i] + b[i];
+}
+
 /* One layer's attention block for n rows at positions [first, first + n):
  * norm, Q/K/V, head norms + RoPE, the cache write, attention, the output
  * product (into s->ao). */
@@ -752,6 +773,9 @@ static int attention(fw_seq *s, uint32_t il, size_t n, size_t first, char *err, 
     const wt_matrix *qkv[3] = { &L->wq, &L->wk, &L->wv };
     float *const ys[3] = { s->q, s->k, s->v };
     if (mm(s, qkv, ys, 3, s->xn, n, err, errlen)) return -1;
+    add_bias(s->q, L->bq, n, qd);
+    add_bias(s->k, L->bk, n, kvd);
+    add_bias(s->v, L->bv, n, kvd);
     qk_ctx qk = { s, n };
     par_rows(w->pool, qk_job, &qk, n * (hp->n_head + hp->n_head_kv), 16);
     tap(s, "Qcur", (int)il, s->q, n, qd, first);
@@ -805,7 +829,7 @@ static int ubatch(fw_seq *s, const int32_t *ids, size_t n, size_t first, int all
     const size_t E = hp->n_embd, hd = hp->head_dim;
     const vec_rope_params rp = { hp->head_dim, hp->rope_base, hp->freq_scale, hp->ext_factor,
                                  hp->attn_factor, hp->beta_fast, hp->beta_slow,
-                                 hp->n_ctx_orig };
+                                 hp->n_ctx_orig, w->top.rope_freqs };
     if (embed(s, ids, n, err, errlen)) return -1;
     for (size_t t = 0; t < n; t++) vec_rope_cache(&rp, (int64_t)(first + t), s->rope + t * hd);
     /* Output rows of the last layer: every row, the last, or none. */

@@ -1,5 +1,5 @@
 /*
- * forward.h -- the forward pass: a mapped GGUF of the llama or qwen3 graph to
+ * forward.h -- the forward pass: a mapped GGUF of the llama, qwen2 or qwen3 graph to
  * logits, bit for bit as llama.cpp b11669's llama-server computes them on its
  * haswell CPU backend (libggml-cpu-haswell.so), so that greedy answers are
  * token-identical.
@@ -44,7 +44,7 @@
 #include "file/gguf.h"
 #include "base/par.h"
 
-enum { FW_ARCH_LLAMA = 1, FW_ARCH_QWEN3 = 2 };
+enum { FW_ARCH_LLAMA = 1, FW_ARCH_QWEN3 = 2, FW_ARCH_QWEN2 = 3 };
 enum { FW_ROPE_NONE = 0, FW_ROPE_LINEAR = 1, FW_ROPE_YARN = 2 };
 
 /* The hyper-parameters of a graph that plays, as llama.cpp derives them. */

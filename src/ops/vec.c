@@ -74,7 +74,7 @@ void vec_rope_cache(const vec_rope_params *hp, int64_t pos, float *cache)
                        corr);
     float theta = (float)pos;
     for (int i0 = 0; i0 < n_dims; i0 += 2) {
-        const float theta_extrap = theta;
+        const float theta_extrap = hp->freq_factors ? theta / hp->freq_factors[i0 / 2] : theta;
         const float theta_interp = hp->freq_scale * theta_extrap;
         float th = theta_interp, mscale = hp->attn_factor;
         if (hp->ext_factor != 0.0f) {

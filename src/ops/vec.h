@@ -111,9 +111,13 @@ typedef struct {
     float attn_factor;        /* YaRN magnitude */
     float beta_fast, beta_slow;
     uint32_t n_ctx_orig;      /* YaRN original context */
+    const float *freq_factors;/* head_dim/2 factors dividing each pair's theta
+                                 (ggml_rope_ext's c: Llama 3.x), or NULL */
 } vec_rope_params;
 
-/* The cos/sin table of one position: head_dim floats (cos, sin pairs). */
+/* The cos/sin table of one position: head_dim floats (cos, sin pairs); with
+ * freq_factors, pair i's theta is theta / freq_factors[i] before the YaRN
+ * mix, as ggml_rope_cache_init (the running theta itself is not divided). */
 void vec_rope_cache(const vec_rope_params *hp, int64_t pos, float *cache);
 /* Rotates n_tok x n_heads rows of hd floats with the token's table (table +
  * t * hd); neox: halves, else adjacent pairs. */

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Writes the random-weight models of real graphs' shapes (issue 20) into a folder, deterministically.
+
+Run with the oracle kit's gguf-py (`make graph-models` does, into build/graph-models):
+
+    gguf-py testing/make_graph_models.py build/graph-models
+    gguf-py testing/make_graph_models.py --list
+    gguf-py testing/make_graph_models.py --only qwen2.5-0.5b-shape DIR
+
+Each model has a real model's attention shape (width, head count, KV heads, head size), its real vocabulary
+from ../shared/vocab (tokens, types, merges, the pre-tokenizer's name), its real special tokens and chat
+template, its hyper-parameters (RoPE base, RMS epsilon, context) and its architecture's extra tensors, in two
+layers; only the feed-forward width may be cut (the file size is the embedding's: 151,936 or 128,256 rows).
+The weights come from testing/make_models.py's splitmix64 stream (the same bits on every machine). The F16
+file is written directly with gguf-py (as convert_hf_to_gguf writes an F16 model); `llama-quantize --pure`
+makes Q8_0 from it.
+
+  qwen2.5-0.5b-shape   qwen2: E 896, 14 heads, 2 KV heads, head 64, FF 4864 (real), Q/K/V biases, tied,
+                       RoPE base 1e6 (NeoX), eps 1e-6, Qwen2.5-Instruct's template and specials
+  llama-3.2-1b-shape   llama: E 2048, 32 heads, 8 KV heads, head 64, FF 2048 (real 8192, cut), tied,
+                       RoPE base 500000 with rope_freqs.weight computed as convert_hf_to_gguf computes
+                       Llama 3.2's "llama3" rope_scaling (factor 32, low 1, high 4, original 8192),
+                       eps 1e-5, llama-bpe, Llama 3.2 Instruct's template and specials
+
+Incremental: DIR/.generator holds the sha256 of both scripts and the quantizer; when it matches, only
+missing files are written.
+"""
+import argparse, hashlib, math, os, sys
+
+import numpy as np
+import gguf
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import make_models as mm  # noqa: E402
+
+GRAPHS = [
+    dict(name="qwen2.5-0.5b-shape", arch="qwen2", vocab="qwen2", E=896, L=2, H=14, KV=2, hd=64, FF=4864,
+         ctx=32768, base=1000000.0, eps=1e-6, bias=True, llama3=False, types=["F16", "Q8_0"], seed=21),
+    dict(name="llama-3.2-1b-shape", arch="llama", vocab="llama-bpe", E=2048, L=2, H=32, KV=8, hd=64, FF=2048,
+         ctx=131072, base=500000.0, eps=1e-5, bias=False, llama3=True, types=["F16", "Q8_0"], seed=22),
+]
+
+
+def fname(spec, t):
+    return f"{spec['name']}-{t.lower()}.gguf"
+
+
+def files_of(specs):
+    return [fname(s, t) for s in specs for t in s["types"]]
+
+
+def llama3_factors(base, dim, factor=32.0, low=1.0, high=4.0, old_ctx=8192):
+    """convert_hf_to_gguf's LlamaModel.generate_extra_tensors for rope_type "llama3", in float32 freqs."""
+    freqs = 1.0 / (np.float32(base) ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))
+    low_wl, high_wl = old_ctx / low, old_ctx / high
+    out = []
+    for f in freqs.astype(np.float32):
+        wl = 2 * math.pi / float(f)
+        if wl < high_wl:
+            out.append(1.0)
+        elif wl > low_wl:
+            out.append(factor)
+        else:
+            smooth = (old_ctx / wl - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def vocab_of(spec, shared):
+    v = mm.read_vocab(os.path.join(shared, "vocab", f"ggml-vocab-{spec['vocab']}.gguf"))
+    tokens = v["tokenizer.ggml.tokens"]
+    if spec["vocab"] == "qwen2":
+        assert tokens[151643] == "<|endoftext|>" and tokens[151645] == "<|im_end|>"
+        tpl = "Qwen-Qwen2.5-7B-Instruct.jinja"
+        ids = dict(bos=151643, eos=151645, pad=151643, add_bos=False)
+    else:
+        assert tokens[128000] == "<|begin_of_text|>" and tokens[128009] == "<|eot_id|>"
+        tpl = "meta-llama-Llama-3.2-3B-Instruct.jinja"
+        ids = dict(bos=128000, eos=128009, pad=None, add_bos=True)
+    with open(os.path.join(shared, "templates", "llama.cpp", tpl), encoding="utf-8") as fh:
+        template = fh.read()
+    return dict(pre=spec["vocab"], tokens=tokens, types=v["tokenizer.ggml.token_type"],
+                merges=v["tokenizer.ggml.merges"], template=template, **ids)
+
+
+def tensor_plan(spec, n_vocab):
+    """(name, numpy shape, std, mean) of every tensor, in file order (as convert_hf_to_gguf orders them)."""
+    E, L, H, KV, hd, FF = spec["E"], spec["L"], spec["H"], spec["KV"], spec["hd"], spec["FF"]
+    plan = []
+    if spec["llama3"]:
+        plan.append(("rope_freqs.weight", (hd // 2,), None, None))
+    plan.append(("token_embd.weight", (n_vocab, E), 1.0, 0.0))
+    for i in range(L):
+        p = f"blk.{i}."
+        plan.append((p + "attn_norm.weight", (E,), 0.1, 1.0))
+        plan.append((p + "attn_q.weight", (H * hd, E), 1 / math.sqrt(E), 0.0))
+        plan.append((p + "attn_k.weight", (KV * hd, E), 1 / math.sqrt(E), 0.0))
+        plan.append((p + "attn_v.weight", (KV * hd, E), 1 / math.sqrt(E), 0.0))
+        if spec["bias"]:
+            plan.append((p + "attn_q.bias", (H * hd,), 0.5, 0.0))
+            plan.append((p + "attn_k.bias", (KV * hd,), 0.5, 0.0))
+            plan.append((p + "attn_v.bias", (KV * hd,), 0.1, 0.0))
+        plan.append((p + "attn_output.weight", (E, H * hd), 1 / math.sqrt(H * hd), 0.0))
+        plan.append((p + "ffn_norm.weight", (E,), 0.1, 1.0))
+        plan.append((p + "ffn_gate.weight", (FF, E), 1 / math.sqrt(E), 0.0))
+        plan.append((p + "ffn_up.weight", (FF, E), 1 / math.sqrt(E), 0.0))
+        plan.append((p + "ffn_down.weight", (E, FF), 1 / math.sqrt(FF), 0.0))
+    plan.append(("output_norm.weight", (E,), 0.1, 1.0))
+    return plan
+
+
+def write_f16(spec, voc, path):
+    arch = spec["arch"]
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name(f"bankml-test {spec['name']}")
+    w.add_context_length(spec["ctx"])
+    w.add_embedding_length(spec["E"])
+    w.add_block_count(spec["L"])
+    w.add_feed_forward_length(spec["FF"])
+    w.add_head_count(spec["H"])
+    w.add_head_count_kv(spec["KV"])
+    w.add_rope_freq_base(spec["base"])
+    w.add_layer_norm_rms_eps(spec["eps"])
+    if arch == "llama":   # what a converted Llama 3.2 carries beyond qwen2's keys
+        w.add_vocab_size(len(voc["tokens"]))
+        w.add_rope_dimension_count(spec["hd"])
+        w.add_key_length(spec["hd"])
+        w.add_value_length(spec["hd"])
+    w.add_file_type(1)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(voc["pre"])
+    w.add_token_list(voc["tokens"])
+    w.add_token_types(voc["types"])
+    w.add_token_merges(voc["merges"])
+    w.add_bos_token_id(voc["bos"])
+    w.add_eos_token_id(voc["eos"])
+    if voc["pad"] is not None:
+        w.add_pad_token_id(voc["pad"])
+    w.add_add_bos_token(voc["add_bos"])
+    w.add_chat_template(voc["template"])
+    plan = tensor_plan(spec, len(voc["tokens"]))
+    for name, shape, _, _ in plan:
+        dt = np.float16 if len(shape) == 2 else np.float32
+        w.add_tensor_info(name, shape, np.dtype(dt), int(np.prod(shape)) * np.dtype(dt).itemsize)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    for name, shape, std, mean in plan:
+        if name == "rope_freqs.weight":
+            w.write_tensor_data(llama3_factors(spec["base"], spec["hd"]))
+            continue
+        dt = np.float16 if len(shape) == 2 else np.float32
+        n = int(np.prod(shape))
+        w.write_tensor_data(mm.uniform(mm.tensor_key(spec["seed"], name), n, dt, std, mean).reshape(shape))
+    w.close()
+
+
+def make_model(spec, outdir, shared, kit_bin, want):
+    todo = [t for t in spec["types"] if fname(spec, t) in want]
+    if not todo:
+        return
+    base = os.path.join(outdir, fname(spec, "F16"))
+    if "F16" in todo or not os.path.exists(base):
+        tmp = base + ".tmp"
+        write_f16(spec, vocab_of(spec, shared), tmp)
+        os.replace(tmp, base)
+    for t in todo:
+        if t != "F16":
+            mm.quantize(kit_bin, base, os.path.join(outdir, fname(spec, t)), t)
+        print(f"  {fname(spec, t)}", flush=True)
+
+
+def generator_id(kit_bin):
+    h = hashlib.sha256()
+    h.update(open(os.path.abspath(__file__), "rb").read())
+    h.update(mm.generator_id(kit_bin).encode())
+    return h.hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("outdir", nargs="?")
+    ap.add_argument("--only", action="append", default=[])
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--shared", default=os.environ.get("BANKML_SHARED") or os.path.join(ROOT, "..", "shared"))
+    ap.add_argument("--kit", default=os.path.expanduser("~/.cache/bankml-oracle/bin"))
+    a = ap.parse_args()
+    specs = [s for s in GRAPHS if not a.only or s["name"] in a.only]
+    if a.list:
+        for s in specs:
+            print(f"{s['name']:<20} {s['arch']:<5} E={s['E']} L={s['L']} H={s['H']} KV={s['KV']} hd={s['hd']} "
+                  f"FF={s['FF']} vocab={s['vocab']} {' '.join(s['types'])}")
+        return 0
+    if not a.outdir:
+        ap.error("OUTDIR is required")
+    if not os.path.exists(os.path.join(a.kit, "llama-quantize")):
+        sys.exit(f"make_graph_models: no llama-quantize in {a.kit}: run sh ../shared/oracle/install.sh")
+    os.makedirs(a.outdir, exist_ok=True)
+    gid = generator_id(a.kit)
+    stamp = os.path.join(a.outdir, ".generator")
+    same = os.path.exists(stamp) and open(stamp).read().strip() == gid
+    want = set(f for f in files_of(specs) if not same or not os.path.exists(os.path.join(a.outdir, f)))
+    if not want:
+        return 0
+    if not same and os.path.exists(stamp):
+        os.remove(stamp)
+    print(f"make_graph_models: writing {len(want)} files into {a.outdir}", flush=True)
+    for s in specs:
+        make_model(s, a.outdir, a.shared, a.kit, want)
+    if not a.only:
+        with open(stamp, "w") as f:
+            f.write(gid + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

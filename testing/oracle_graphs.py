@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""oracle_graphs.py -- the qwen2 and Llama 3.x graphs in real models' shapes against llama.cpp b11669 (issue 20).
+
+The models are testing/make_graph_models.py's (`make graph-models`, into build/graph-models): Qwen2.5-0.5B's
+shape (qwen2: Q/K/V biases, NeoX RoPE, the qwen2 vocabulary) and Llama-3.2-1B's (llama with rope_freqs.weight,
+the llama-bpe vocabulary), two layers each, in F16 and Q8_0. For each of the four files:
+
+  (a) per-layer dumps: build/kit-llama-dump (libllama) against testing/forward_driver.c, every layer's
+      attn_norm, Qcur (after the biases and RoPE), kqv_out, attn_out (llama), ffn_inp, ffn_out, l_out, then
+      result_norm, result_output and the logits byte for byte, for a 300-token prompt (tiled attention) and
+      two decode steps; a 20-token prompt (reference kernel) and one step on the F16 files.
+  (b) HTTP (qwen2 F16, llama Q8_0), `bankml serve` and llama-server side by side (`-t 2 -c 4096 -np 1 --jinja`; testing/oracle_e2e.py's
+      helpers): five greedy chat conversations (one multi-turn), a prompt of more than 512 tokens (two
+      micro-batches), a seeded sampled chat and a seeded sampled /completion, all with cache_prompt false,
+      then a conversation continued with cache_prompt true (the second turn reuses the first's cells):
+      status and the whole body equal but ids, times and the receipt.
+  (c) greedy ids (qwen2 Q8_0, llama F16): llama-server /completion on a 530-token id prompt against
+      forward_driver's argmax (the prompt crosses a micro-batch; the decode runs past 512 cells with the split-KV kernel).
+
+Prints `N passed, N failed, N skipped`; exits 1 on a failure. Skipped without the kit or ../shared (a failure
+under BANKML_REQUIRE_ORACLE=1).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import oracle  # noqa: E402
+import oracle_e2e as e2e  # noqa: E402
+import oracle_forward as fwd  # noqa: E402
+
+S = oracle.Suite("oracle_graphs")
+e2e.S = S   # the e2e helpers count into this suite
+MODELS_DIR = os.path.join(ROOT, "build", "graph-models")
+MODELS = ["qwen2.5-0.5b-shape-f16", "qwen2.5-0.5b-shape-q8_0", "llama-3.2-1b-shape-f16", "llama-3.2-1b-shape-q8_0"]
+# Each graph in both weight types over HTTP or through the greedy ids, one each (the dumps run on all four):
+# CI time (loading 0.2-0.6 GB files into two servers is most of a case's cost).
+HTTP = {"qwen2.5-0.5b-shape-f16", "llama-3.2-1b-shape-q8_0"}
+GREEDY = {"qwen2.5-0.5b-shape-q8_0", "llama-3.2-1b-shape-f16"}
+def n_vocab(name):
+    return 151936 if name.startswith("qwen2.5") else 128256
+
+
+def ensure_graph_models():
+    p = subprocess.run(["make", "-s", "graph-models"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, errors="replace")
+    if p.stdout.strip():
+        print(p.stdout.rstrip())
+    if p.returncode != 0:
+        oracle.skip_all(f"`make graph-models` failed ({p.returncode})", S)
+
+
+def http_cases(base, L, B):
+    """(b): the requests to both servers, compared whole."""
+    reqs, names = [], []
+    for label, msgs in e2e.CONVERSATIONS:
+        reqs.append(("/v1/chat/completions", e2e.chat(msgs, 12)))
+        names.append(f"greedy chat {base} {label}")
+    reqs.append(("/v1/chat/completions", e2e.chat([{"role": "user", "content": e2e.LONG_TEXT}], 8)))
+    names.append(f"long prompt {base}")
+    reqs.append(("/v1/chat/completions", {"messages": e2e.CONVERSATIONS[2][1], "max_tokens": 12, "seed": 42,
+                                          "temperature": 0.9, "top_k": 50, "top_p": 0.95, "cache_prompt": False}))
+    names.append(f"seeded chat {base}")
+    reqs.append(("/completion", {"prompt": "The capital of France is", "n_predict": 12, "seed": 7,
+                                 "temperature": 1.1, "min_p": 0.02, "cache_prompt": False, "n_probs": 3}))
+    names.append(f"seeded completion {base} (n_probs 3)")
+    first = [{"role": "user", "content": "Tell me a story about a cat."}]
+    reqs.append(("/v1/chat/completions", dict(e2e.chat(first, 10), cache_prompt=True)))
+    names.append(f"cached turn 1 {base}")
+    pairs = e2e.both(L, B, reqs)
+    # the second turn carries the first answer as llama-server gave it
+    (sl, rl), _ = pairs[-1]
+    j = e2e.parse(rl)
+    answer = j["choices"][0]["message"]["content"] if isinstance(j, dict) and "choices" in j else "..."
+    second = first + [{"role": "assistant", "content": answer}, {"role": "user", "content": "And then?"}]
+    pairs += e2e.both(L, B, [("/v1/chat/completions", dict(e2e.chat(second, 10), cache_prompt=True))])
+    names.append(f"cached turn 2 {base} (reuses turn 1's cells)")
+    e2e.compare(names, pairs)
+    n_full = 0
+    for name, ((sl, rl), _) in zip(names, pairs):
+        b = e2e.parse(rl)
+        u = b.get("usage", {}) if isinstance(b, dict) else {}
+        if name.startswith("greedy chat"):
+            n_full += u.get("completion_tokens") == 12
+        if name.startswith("long prompt"):
+            S.check(name + ": > 512 prompt tokens", u.get("prompt_tokens", 0) > 512, f"usage {u}")
+        if name.startswith("cached turn 2"):
+            cached = (u.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+            S.check(name + ": llama-server reused cells", cached > 0, f"usage {u}")
+    S.check(f"greedy chat {base}: answers of 12 tokens (not an immediate end)", n_full >= 3,
+            f"{n_full} of {len(e2e.CONVERSATIONS)}")
+    return len(reqs) + 1
+
+
+def main():
+    kit = oracle.kit_or_skip(S)
+    oracle.shared_or_skip(S)
+    p = subprocess.run(["make", "-s"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if not S.check("make", p.returncode == 0, p.stdout[-2000:]):
+        S.finish()
+    ok, out = fwd.build()
+    if not S.check("build/forward-driver builds", ok, out[-2000:]):
+        S.finish()
+    p = subprocess.run(["make", "-s", "build/kit-llama-dump"], cwd=ROOT, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, errors="replace")
+    if not S.check("build/kit-llama-dump builds", p.returncode == 0, p.stdout[-2000:]):
+        S.finish()
+    ensure_graph_models()
+    paths = {m: os.path.join(MODELS_DIR, m + ".gguf") for m in MODELS}
+    tmp = tempfile.mkdtemp(prefix="oracle-graphs-")
+    fork = os.path.join(tmp, "graphs.FORK.json")
+    e2e.pin(list(paths.values()), fork)
+    n_http = 0
+    try:
+        for m in MODELS:
+            t0 = time.time()
+            nv = n_vocab(m)
+            fwd.dump_case(S, kit, tmp, f"{m} 300 tokens (tiled; decode)", paths[m], fwd.rand_ids(7, 300, 3, nv - 3), 2)
+            if m.endswith("f16"):
+                fwd.dump_case(S, kit, tmp, f"{m} 20 tokens (reference)", paths[m], fwd.rand_ids(9, 20, 3, nv - 3), 1)
+            if m in HTTP:
+                try:
+                    L, B = e2e.start_pair(kit, paths[m], fork)
+                except oracle.ServerError as e:
+                    S.fail(f"servers {m}", str(e)[:800])
+                    continue
+                try:
+                    n_http += http_cases(m, L, B)
+                finally:
+                    L.stop()
+                    B.stop()
+            if m in GREEDY:
+                fwd.greedy_case(S, kit, f"{m} (prompt crosses 512, decode past 512 cells)", paths[m],
+                                fwd.rand_ids(19, 530, 3, nv - 3), 32, 1024)
+            print(f"({m}: {time.time() - t0:.1f} s)", flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"counts: {n_http} HTTP requests to each server", flush=True)
+    S.finish()
+
+
+if __name__ == "__main__":
+    main()
