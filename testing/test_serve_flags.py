@@ -3,7 +3,7 @@ message (refused ones from the table itself), spellings (--long=value, negations
 --help from the same table, docs/modules/main.md's table equal to `bankml help serve --markdown`, and the peer
 suite's tinyllama2 command line (utils.py's ServerProcess.start) served as it is (-b 32 -np 2 included), with llama-server's 501s for --no-slots, no --metrics and no --props.
 Standard library only; needs ../shared/models/stories260K.gguf for the server cases (skipped without it)."""
-import json, os, re, subprocess, sys, tempfile
+import http.client, json, os, re, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle
@@ -90,8 +90,10 @@ CASES = [
     (["serve", "--no-jinja", "--chat-template", "llama3"], {}, 2,
      "bankml serve: refused --no-jinja with --chat-template: llama-server's built-in legacy template formats are not "
      "reproduced (only chatml is); leave --no-jinja out to render the template with Jinja\n"),
-    (["serve", "--host", "a,b"], {}, 2, "bankml serve: refused --host a,b: one TCP address is reproduced, not a list "
-                                        "or a UNIX socket\n"),
+    (["serve", "--host", "/tmp/x.sock"], {}, 2, "bankml serve: refused --host /tmp/x.sock: a UNIX socket is not "
+                                                "reproduced; give TCP addresses\n"),
+    (["serve", "--host", "a,b,c,d"], {}, 2, "bankml serve: refused --host a,b,c,d: at most 3 addresses\n"),
+    (["serve", "--host", " , "], {}, 2, "bankml serve: refused --host \" , \": no address\n"),
     (["serve", "a.gguf", "-m", "b.gguf"], {}, 2,
      "bankml serve: two models: a.gguf and b.gguf (name one; more are served with --registry)\n"),
     (["serve", "--cache-ram", "0", "/nonexistent.gguf"], {}, 1,
@@ -168,6 +170,19 @@ with oracle.Server([BIN, "serve", "--fork", FORK, "--port", "{port}"], name="ban
                    env=dict(ENV, LLAMA_ARG_MODEL=MODEL, LLAMA_ARG_ENDPOINT_METRICS="1", LLAMA_ARG_N_PREDICT="3")) as B:
     S.equal("LLAMA_ARG_MODEL, LLAMA_ARG_ENDPOINT_METRICS=1, LLAMA_ARG_N_PREDICT=3: read as the flags",
             (B.get("/metrics")[0], B.post("/completion", {"prompt": "Once"})[1].get("tokens_predicted")), (200, 3))
+# llama-server's list of addresses, one listener each on the same port (the command line beats LLAMA_ARG_HOST)
+port = oracle.free_port()
+with oracle.Server([BIN, "serve", MODEL, "--fork", FORK, "--port", str(port), "--host", "127.0.0.1, ::1"],
+                   name="bankml-hosts", port=port, env=dict(ENV, LLAMA_ARG_HOST="192.0.2.1")) as B:
+    got = []
+    for host in ("127.0.0.1", "::1"):
+        c = http.client.HTTPConnection(host, port, timeout=10)
+        c.request("GET", "/health")
+        r = c.getresponse()
+        got.append((r.status, r.read()))
+        c.close()
+    S.equal("--host 127.0.0.1,::1 over LLAMA_ARG_HOST: both addresses answer on the one port", got,
+            [(200, b'{"status":"ok"}'), (200, b'{"status":"ok"}')])
 KEYS = os.path.join(tmp, "keys.txt")
 with open(KEYS, "w") as f:
     f.write("# a comment\nK2\n\nK3\n")

@@ -195,11 +195,29 @@ static int read_listen(const parsed_args *a, serve_cfg *c)
     c->listen = args_opt(a, "--listen");
     if (!c->listen) c->listen = "127.0.0.1:18093";
     if (!h && !p) return 0;
-    if (h && (strchr(h, ',') || (strlen(h) > 5 && !strcmp(h + strlen(h) - 5, ".sock"))))
-        return refuse("refused --host %s: one TCP address is reproduced, not a list or a UNIX socket%s", h, "");
+    if (h && strlen(h) > 5 && !strcmp(h + strlen(h) - 5, ".sock"))
+        return refuse("refused --host %s: a UNIX socket is not reproduced; give TCP addresses%s", h, "");
     if (num(a, "--port", 0, 65535, 18093, &port)) return BANKML_EXIT_IO;
     if (!h) h = "127.0.0.1";
-    snprintf(c->listen_buf, sizeof c->listen_buf, strchr(h, ':') ? "[%s]:%ld" : "%s:%ld", h, port);
+    /* llama-server's comma-separated addresses, each a listener on the same port */
+    size_t len = 0, n = 0;
+    for (const char *q = h, *e; ; q = e + 1) {
+        e = strchr(q, ',');
+        size_t k = e ? (size_t)(e - q) : strlen(q);
+        while (k && *q == ' ') q++, k--;
+        while (k && q[k - 1] == ' ') k--;
+        if (k) {
+            if (++n > SERVE_MAX_LISTENERS - 1)   /* one listener is left for --upstream */
+                return refuse("refused --host %s: at most 3 addresses%s", h, "");
+            int w = snprintf(c->listen_buf + len, sizeof c->listen_buf - len, memchr(q, ':', k) ? "%s[%.*s]:%ld" :
+                             "%s%.*s:%ld", len ? "," : "", (int)k, q, port);
+            if (w < 0 || (size_t)w >= sizeof c->listen_buf - len)
+                return refuse("refused --host %s: the addresses are too long%s", h, "");
+            len += (size_t)w;
+        }
+        if (!e) break;
+    }
+    if (!n) return refuse("refused --host \"%s\": no address%s", h, "");
     c->listen = c->listen_buf;
     return 0;
 }
@@ -434,10 +452,21 @@ static serve_server *open_server(engine *e, serve_cfg *c, const parsed_args *a, 
         return NULL;
     }
     status_set_metrics(*sa, c->lo.metrics);
-    if (serve_listen(srv, c->listen, err, sizeof err) < 0) {
-        fprintf(stderr, "bankml serve: %s\n", err);
-        serve_free(srv);
-        return NULL;
+    /* each address of the list; with port 0 the later ones take the port the kernel gave the first */
+    char one[320];
+    for (const char *q = c->listen, *e; ; q = e + 1) {
+        e = strchr(q, ',');
+        size_t k = e ? (size_t)(e - q) : strlen(q);
+        int li = -1;
+        snprintf(one, sizeof one, "%.*s", (int)k, q);
+        if (q != c->listen && k > 2 && !strcmp(one + strlen(one) - 2, ":0"))
+            snprintf(one + strlen(one) - 1, sizeof one - (strlen(one) - 1), "%d", serve_port(srv, 0));
+        if (k >= sizeof one || (li = serve_listen(srv, one, err, sizeof err)) < 0) {
+            fprintf(stderr, "bankml serve: %s\n", li < 0 && k < sizeof one ? err : "an address is too long");
+            serve_free(srv);
+            return NULL;
+        }
+        if (!e) break;
     }
     if (c->upstream && serve_listen(srv, c->upstream, err, sizeof err) < 0) {
         fprintf(stderr, "bankml serve: cannot listen on the engine address %s: %s (is llama-server running there?)\n",

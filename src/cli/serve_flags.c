@@ -607,7 +607,7 @@ static const arg_opt serve_opts[] = {
      "normalisation of embeddings",
      ARG_INERT, "only embeddings read it, and bankml refuses them", NULL},
     {"--host", NULL, "HOST", "LLAMA_ARG_HOST", "127.0.0.1",
-     "the address to listen on (one address; no UNIX socket)",
+     "the addresses to listen on, comma-separated (each on --port; no UNIX socket)",
      ARG_SAME, NULL, NULL},
     {"--port", NULL, "PORT", "LLAMA_ARG_PORT", "18093 (llama-server: 8080)",
      "the port to listen on",
