@@ -157,3 +157,49 @@ TEST(json_schema_deep_chain_fits_a_server_thread) {
     pthread_attr_destroy(&at);
     CHECK_INT(rc, JSON_SCHEMA_OK);
 }
+
+/* Ollama v0.13.3's llm/server.go: its Completion's format switch, and the cases of its
+ * TestLLMServerCompletionFormat (invalid "X" and "\"X\"", valid "", null, "json") */
+static int oll(const char *raw, char **out)
+{
+    return ollama_format_to_gbnf(NULL, raw, strlen(raw), out, NULL);
+}
+
+TEST(json_schema_ollama_format) {
+    char *out;
+    CHECK_INT(oll("X", &out), JSON_SCHEMA_REFUSED);
+    CHECK_STR(out, "invalid format: \"X\"; expected \"json\" or a valid JSON Schema object");
+    free(out);
+    CHECK_INT(oll("\"X\"", &out), JSON_SCHEMA_REFUSED);
+    CHECK_STR(out, "invalid format: \"\\\"X\\\"\"; expected \"json\" or a valid JSON Schema object");
+    free(out);
+    CHECK_INT(oll("[\"a\\tb\",\"\x01\"]", &out), JSON_SCHEMA_REFUSED);
+    CHECK_STR(out, "invalid format: \"[\\\"a\\\\tb\\\",\\\"\\x01\\\"]\"; expected \"json\" or a valid JSON Schema object");
+    free(out);
+    CHECK_INT(oll("", &out), JSON_SCHEMA_OK);
+    CHECK(out == NULL);
+    CHECK_INT(oll("null", &out), JSON_SCHEMA_OK);
+    CHECK(out == NULL);
+    CHECK_INT(oll("\"\"", &out), JSON_SCHEMA_OK);
+    CHECK(out == NULL);
+    CHECK_INT(ollama_format_to_gbnf(NULL, NULL, 0, &out, NULL), JSON_SCHEMA_OK);
+    CHECK(out == NULL);
+    /* "json": grammarJSON (checked byte for byte against v0.13.3's source when written) */
+    CHECK_INT(oll("\"json\"", &out), JSON_SCHEMA_OK);
+    const char *head = "\nroot   ::= object\nvalue  ::= object | array | string | number | ";
+    CHECK(out && strncmp(out, head, strlen(head)) == 0);
+    CHECK(out && strstr(out, "\nws ::= ([ \\t\\n] ws)?\n") && strlen(out) == 599);
+    free(out);
+    /* a schema: refused until Ollama's vendored converter is reproduced */
+    CHECK_INT(oll("{\"type\":\"object\"}", &out), JSON_SCHEMA_LIMIT);
+    head = "format with a JSON schema: Ollama v0.13.3 converts it";
+    CHECK(out && strncmp(out, head, strlen(head)) == 0);
+    free(out);
+    /* without the raw bytes, Go's compact encoding of the parsed value stands in */
+    char err[100];
+    json_value *v = json_parse("[ \"<x>\" , 1.50 ]", 16, err, sizeof err);
+    CHECK_INT(ollama_format_to_gbnf(v, NULL, 0, &out, NULL), JSON_SCHEMA_REFUSED);
+    CHECK_STR(out, "invalid format: \"[\\\"\\\\u003cx\\\\u003e\\\",1.50]\"; expected \"json\" or a valid JSON Schema object");
+    free(out);
+    json_free(v);
+}

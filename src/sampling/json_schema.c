@@ -1666,3 +1666,145 @@ int json_schema_to_gbnf(const json_value *schema, unsigned flags, char **out, si
     free(c);
     return code;
 }
+
+/* ------------------------------------------------------------------ */
+/* Ollama v0.13.3's "format" (llm/server.go, llmServer.Completion)       */
+
+/* llm/server.go's grammarJSON, the grammar "format": "json" hands the runner, byte for byte */
+static const char js_ollama_json_grammar[] =
+    "\nroot   ::= object\n"
+    "value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+    "object ::=\n"
+    "  \"{\" ws (\n"
+    "         string \":\" ws value\n"
+    "    (\",\" ws string \":\" ws value)*\n"
+    "  )? ws \"}\" \n"
+    "array  ::=\n"
+    "  \"[\" ws (\n"
+    "            value\n"
+    "    (\",\" ws value)*\n"
+    "  )? ws \"]\" \n"
+    "string ::=\n"
+    "  \"\\\"\" (\n"
+    "    [^\"\\\\\\x7F\\x00-\\x1F] |\n"
+    "    \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F]) # escapes\n"
+    "  )* \"\\\"\" \n"
+    "number ::= (\"-\"? ([0-9] | [1-9] [0-9]*)) (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)? \n"
+    "# Optional space: by convention, applied in this grammar after literal chars when allowed\n"
+    "ws ::= ([ \\t\\n] ws)?\n";
+
+/* Go's compact encoding of a value (what a RawMessage holds when the client wrote no spaces) */
+static void js_go_compact(js_sb *b, const json_value *v)
+{
+    if (v->type == JSON_STRING) {
+        jbuf j;
+        jbuf_init(&j);
+        json_put_str_go(&j, v->str, v->len);
+        if (j.oom) { jbuf_free(&j); js_oom(b->c); }
+        js_put(b, j.p, j.len);
+        jbuf_free(&j);
+    } else if (v->type == JSON_ARRAY || v->type == JSON_OBJECT) {
+        js_putc(b, v->type == JSON_ARRAY ? '[' : '{');
+        for (size_t i = 0; i < v->n; i++) {
+            if (i) js_putc(b, ',');
+            if (v->type == JSON_OBJECT) {
+                json_value k = { JSON_STRING, v->keys[i], v->key_lens[i], 0, NULL, NULL, NULL };
+                js_go_compact(b, &k);
+                js_putc(b, ':');
+            }
+            js_go_compact(b, v->items[i]);
+        }
+        js_putc(b, v->type == JSON_ARRAY ? ']' : '}');
+    } else if (v->type == JSON_NUMBER) {
+        js_put(b, v->str, v->len);
+    } else {
+        js_puts(b, v->type == JSON_NULL ? "null" : v->type == JSON_TRUE ? "true" : "false");
+    }
+}
+
+/* Go's %q of a byte slice (strconv.Quote): \a \b \f \n \r \t \v \\ \" as such, other ASCII controls and
+ * DEL as \x.., printable ASCII and UTF-8 characters raw, an invalid byte as \x.. */
+static void js_go_quote(js_sb *b, js_str s)
+{
+    static const char hex[] = "0123456789abcdef";
+    js_putc(b, '"');
+    for (size_t i = 0; i < s.n;) {
+        unsigned char ch = (unsigned char)s.p[i];
+        uint32_t cp;
+        size_t len = ch >= 0x80 ? js_utf8((const unsigned char *)s.p + i, s.n - i, &cp) : 1;
+        const char *e = NULL;
+        switch (ch) {
+        case '\a': e = "\\a"; break;
+        case '\b': e = "\\b"; break;
+        case '\f': e = "\\f"; break;
+        case '\n': e = "\\n"; break;
+        case '\r': e = "\\r"; break;
+        case '\t': e = "\\t"; break;
+        case '\v': e = "\\v"; break;
+        case '\\': e = "\\\\"; break;
+        case '"': e = "\\\""; break;
+        }
+        if (e) { js_puts(b, e); i++; continue; }
+        if (ch < 0x20 || ch == 0x7F || len == 0) {
+            char x[4] = { '\\', 'x', hex[ch >> 4], hex[ch & 15] };
+            js_put(b, x, 4);
+            i++;
+            continue;
+        }
+        js_put(b, s.p + i, len);
+        i += len;
+    }
+    js_putc(b, '"');
+}
+
+static int js_run_ollama(js_ctx *c, const json_value *format, const char *raw, size_t raw_len, js_str *text)
+{
+    if (setjmp(c->top)) {
+        *text = c->msg;
+        return c->code;
+    }
+    js_sb r = js_sb_new(c);
+    if (raw) js_put(&r, raw, raw_len);
+    else js_go_compact(&r, format);
+    js_str rs = js_done(&r);
+    if (rs.n == 0 || js_eqs(rs, "null") || js_eqs(rs, "\"\"")) { *text = (js_str){ NULL, 0 }; return JSON_SCHEMA_OK; }
+    if (js_eqs(rs, "\"json\"")) { *text = JS_S(js_ollama_json_grammar); return JSON_SCHEMA_OK; }
+    if (rs.p[0] != '{') {
+        js_sb m = js_sb_new(c);
+        js_puts(&m, "invalid format: ");
+        js_go_quote(&m, rs);
+        js_puts(&m, "; expected \"json\" or a valid JSON Schema object");
+        *text = js_done(&m);
+        return JSON_SCHEMA_REFUSED;
+    }
+    *text = JS_S("format with a JSON schema: Ollama v0.13.3 converts it with the converter of the llama.cpp it "
+                 "vendors (17f7f4ba), whose grammar differs from b11669's (primitives and objects end in "
+                 "space, an unanchored pattern is an error, other refusals); bankML does not reproduce that "
+                 "converter yet; use \"json\" or llama-server's json_schema");
+    return JSON_SCHEMA_LIMIT;
+}
+
+int ollama_format_to_gbnf(const json_value *format, const char *raw, size_t raw_len, char **out, size_t *out_len)
+{
+    js_str text = { NULL, 0 };
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    if (!format && !raw) return JSON_SCHEMA_OK;
+    js_ctx *c = calloc(1, sizeof *c);
+    if (!c) return JSON_SCHEMA_LIMIT;
+    int code = js_run_ollama(c, format, raw, raw_len, &text);
+    if (text.p) {
+        char *d = malloc(text.n + 1);
+        if (d) {
+            memcpy(d, text.p, text.n);
+            d[text.n] = 0;
+            *out = d;
+            if (out_len) *out_len = text.n;
+        } else {
+            code = JSON_SCHEMA_LIMIT;
+        }
+    }
+    js_free_arena(c);
+    free(c);
+    return code;
+}

@@ -1,7 +1,8 @@
 /*
  * json_schema.h -- JSON schema to GBNF, the text llama.cpp b11669's
  * json_schema_to_grammar() writes, byte for byte, and its refusals with the
- * same words.
+ * same words; and Ollama v0.13.3's "format" ("json", or a schema) as its server
+ * hands it to its runner.
  *
  * b11669's converter runs in two steps (common/json-schema.cpp builds a typed
  * schema, refusing what falls outside its subset; common/json-schema-to-
@@ -27,7 +28,7 @@
 /* Schema levels (nested schemas plus $refs followed) before a refusal. */
 #define JSON_SCHEMA_MAX_DEPTH 200
 
-/* Return values of json_schema_to_gbnf. */
+/* Return values of json_schema_to_gbnf and ollama_format_to_gbnf. */
 enum {
     JSON_SCHEMA_OK = 0,       /* the grammar is in *out                            */
     JSON_SCHEMA_REFUSED = 1,  /* *out holds b11669's exception text, exactly       */
@@ -55,5 +56,23 @@ enum {
  * parsed order (json.h keeps first positions, the last duplicate's value, as
  * nlohmann's ordered_json does). */
 int json_schema_to_gbnf(const json_value *schema, unsigned flags, char **out, size_t *out_len);
+
+/* Ollama v0.13.3's "format" of /api/chat and /api/generate as its server turns it into the grammar the
+ * runner gets (llm/server.go, llmServer.Completion), given the parsed value (format) and, when the caller
+ * has them, the bytes the client sent for it (raw, raw_len; Go keeps them as a json.RawMessage, and Ollama
+ * compares and quotes those bytes). Without raw, Go's compact encoding of format stands in (the same bytes
+ * unless the client put spaces or escapes inside the value). Outcomes:
+ *   absent (both NULL), null, ""          JSON_SCHEMA_OK, *out NULL: no grammar
+ *   "json"                                JSON_SCHEMA_OK, *out = Ollama's grammarJSON, byte for byte
+ *   any other non-object                  JSON_SCHEMA_REFUSED, *out = Ollama's message, e.g.
+ *                                         invalid format: "\"xml\""; expected "json" or a valid JSON Schema object
+ *                                         (Ollama answers it with status 500, {"error": message})
+ *   an object (a schema)                  JSON_SCHEMA_LIMIT with bankml's reason: Ollama converts it with
+ *                                         its vendored llama.cpp (17f7f4ba) converter, whose text differs
+ *                                         from b11669's; not reproduced yet.
+ * The %q quoting is Go's strconv.Quote for ASCII and well-formed UTF-8, except that the non-ASCII code
+ * points Go's unicode.IsPrint rejects (U+00A0, U+2028, format characters, unassigned ones) are written raw
+ * where Go writes \u escapes. */
+int ollama_format_to_gbnf(const json_value *format, const char *raw, size_t raw_len, char **out, size_t *out_len);
 
 #endif
