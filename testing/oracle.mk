@@ -50,3 +50,22 @@ build/kit-llama-dump: testing/kit_llama_dump.c $(ORACLE_INC)/ggml.h
 	@mkdir -p build
 	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 $(WARN) -I$(ORACLE_INC) -o $@ testing/kit_llama_dump.c \
 	    -L$(ORACLE_LIB) -l:libllama.so.0 -l:libggml.so.0 -l:libggml-base.so.0 -lm -Wl,--allow-shlib-undefined
+
+# The JSON schema converter against b11669's own (testing/oracle_schema.py): bankml's side, and the kit
+# program calling json_schema_to_grammar from libllama-common.so (run under sid-run). The kit needs
+# llama.cpp's headers (common/json.h, common/json-schema-to-grammar.h) from ../shared/oracle/llama-src.sh's
+# checkout; common_json hides nlohmann behind a pimpl, so no nlohmann header is involved.
+LLAMA_SRC ?= $(HOME)/.cache/llama.cpp-src
+CXX_KIT   ?= g++
+
+build/schema-driver: testing/schema_driver.c src/sampling/json_schema.c src/sampling/json_schema.h src/base/json.c src/base/json.h
+	@mkdir -p build
+	$(CC) $(BASE) -O2 $(WARN) -o $@ testing/schema_driver.c src/sampling/json_schema.c src/base/json.c $(LDLIBS)
+
+$(LLAMA_SRC)/common/json-schema-to-grammar.h:
+	sh $(BANKML_SHARED)/oracle/llama-src.sh >/dev/null
+
+build/kit-schema: testing/kit_schema.cpp $(LLAMA_SRC)/common/json-schema-to-grammar.h $(ORACLE_INC)/ggml.h
+	@mkdir -p build
+	$(CXX_KIT) -std=c++17 -O2 -Wall -I$(LLAMA_SRC)/common -o $@ testing/kit_schema.cpp \
+	    -L$(ORACLE_LIB) -l:libllama-common.so.0 -Wl,--allow-shlib-undefined
