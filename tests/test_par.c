@@ -365,9 +365,16 @@ TEST(par_pause_ends_the_spin_and_the_next_job_clears_it)
     par_run(p, mark_worker, seen);      /* wakes the sleepers, clears the pause */
     par_run(p, mark_worker, seen);
     for (int w = 0; w < 2; w++) CHECK_INT(atomic_load(&seen[w]), 3);
+    /* spinning again: the worker burns CPU while this thread sleeps. Polled against a wall bound rather than
+     * measured over a fixed 50 ms, so a loaded machine (a spinning thread getting a fifth of a core) does not
+     * fail it; a pool that stayed paused would use no CPU at all, however long it is given. */
     c0 = cpu_seconds();
-    sleep_ms(50);                       /* spinning again: ~50 ms of CPU */
-    used = cpu_seconds() - c0;
+    used = 0;
+    for (int t = 0; t < 100 && used <= 0.015; t++) {   /* at most 100 x 10 ms */
+        sleep_ms(10);
+        used = cpu_seconds() - c0;
+        if (t % 10 == 9) par_run(p, mark_worker, seen);   /* a fresh spin budget every 100 ms */
+    }
     CHECK(used > 0.015);
     par_pause(NULL);
     par_destroy(p);
