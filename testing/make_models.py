@@ -5,6 +5,7 @@ Run with the oracle kit's gguf-py (Python 3 with llama.cpp's `gguf` package and 
 
     gguf-py testing/make_models.py build/models                 # the small set (make models)
     gguf-py testing/make_models.py --bench build/bench-models    # the big shapes (make bench-models)
+    gguf-py testing/make_models.py --quant build/quant-models    # llama-quantize's mixes (make quant-models)
     gguf-py testing/make_models.py --list                       # names and shapes, nothing written
     gguf-py testing/make_models.py --only llama-e384 DIR        # some models only (repeatable)
     gguf-py testing/make_models.py --sha256 DIR                 # print "sha256  file" for the set in DIR
@@ -54,6 +55,32 @@ BENCH = [
     dict(name="bonsai-1.7b-shape", arch="qwen3", E=2048, L=28, H=16, KV=8, hd=128, FF=6144,
          tied=True, extra=0, types=["Q1_0", "Q2_0"], seed=12, direct="F16"),
 ]
+
+# make quant-models (testing/oracle_quant_models.py): llama-quantize's mixes, NOT --pure, as users get them. A type
+# is llama-quantize's name, or "NAME-variant" for one of VARIANTS (extra llama-quantize flags). qwen3-e256: every
+# row a multiple of 256 (the K-quants as asked; its tied token_embd becomes Q6_K); llama-e320: rows of 320 (not
+# a multiple of 256: Q4_K falls back to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0) beside ffn_down's rows of 1024 (the
+# K-quant itself), 64-row attn_k/v; llama-e512-untied: 49,155 output rows (not a multiple of 8: no repacking) and
+# 4 layers (Q4_K_M's Q6_K layers 2 and 3 for attn_v/ffn_down).
+QUANT_ALL = ["Q4_K_M", "Q5_K_M", "Q6_K", "Q4_0", "Q5_0", "Q4_1", "Q5_1"]
+QUANT = [
+    dict(name="qwen3-e256", arch="qwen3", E=256, L=2, H=4, KV=2, hd=64, FF=768,
+         tied=True, extra=0, types=QUANT_ALL + ["Q4_0-emb"], seed=21, direct="F16"),
+    dict(name="llama-e320", arch="llama", pre="smollm", E=320, L=2, H=5, KV=1, hd=64, FF=1024,
+         tied=True, extra=0, types=QUANT_ALL, seed=22, direct="F16"),
+    dict(name="llama-e512-untied", arch="llama", pre="starcoder", E=512, L=4, H=8, KV=2, hd=64, FF=1536,
+         tied=False, extra=3, types=["Q4_K_M", "Q4_0", "Q4_K_M-out", "Q4_0-out"], seed=23, direct="F16"),
+]
+def base_type(ftype):
+    """The tensor type a file type is named after: Q4_K_M -> q4_k, Q4_0 -> q4_0."""
+    return ftype.split("_K")[0].lower() + "_k" if "_K" in ftype else ftype.lower()
+
+
+# -emb: the (tied) token embedding in the file's base type too; -out: output and token_embd both in it
+VARIANTS = {
+    "emb": lambda f: ["--token-embedding-type", base_type(f)],
+    "out": lambda f: ["--token-embedding-type", base_type(f), "--output-tensor-type", base_type(f)],
+}
 
 FTYPE = {"F32": 0, "F16": 1}
 
@@ -219,17 +246,22 @@ def write_base(spec, voc, path, dtype_name):
     w.close()
 
 
-def quantize(kit_bin, src, dst, qtype):
-    """llama-quantize --pure SRC DST TYPE 2 (all tensors but the 1-D norms in one type)."""
+def quantize(kit_bin, src, dst, qtype, pure=True):
+    """llama-quantize --pure SRC DST TYPE 2 (all tensors but the 1-D norms in one type); pure=False: the
+    type's mix (QUANT), with a VARIANTS suffix's flags."""
     tmp = dst + ".tmp"
-    p = subprocess.run([os.path.join(kit_bin, "llama-quantize"), "--pure", src, tmp, qtype, "2"],
+    flags = ["--pure"] if pure else []
+    if "-" in qtype:
+        qtype, var = qtype.split("-", 1)
+        flags += VARIANTS[var](qtype)
+    p = subprocess.run([os.path.join(kit_bin, "llama-quantize")] + flags + [src, tmp, qtype, "2"],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
     if p.returncode != 0:
         sys.exit(f"make_models: llama-quantize {qtype} of {src} failed:\n{p.stdout[-3000:]}")
     os.replace(tmp, dst)
 
 
-def make_model(spec, outdir, shared, kit_bin, cache, want):
+def make_model(spec, outdir, shared, kit_bin, cache, want, pure=True):
     """Writes the files of one model listed in `want` (file names)."""
     todo = [t for t in spec["types"] if fname(spec, t) in want]
     if not todo:
@@ -244,7 +276,7 @@ def make_model(spec, outdir, shared, kit_bin, cache, want):
         os.replace(tmp, base)
     for t in todo:
         if t != base_t:
-            quantize(kit_bin, base, os.path.join(outdir, fname(spec, t)), t)
+            quantize(kit_bin, base, os.path.join(outdir, fname(spec, t)), t, pure)
         print(f"  {fname(spec, t)}", flush=True)
     if not keep_base:
         os.remove(base)
@@ -284,6 +316,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("outdir", nargs="?")
     ap.add_argument("--bench", action="store_true", help="the big shapes (make bench-models)")
+    ap.add_argument("--quant", action="store_true", help="llama-quantize's mixes (make quant-models)")
     ap.add_argument("--only", action="append", default=[], help="this model only (repeatable)")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--sha256", action="store_true", help="print sha256 lines of the set in OUTDIR")
@@ -291,7 +324,7 @@ def main():
     ap.add_argument("--shared", default=os.environ.get("BANKML_SHARED") or os.path.join(ROOT, "..", "shared"))
     ap.add_argument("--kit", default=os.path.expanduser("~/.cache/bankml-oracle/bin"), help="the kit's bin folder")
     a = ap.parse_args()
-    specs = BENCH if a.bench else SMALL
+    specs = BENCH if a.bench else QUANT if a.quant else SMALL
     if a.only:
         specs = [s for s in specs if s["name"] in a.only]
         if not specs:
@@ -322,7 +355,7 @@ def main():
     print(f"make_models: writing {len(want)} files into {a.outdir}", flush=True)
     cache = {}
     for s in specs:
-        make_model(s, a.outdir, a.shared, a.kit, cache, want)
+        make_model(s, a.outdir, a.shared, a.kit, cache, want, pure=not a.quant)
     if not a.only:
         with open(stamp, "w") as f:
             f.write(gid + "\n")

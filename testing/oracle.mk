@@ -4,6 +4,7 @@
 #                        they exist and testing/make_models.py and llama-quantize are unchanged)
 #   make graph-models    real graphs' shapes (Qwen2.5-0.5B, Llama-3.2-1B; two layers, real vocabularies) in
 #                        F16 and Q8_0 into build/graph-models (testing/make_graph_models.py; incremental)
+#   make quant-models    llama-quantize's mixes (Q4_K_M, Q5_K_M, Q6_K, Q4_0, ...) into build/quant-models
 #   make bench-models    the big shapes (SmolLM2-135M F16, Bonsai-1.7B Q1_0/Q2_0) into build/bench-models
 #   make models-sha256   rewrites testing/models.sha256 from build/models (after a deliberate change of
 #                        the generator; the list is committed and checked by testing/oracle_kit.py)
@@ -28,6 +29,9 @@ models: $(GGUF_PY)
 graph-models: $(GGUF_PY)
 	@BANKML_SHARED=$(BANKML_SHARED) $(GGUF_PY) testing/make_graph_models.py --kit $(ORACLE_BIN) build/graph-models
 
+quant-models: $(GGUF_PY)
+	@BANKML_SHARED=$(BANKML_SHARED) $(GGUF_PY) testing/make_models.py --quant --kit $(ORACLE_BIN) build/quant-models
+
 bench-models: $(GGUF_PY)
 	BANKML_SHARED=$(BANKML_SHARED) $(GGUF_PY) testing/make_models.py --bench --kit $(ORACLE_BIN) build/bench-models
 
@@ -43,7 +47,7 @@ build/ggml-oracle: testing/ggml_oracle.c $(ORACLE_INC)/ggml.h
 	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 $(WARN) -I$(ORACLE_INC) -o $@ testing/ggml_oracle.c \
 	    -L$(ORACLE_LIB) -l:libggml-base.so.0 -ldl -lm -Wl,--allow-shlib-undefined
 
-.PHONY: models graph-models bench-models models-sha256
+.PHONY: models graph-models quant-models bench-models models-sha256
 
 # A whole model in libllama with every graph tensor written as raw bits (see testing/kit_llama_dump.c).
 build/kit-llama-dump: testing/kit_llama_dump.c $(ORACLE_INC)/ggml.h

@@ -11,22 +11,34 @@
 
 #include "file/gguf.h"
 #include "ops/f16.h"
+#include "ops/q4_0.h"
+#include "ops/q4_k.h"
 #include "ops/q8_0.h"
+#include "ops/repack.h"
 #include "ops/wtype.h"
 
-TEST(wtype_rows_are_the_six_types_with_their_activations)
+TEST(wtype_rows_are_the_types_with_their_activations)
 {
-    static const struct { uint32_t type, act; uint64_t be, bb; size_t align; } want[] = {
-        { GGUF_TYPE_F32, GGUF_TYPE_F32, 1, 4, 4 },
-        { GGUF_TYPE_F16, GGUF_TYPE_F16, 1, 2, 1 },
-        { GGUF_TYPE_BF16, GGUF_TYPE_BF16, 1, 2, 1 },
-        { GGUF_TYPE_Q8_0, GGUF_TYPE_Q8_0, 32, 34, 1 },
-        { GGUF_TYPE_Q1_0, GGUF_TYPE_Q8_0, 128, 18, 1 },
-        { GGUF_TYPE_Q2_0, GGUF_TYPE_Q8_0, 64, 18, 1 },
+    /* weight rows: type, vec_dot_type, block, alignment, load-time form */
+    static const struct { uint32_t type, act; uint64_t be, bb; size_t align; uint32_t packed; } want[] = {
+        { GGUF_TYPE_F32, GGUF_TYPE_F32, 1, 4, 4, 0 },
+        { GGUF_TYPE_F16, GGUF_TYPE_F16, 1, 2, 1, 0 },
+        { GGUF_TYPE_BF16, GGUF_TYPE_BF16, 1, 2, 1, 0 },
+        { GGUF_TYPE_Q8_0, GGUF_TYPE_Q8_0, 32, 34, 1, 0 },
+        { GGUF_TYPE_Q1_0, GGUF_TYPE_Q8_0, 128, 18, 1, 0 },
+        { GGUF_TYPE_Q2_0, GGUF_TYPE_Q8_0, 64, 18, 1, 0 },
+        { GGUF_TYPE_Q4_0, GGUF_TYPE_Q8_0, 32, 18, 1, WT_Q4_0_X8 },
+        { GGUF_TYPE_Q4_1, GGUF_TYPE_Q8_1, 32, 20, 1, 0 },
+        { GGUF_TYPE_Q5_0, GGUF_TYPE_Q8_0, 32, 22, 1, 0 },
+        { GGUF_TYPE_Q5_1, GGUF_TYPE_Q8_1, 32, 24, 1, 0 },
+        { GGUF_TYPE_Q4_K, GGUF_TYPE_Q8_K, 256, 144, 1, WT_Q4_K_X8 },
+        { GGUF_TYPE_Q5_K, GGUF_TYPE_Q8_K, 256, 176, 1, 0 },
+        { GGUF_TYPE_Q6_K, GGUF_TYPE_Q8_K, 256, 210, 1, 0 },
     };
-    CHECK_INT(wt_count(), 6);
-    CHECK(wt_at(6) == NULL);
-    for (size_t i = 0; i < 6; i++) {
+    enum { NW = sizeof want / sizeof want[0] };
+    CHECK_INT(wt_count(), NW + 6);
+    CHECK(wt_at(NW + 6) == NULL);
+    for (size_t i = 0; i < NW; i++) {
         const wt_type *t = wt_at(i);
         CHECK(t != NULL);
         if (!t) continue;
@@ -34,6 +46,8 @@ TEST(wtype_rows_are_the_six_types_with_their_activations)
         CHECK_INT(t->act, want[i].act);
         CHECK_INT(t->weight, 1);
         CHECK_INT(t->align, want[i].align);
+        CHECK_INT(t->packed, want[i].packed);
+        CHECK_INT(t->pack != NULL, want[i].packed != 0);
         CHECK(wt_find(t->type) == t);
         CHECK(t->to_float != NULL && t->mm_job != NULL);
         /* the file table (the guard's) knows the same block */
@@ -46,13 +60,37 @@ TEST(wtype_rows_are_the_six_types_with_their_activations)
         CHECK(a != NULL && a->from_float != NULL && a->act_bytes != NULL);
         /* types that are their own activation convert; the others do not */
         CHECK_INT(t->from_float != NULL, t->act == t->type);
+        /* a load-time form multiplies against its own (4x8) activations */
+        if (t->packed) {
+            const wt_type *p = wt_find(t->packed);
+            CHECK(p != NULL && p->weight == 0 && p->mm_job != NULL && p->to_float == NULL);
+            const wt_type *pa = p ? wt_find(p->act) : NULL;
+            CHECK(pa != NULL && pa->from_float_cols != NULL && pa->from_float == NULL);
+            CHECK(pa != NULL && pa->act_bytes(256) == a->act_bytes(256));
+        }
     }
-    CHECK(wt_find(GGUF_TYPE_Q4_K) == NULL);
-    CHECK(wt_find(GGUF_TYPE_Q8_K) == NULL);
-    CHECK(wt_find(GGUF_TYPE_Q4_0) == NULL);
-    char buf[128];
-    CHECK_STR(wt_names(buf, sizeof buf), "F32, F16, BF16, Q8_0, Q1_0, Q2_0");
+    /* the activation-only rows */
+    CHECK(wt_find(GGUF_TYPE_Q8_1) && wt_find(GGUF_TYPE_Q8_1)->weight == 0);
+    CHECK(wt_find(GGUF_TYPE_Q8_K) && wt_find(GGUF_TYPE_Q8_K)->weight == 0);
+    CHECK_INT(wt_find(GGUF_TYPE_Q8_K)->act_bytes(512), 584);
+    CHECK_INT(wt_find(GGUF_TYPE_Q8_1)->act_bytes(64), 72);
+    CHECK(wt_find(GGUF_TYPE_Q3_K) == NULL);
+    CHECK(wt_find(GGUF_TYPE_Q2_K) == NULL);
+    CHECK(wt_find(GGUF_TYPE_IQ4_XS) == NULL);
+    char buf[128], tb[16];
+    CHECK_STR(wt_names(buf, sizeof buf),
+              "F32, F16, BF16, Q8_0, Q1_0, Q2_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K");
     CHECK_STR(wt_names(buf, 9), "F32, F16");
+    CHECK_STR(wt_type_name(WT_Q4_K_X8, tb), "Q4_K 8x8");
+    CHECK_STR(wt_type_name(WT_Q8_0_X4, tb), "q8_0 4x8");
+    CHECK_STR(wt_type_name(GGUF_TYPE_Q6_K, tb), "Q6_K");
+    /* load-time forms: Q4_0 / Q4_K with rows in eights, the plain matrix's bytes */
+    CHECK_INT(wt_prepared_bytes(GGUF_TYPE_Q4_K, 16, 512), 16 * 2 * 144);
+    CHECK_INT(wt_prepared_bytes(GGUF_TYPE_Q4_0, 8, 64), 8 * 2 * 18);
+    CHECK_INT(wt_prepared_bytes(GGUF_TYPE_Q4_K, 12, 512), 0);
+    CHECK_INT(wt_prepared_bytes(GGUF_TYPE_Q6_K, 16, 512), 0);
+    CHECK_INT(wt_prepared_bytes(GGUF_TYPE_Q8_0, 16, 512), 0);
+    CHECK_INT(wt_prepared_bytes(GGUF_TYPE_Q4_0, 16, 48), 0);
 }
 
 TEST(wtype_activation_bytes)
@@ -62,6 +100,8 @@ TEST(wtype_activation_bytes)
     CHECK_INT(wt_find(GGUF_TYPE_Q8_0)->act_bytes(256), 272);
     CHECK_INT(wt_act_bytes_max(100), 400);
     CHECK_INT(wt_act_bytes_max(4096), 16384);
+    CHECK_INT(wt_find(WT_Q8_K_X4)->act_bytes(256), 292);
+    CHECK_INT(wt_find(WT_Q8_0_X4)->act_bytes(256), 272);
 }
 
 TEST(wtype_to_float_widens_and_dequantizes)
@@ -144,14 +184,120 @@ TEST(wtype_mul_mat_equals_the_kernels_called_directly)
     CHECK_MEM(got8, want8, sizeof want8);
     CHECK_MEM(got8b, want8, sizeof want8);
     /* refusals: a type without a kernel, a scratch too small */
-    const wt_matrix bad = { GGUF_TYPE_Q4_K, w8, ROWS, K, rb8, ROWS * rb8 };
+    const wt_matrix bad = { GGUF_TYPE_Q3_K, w8, ROWS, K, rb8, ROWS * rb8 };
     const wt_matrix *wb[1] = { &bad };
     CHECK(wt_mul_mat(pool, wb, ys, 1, x, N, act, cap, err, sizeof err) == -1);
-    CHECK_STR(err, "weight type 12 has no kernel");
+    CHECK_STR(err, "weight type 11 has no kernel");
     CHECK(wt_mul_mat(pool, ws, ys, 1, x, N, act, 100, err, sizeof err) == -1);
     CHECK_STR(err, "activation scratch too small");
     free(act);
     free(w16);
     free(w8);
+    par_destroy(pool);
+}
+
+/* Random blocks of `bytes` bytes whose first nscale halves are small fp16
+ * scales (the rest random quants), rows x nb blocks. */
+static uint8_t *rand_blocks(size_t rows, size_t nb, size_t bytes, size_t nscale, uint32_t seed)
+{
+    uint8_t *w = malloc(rows * nb * bytes);
+    uint32_t z = seed;
+    for (size_t i = 0; i < rows * nb * bytes; i++) {
+        z = z * 1103515245u + 12345u;
+        w[i] = (uint8_t)(z >> 16);
+    }
+    for (size_t b = 0; b < rows * nb; b++)
+        for (size_t j = 0; j < nscale; j++) {
+            const uint16_t h = (uint16_t)(0x2c00 + (b * 7 + j * 131) % 0x400);   /* 1/16 .. 1/8 */
+            w[b * bytes + 2 * j] = (uint8_t)h;
+            w[b * bytes + 2 * j + 1] = (uint8_t)(h >> 8);
+        }
+    return w;
+}
+
+TEST(wtype_quantized_products_equal_their_kernels)
+{
+    enum { K = 512, N = 5 };
+    char err[320];
+    par_pool *pool = par_create(2, err, sizeof err);
+    float x[8 * K];
+    for (int i = 0; i < 8 * K; i++) x[i] = sinf((float)i * 0.11f) * (1.0f + (float)(i % 7));
+    const size_t cap = 8 * wt_act_bytes_max(K);
+    uint8_t *act = malloc(cap);
+    /* Q4_K with 12 rows (not in eights: plain vec_dot against Q8_K rows) */
+    uint8_t *wk = rand_blocks(12, K / 256, Q4_K_BYTES, 2, 7);
+    const wt_matrix mk = { GGUF_TYPE_Q4_K, wk, 12, K, 2 * Q4_K_BYTES, 12 * 2 * Q4_K_BYTES };
+    float got[8 * 16], want[8 * 16];
+    uint8_t a8k[N * 2 * Q8_K_BYTES];
+    for (int c = 0; c < N; c++) {
+        CHECK(q8_k_quantize(x + c * K, K, a8k + c * 2 * Q8_K_BYTES, 2 * Q8_K_BYTES, err, sizeof err) == 0);
+        for (int r = 0; r < 12; r++)
+            want[c * 12 + r] = q4_k_vec_dot(wk + r * 2 * Q4_K_BYTES, a8k + c * 2 * Q8_K_BYTES, 2);
+    }
+    const wt_matrix *ws[1] = { &mk };
+    float *const ys[1] = { got };
+    CHECK(wt_mul_mat(pool, ws, ys, 1, x, N, act, cap, err, sizeof err) == 0);
+    CHECK_MEM(got, want, N * 12 * sizeof(float));
+    CHECK(want[0] != 0.0f && want[N * 12 - 1] != 0.0f);
+    /* 8 columns: b11669's tiled K-quant kernel, refused with the reason */
+    CHECK(wt_mul_mat(pool, ws, ys, 1, x, 8, act, cap, err, sizeof err) == -1);
+    CHECK_STR(err, "a Q4_K matrix times 8 token columns: llama.cpp b11669 computes 8 or more with its "
+                   "tiled K-quant kernel, whose bits bankml does not reproduce yet (prompts of up to 7 "
+                   "tokens per micro-batch play)");
+    /* Q4_1 against q8_1 */
+    uint8_t *w1 = rand_blocks(3, K / 32, Q4_1_BYTES, 2, 9);
+    const wt_matrix m1 = { GGUF_TYPE_Q4_1, w1, 3, K, 16 * Q4_1_BYTES, 3 * 16 * Q4_1_BYTES };
+    uint8_t a81[N * 16 * Q8_1_BYTES];
+    for (int c = 0; c < N; c++) {
+        CHECK(q8_1_quantize(x + c * K, K, a81 + c * 16 * Q8_1_BYTES, 16 * Q8_1_BYTES, err, sizeof err) == 0);
+        for (int r = 0; r < 3; r++)
+            want[c * 3 + r] = q4_1_vec_dot(w1 + r * 16 * Q4_1_BYTES, a81 + c * 16 * Q8_1_BYTES, 16);
+    }
+    const wt_matrix *w1s[1] = { &m1 };
+    CHECK(wt_mul_mat(pool, w1s, ys, 1, x, N, act, cap, err, sizeof err) == 0);
+    CHECK_MEM(got, want, N * 3 * sizeof(float));
+    /* Q4_0 with 16 rows: the load-time 8x8 form, then the repacked product
+     * for 1..8 columns equals x8_mul_mat (groups of 4 by gemm, the rest by
+     * gemv), on one thread and on two */
+    uint8_t *w0 = rand_blocks(16, K / 32, Q4_0_BYTES, 1, 11);
+    const size_t wlen = 16 * 16 * Q4_0_BYTES;
+    wt_matrix m0 = { GGUF_TYPE_Q4_0, w0, 16, K, 16 * Q4_0_BYTES, wlen };
+    CHECK_INT(wt_prepared_bytes(GGUF_TYPE_Q4_0, 16, K), wlen);
+    uint8_t *packed = malloc(wlen), *mine = malloc(wlen);
+    CHECK(wt_prepare(&m0, packed, wlen - 1, err, sizeof err) == -1);
+    CHECK_STR(err, "Q4_0 8x8 form needs 4608 bytes, not 4607");
+    CHECK(wt_prepare(&m0, packed, wlen, err, sizeof err) == 0);
+    CHECK_INT(m0.type, WT_Q4_0_X8);
+    CHECK(m0.data == packed);
+    CHECK(q4_0_repack8(w0, wlen, 16, K, mine, wlen, err, sizeof err) == 0);
+    CHECK_MEM(packed, mine, wlen);
+    CHECK(wt_prepare(&m0, packed, wlen, err, sizeof err) == -1);
+    CHECK_STR(err, "Q4_0 8x8 matrix of 16 x 512 has no load-time form");
+    uint8_t *work = malloc(x8_work_bytes(Q4_0_TYPE, K, 8));
+    const wt_matrix *w0s[1] = { &m0 };
+    for (size_t n = 1; n <= 8; n++) {
+        CHECK(x8_mul_mat(NULL, Q4_0_TYPE, mine, wlen, 16, K, x, n, want, 16 * n, work,
+                         x8_work_bytes(Q4_0_TYPE, K, n), err, sizeof err) == 0);
+        CHECK(wt_mul_mat(pool, w0s, ys, 1, x, n, act, cap, err, sizeof err) == 0);
+        CHECK_MEM(got, want, 16 * n * sizeof(float));
+        CHECK(wt_mul_mat(NULL, w0s, ys, 1, x, n, act, cap, err, sizeof err) == 0);
+        CHECK_MEM(got, want, 16 * n * sizeof(float));
+    }
+    /* the repacked product is not the plain one (another float order): the
+     * first column through gemv vs vec_dot differs somewhere */
+    uint8_t a80[16 * Q8_0_BYTES];
+    CHECK(q8_0_quantize(x, K, a80, sizeof a80, err, sizeof err) == 0);
+    int differ = 0;
+    CHECK(wt_mul_mat(NULL, w0s, ys, 1, x, 1, act, cap, err, sizeof err) == 0);
+    for (int r = 0; r < 16; r++)
+        differ += got[r] != q4_0_vec_dot(w0 + r * 16 * Q4_0_BYTES, a80, 16);
+    CHECK(differ > 0);
+    free(work);
+    free(mine);
+    free(packed);
+    free(w0);
+    free(w1);
+    free(wk);
+    free(act);
     par_destroy(pool);
 }

@@ -78,7 +78,9 @@ const gguf_type_info *gguf_type_info_of(uint32_t id);
 const char *gguf_type_name(uint32_t id, char buf[16]);
 
 /* Block layout of a type bankml reads: F32 (1,4), F16 and BF16 (1,2),
- * Q8_0 (32,34), Q1_0 (128,18), Q2_0 (64,18), Q4_K (256,144), Q6_K (256,210).
+ * Q8_0 (32,34), Q1_0 (128,18), Q2_0 (64,18), Q4_0 (32,18), Q4_1 (32,20),
+ * Q5_0 (32,22), Q5_1 (32,24), Q4_K (256,144), Q5_K (256,176), Q6_K (256,210),
+ * and the activation types Q8_1 (32,36) and Q8_K (256,292).
  * Returns 1 and fills both, or 0 (outputs untouched) for any other id. */
 int gguf_block_layout(uint32_t id, uint64_t *elems, uint64_t *bytes);
 

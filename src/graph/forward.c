@@ -45,6 +45,8 @@ struct fw_weights {
     int simd;
     fw_top top;                 /* token_embd, output (tied: token_embd), output_norm */
     fw_layer *layers;
+    uint8_t **owned;            /* load-time forms of matrices (wt_prepare), n_owned */
+    size_t n_owned, owned_bytes;
 };
 
 struct fw_seq {
@@ -246,18 +248,23 @@ static int plan_tensors(const gguf_header *h, const fw_arch *A, fw_hparams *hp, 
     if (check_tensor(h, emb, FW_MATRIX, hp->n_embd, hp->n_vocab, &te, err, errlen)) return -1;
     hp->type_embd = te->type;
     hp->type_output = te->type;
+    const uint64_t n_embd = hp->n_embd;
     size_t expected = 1;
     for (size_t i = 1; i < A->n_top; i++) {
         const fw_tensor_desc *d = &A->top[i];
         const gguf_tensor *t = NULL;
         if (d->presence == FW_TIED && !gguf_tensor_find(h, d->name)) {
             hp->tied = 1;
+            if (d->kind == FW_MATRIX)   /* the tied output's own repacked copy */
+                hp->owned_bytes += wt_prepared_bytes(te->type, hp->n_vocab, (size_t)n_embd);
             continue;
         }
         if (d->presence == FW_OPTIONAL && !gguf_tensor_find(h, d->name)) continue;
         if (check_tensor(h, d->name, d->kind, dim_of(hp, d->d0), dim_of(hp, d->d1), &t, err,
                          errlen))
             return -1;
+        if (d->kind == FW_MATRIX)
+            hp->owned_bytes += wt_prepared_bytes(t->type, (size_t)t->dims[1], (size_t)t->dims[0]);
         if (d->presence == FW_TIED) hp->type_output = t->type;
         expected++;
     }
@@ -266,11 +273,15 @@ static int plan_tensors(const gguf_header *h, const fw_arch *A, fw_hparams *hp, 
         for (size_t i = 0; i < A->n_layer; i++) {
             const fw_tensor_desc *d = &A->layer[i];
             snprintf(nm, sizeof nm, "blk.%u.%s", il, d->name);
+            const gguf_tensor *t = NULL;
             if (d->presence == FW_OPTIONAL && !gguf_tensor_find(h, nm)) continue;
-            if (check_tensor(h, nm, d->kind, dim_of(hp, d->d0), dim_of(hp, d->d1), NULL, err,
+            if (check_tensor(h, nm, d->kind, dim_of(hp, d->d0), dim_of(hp, d->d1), &t, err,
                              errlen))
                 return -1;
             expected++;
+            if (d->kind == FW_MATRIX)
+                hp->owned_bytes +=
+                    wt_prepared_bytes(t->type, (size_t)t->dims[1], (size_t)t->dims[0]);
         }
     }
     for (size_t i = 0; i < h->n_tensors; i++) {
@@ -479,24 +490,64 @@ static int bind_desc(fw_weights *w, const fw_tensor_desc *d, const char *name, v
     return bind_weight(w, name, (wt_matrix *)(void *)slot, err, errlen);
 }
 
+/* b11669's load-time repack (the CPU_REPACK buffer): a matrix-multiply
+ * weight whose type has a load-time form (wtype.h: Q4_0, Q4_K with rows in
+ * eights) is converted once into memory the weights own; the map stays
+ * read-only. Never token_embd (get_rows reads it plain, as ggml keeps it in
+ * the mapped buffer); a tied output is its own repacked copy, as ggml's
+ * duplicated output tensor is ("repack tensor token_embd.weight"). */
+static int prepare_weight(fw_weights *w, wt_matrix *m, const char *name, char *err,
+                          size_t errlen)
+{
+    const size_t need = wt_prepared_bytes(m->type, m->rows, m->k);
+    if (!need) return 0;
+    uint8_t *buf = malloc(need);
+    if (!buf) {
+        bk_err(err, errlen, "%s: out of memory for its %zu-byte repacked form", name, need);
+        return -1;
+    }
+    w->owned[w->n_owned++] = buf;
+    w->owned_bytes += need;
+    char why[160];
+    if (wt_prepare(m, buf, need, why, sizeof why)) {
+        bk_err(err, errlen, "%s: %s", name, why);
+        return -1;
+    }
+    return 0;
+}
+
 static int bind_all(fw_weights *w, char *err, size_t errlen)
 {
     const fw_arch *A = w->arch;
+    w->owned = calloc((size_t)w->hp.n_layer * A->n_layer + A->n_top, sizeof *w->owned);
+    if (!w->owned) {
+        bk_err(err, errlen, "out of memory");
+        return -1;
+    }
     for (size_t i = 0; i < A->n_top; i++) {
         const fw_tensor_desc *d = &A->top[i];
+        wt_matrix *m = (wt_matrix *)(void *)((char *)&w->top + d->off);
         if (d->presence == FW_TIED && w->hp.tied) {
-            memcpy((char *)&w->top + d->off, &w->top.tok_embd, sizeof(wt_matrix));
+            memcpy(m, &w->top.tok_embd, sizeof(wt_matrix));
+        } else if (d->presence == FW_OPTIONAL && !gguf_tensor_find(w->h, d->name)) {
             continue;
+        } else if (bind_desc(w, d, d->name, &w->top, err, errlen)) {
+            return -1;
         }
-        if (d->presence == FW_OPTIONAL && !gguf_tensor_find(w->h, d->name)) continue;
-        if (bind_desc(w, d, d->name, &w->top, err, errlen)) return -1;
+        if (i > 0 && d->kind == FW_MATRIX && prepare_weight(w, m, d->name, err, errlen))
+            return -1;
     }
     char nm[96];
     for (uint32_t il = 0; il < w->hp.n_layer; il++) {
         for (size_t i = 0; i < A->n_layer; i++) {
-            snprintf(nm, sizeof nm, "blk.%u.%s", il, A->layer[i].name);
-            if (A->layer[i].presence == FW_OPTIONAL && !gguf_tensor_find(w->h, nm)) continue;
-            if (bind_desc(w, &A->layer[i], nm, &w->layers[il], err, errlen)) return -1;
+            const fw_tensor_desc *d = &A->layer[i];
+            snprintf(nm, sizeof nm, "blk.%u.%s", il, d->name);
+            if (d->presence == FW_OPTIONAL && !gguf_tensor_find(w->h, nm)) continue;
+            if (bind_desc(w, d, nm, &w->layers[il], err, errlen)) return -1;
+            if (d->kind == FW_MATRIX &&
+                prepare_weight(w, (wt_matrix *)(void *)((char *)&w->layers[il] + d->off), nm,
+                               err, errlen))
+                return -1;
         }
     }
     return 0;
@@ -519,6 +570,8 @@ void fw_weights_close(fw_weights *w)
     free(w->layers);
     free(w->top.output_norm);
     free(w->top.rope_freqs);
+    for (size_t i = 0; i < w->n_owned; i++) free(w->owned[i]);
+    free(w->owned);
     if (w->own_pool) par_destroy(w->pool);
     free(w);
 }
@@ -582,6 +635,7 @@ int fw_weights_open(fw_weights **out, const gguf_map *map, const gguf_header *h,
 }
 
 const fw_hparams *fw_weights_hp(const fw_weights *w) { return &w->hp; }
+size_t fw_weights_owned_bytes(const fw_weights *w) { return w->owned_bytes; }
 
 /* ---- a sequence ------------------------------------------------------------------- */
 

@@ -64,14 +64,17 @@ typedef struct {
     float kq_scale;           /* 1/sqrt(head_dim) */
     int tied;                 /* no output.weight: logits from token_embd */
     uint32_t type_embd, type_output;   /* ggml type ids */
+    size_t owned_bytes;       /* memory beyond the map the weights take: the
+                                 load-time (repacked) forms of Q4_0 / Q4_K
+                                 matrices, as b11669's CPU_REPACK buffer */
 } fw_hparams;
 
 /* Decides from the header alone whether the forward pass plays the file
  * (the architecture table in graph/arch.c, the weight types in ops/wtype.c).
  * Returns 0 with *hp filled, or -1 with the first reason it does not in err
  * (one line, e.g. "architecture gemma3 is not supported (llama, qwen3)",
- * "blk.0.attn_q.weight: type Q4_K is not supported (F32, F16, BF16, Q8_0,
- * Q1_0, Q2_0)", "blk.0.attn_qkv.weight: fused QKV is not supported"). */
+ * "blk.0.attn_q.weight: type Q3_K is not supported (F32, F16, BF16, Q8_0,
+ * Q1_0, Q2_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)", "blk.0.attn_qkv.weight: fused QKV is not supported"). */
 int fw_plan(const gguf_header *h, fw_hparams *hp, char *err, size_t errlen);
 
 typedef struct {
@@ -110,6 +113,9 @@ int fw_weights_open(fw_weights **out, const gguf_map *map, const gguf_header *h,
 void fw_weights_close(fw_weights *w);
 /* The hyper-parameters the weights play with (valid while w is open). */
 const fw_hparams *fw_weights_hp(const fw_weights *w);
+/* Bytes the weights hold beyond the map (the repacked matrices; equals
+ * fw_weights_hp(w)->owned_bytes, which the planner computed from the header). */
+size_t fw_weights_owned_bytes(const fw_weights *w);
 
 /* A new, empty sequence over w (which must outlive it) with a cache of
  * n_ctx cells (llama-server -c; rounded up to 256; 0 = 512). Returns 0 with

@@ -661,17 +661,8 @@ void q4_0_x8_gemm4(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act
 
 /* ---------------------------------------------------------------- the product */
 
-typedef struct {
-    int k4;                 /* 1: Q4_K, 0: Q4_0 */
-    const uint8_t *wr;
-    size_t rows, nb, gbytes; /* blocks per row; bytes per 8-row group */
-    const uint8_t *act4, *act1;
-    size_t a4row, a1row, n4, ncols;
-    float *y;
-} x8_mm;
-
 /* Groups [g0, g1) of 8 rows, every column. */
-static void x8_rows(void *ctx, size_t g0, size_t g1, int worker)
+void x8_mm_rows(void *ctx, size_t g0, size_t g1, int worker)
 {
     const x8_mm *m = ctx;
     (void)worker;
@@ -719,8 +710,29 @@ size_t x8_work_bytes(int type, size_t k, size_t ncols)
     return n4 / 4 * nb * a4 + (ncols - n4) * nb * a1;
 }
 
-int x8_mul_mat(par_pool *p, int type, const uint8_t *wr, size_t wr_len, size_t rows, size_t k, const float *x,
-               size_t ncols, float *y, size_t y_len, uint8_t *work, size_t work_len, char *err, size_t errlen)
+void x8_quantize_cols(int type, const float *x, size_t k, size_t c0, size_t c1, size_t ncols, uint8_t *act)
+{
+    size_t blk, wb, a1, a4;
+    if (!x8_geometry(type, &blk, &wb, &a1, &a4)) return;
+    const size_t nb = k / blk, arow = nb * a1, n4 = ncols - ncols % 4;
+    size_t c = c0;
+    for (; c + 4 <= c1 && c + 4 <= n4; c += 4) {
+        if (type == Q4_K_TYPE)
+            q8_k_quantize4x8(x + c * k, k, act + c * arow);
+        else
+            q8_0_quantize4x8(x + c * k, k, act + c * arow);
+    }
+    for (; c < c1; c++) {
+        if (type == Q4_K_TYPE)
+            q8_k_quantize_blocks(x + c * k, act + c * arow, nb);
+        else
+            q8_0_quantize_blocks(x + c * k, act + c * arow, nb);
+    }
+}
+
+int x8_mm_init(x8_mm *m, int type, const uint8_t *wr, size_t wr_len, size_t rows, size_t k,
+               const uint8_t *act, size_t act_len, size_t ncols, float *y, size_t y_len, char *err,
+               size_t errlen)
 {
     size_t blk, wb, a1, a4;
     if (!x8_geometry(type, &blk, &wb, &a1, &a4)) {
@@ -743,35 +755,36 @@ int x8_mul_mat(par_pool *p, int type, const uint8_t *wr, size_t wr_len, size_t r
         return -1;
     }
     size_t need_w = rows * nb * wb, need_a = x8_work_bytes(type, k, ncols);
-    if (wr_len < need_w || y_len < rows * ncols || work_len < need_a) {
+    if (wr_len < need_w || y_len < rows * ncols || act_len < need_a) {
         if (err)
-            snprintf(err, errlen, "repacked %s product: weights %zu of %zu bytes, output %zu of %zu floats, work %zu of %zu bytes",
-                     what, wr_len, need_w, y_len, rows * ncols, work_len, need_a);
+            snprintf(err, errlen, "repacked %s product: weights %zu of %zu bytes, output %zu of %zu floats, "
+                     "work %zu of %zu bytes", what, wr_len, need_w, y_len, rows * ncols, act_len, need_a);
         return -1;
     }
-    if (rows && ncols && (!wr || !x || !y || !work)) {
+    if (rows && ncols && (!wr || !act || !y)) {
         if (err)
             snprintf(err, errlen, "repacked %s product given a NULL buffer", what);
         return -1;
     }
-    x8_mm m = {type == Q4_K_TYPE, wr, rows, nb, 8 * nb * wb, work, NULL, nb * a4, nb * a1, ncols - ncols % 4,
-               ncols, y};
-    m.act1 = work + m.n4 / 4 * m.a4row;
+    const size_t n4 = ncols - ncols % 4;
+    *m = (x8_mm){type == Q4_K_TYPE, wr, rows, nb, 8 * nb * wb, act, act + n4 * nb * a1, nb * a4, nb * a1, n4,
+                 ncols, y};
+    return 0;
+}
+
+int x8_mul_mat(par_pool *p, int type, const uint8_t *wr, size_t wr_len, size_t rows, size_t k, const float *x,
+               size_t ncols, float *y, size_t y_len, uint8_t *work, size_t work_len, char *err, size_t errlen)
+{
+    x8_mm m;
+    if (x8_mm_init(&m, type, wr, wr_len, rows, k, work, work_len, ncols, y, y_len, err, errlen)) return -1;
+    if (rows && ncols && !x) {
+        if (err)
+            snprintf(err, errlen, "repacked product given a NULL buffer");
+        return -1;
+    }
     /* the activations, as forward_mul_mat: groups of 4 columns through the
      * interleaved quantizer, the rest through the plain one */
-    for (size_t c = 0; c < m.n4; c += 4) {
-        if (m.k4)
-            q8_k_quantize4x8(x + c * k, k, work + c / 4 * m.a4row);
-        else
-            q8_0_quantize4x8(x + c * k, k, work + c / 4 * m.a4row);
-    }
-    for (size_t c = m.n4; c < ncols; c++) {
-        uint8_t *a = work + m.n4 / 4 * m.a4row + (c - m.n4) * m.a1row;
-        if (m.k4)
-            q8_k_quantize_blocks(x + c * k, a, nb);
-        else
-            q8_0_quantize_blocks(x + c * k, a, nb);
-    }
-    par_rows(p, x8_rows, &m, rows / 8, 0);
+    x8_quantize_cols(type, x, k, 0, ncols, ncols, work);
+    par_rows(p, x8_mm_rows, &m, rows / 8, 0);
     return 0;
 }

@@ -112,6 +112,30 @@ void q4_0_x8_gemm4(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act
  * on the split. work: x8_work_bytes(type, k, ncols) bytes for the quantized
  * activations. Returns 0, or -1 with a reason (nothing is read on failure). */
 size_t x8_work_bytes(int type, size_t k, size_t ncols);
+
+/* ---- the same product in pieces, for the weight-type table (wtype.c) ----
+ * The activations of ncols columns in ONE layout for both quantizers:
+ * column c (or the group of 4 it starts) at act + c * a1, a1 the plain
+ * activation row (Q8_K: 292 bytes per 256 values, q8_0: 34 per 32; a 4x8
+ * block is exactly 4 plain rows long). x8_quantize_cols writes columns
+ * [c0, c1) of x (column c at x + c*k) into that layout, c0 a multiple of 4:
+ * groups of 4 below n4 = ncols - ncols % 4 through the 4x8 quantizer, the
+ * rest through the plain one, as forward_mul_mat (unchecked). x8_mm_init
+ * checks a product over such activations (act_len bytes) and fills *m;
+ * x8_mm_rows (a par_rows_fn over rows / 8 groups of 8 rows) runs it. */
+typedef struct {
+    int k4;                  /* 1: Q4_K, 0: Q4_0 */
+    const uint8_t *wr;
+    size_t rows, nb, gbytes; /* blocks per row; bytes per 8-row group */
+    const uint8_t *act4, *act1;
+    size_t a4row, a1row, n4, ncols;
+    float *y;
+} x8_mm;
+void x8_quantize_cols(int type, const float *x, size_t k, size_t c0, size_t c1, size_t ncols, uint8_t *act);
+int x8_mm_init(x8_mm *m, int type, const uint8_t *wr, size_t wr_len, size_t rows, size_t k,
+               const uint8_t *act, size_t act_len, size_t ncols, float *y, size_t y_len, char *err,
+               size_t errlen);
+void x8_mm_rows(void *m, size_t g0, size_t g1, int worker);
 int x8_mul_mat(par_pool *p, int type, const uint8_t *wr, size_t wr_len, size_t rows, size_t k, const float *x,
                size_t ncols, float *y, size_t y_len, uint8_t *work, size_t work_len, char *err, size_t errlen);
 
