@@ -46,7 +46,6 @@ REFUSED = [
                                       "without it", BOTH),
     ("lora", [{"id": 0, "scale": 1.0}], [], "lora: LoRA adapters are not reproduced; send the request without it",
      BOTH),
-    ("grammar", 'root ::= "x"', "", "grammar: " + G16, BOTH),
     ("json_schema", {"type": "object"}, None, "json_schema: " + G16, BOTH),
     ("json_schema", {}, None, "json_schema: " + G16, BOTH),
     ("grammar_lazy", True, False, "grammar_lazy: " + G16, BOTH),

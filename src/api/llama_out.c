@@ -185,11 +185,11 @@ void llama_put_gen_settings(jbuf *b, const engine_request *g, int stream)
         else jbuf_puts(b, "null");
         jbuf_printf(b, ",\"token\":%d}", (int)g->bias[i].token);
     }
-    jbuf_printf(b, "],\"n_probs\":%d,\"min_keep\":%d,\"grammar\":\"\","
-                   "\"grammar_lazy\":false,\"grammar_triggers\":[],\"preserved_tokens\":[],"
+    jbuf_printf(b, "],\"n_probs\":%d,\"min_keep\":%d,\"grammar\":", (int)p->n_probs, (int)p->min_keep);
+    json_put_str_nl(b, g->grammar_text ? g->grammar_text : "", g->grammar_text ? g->grammar_len : 0);
+    jbuf_printf(b, ",\"grammar_lazy\":false,\"grammar_triggers\":[],\"preserved_tokens\":[],"
                    "\"chat_format\":\"Content-only\",\"reasoning_format\":\"deepseek\",\"reasoning_in_content\":false,"
-                   "\"generation_prompt\":\"\",\"samplers\":[",
-                (int)p->n_probs, (int)p->min_keep);
+                   "\"generation_prompt\":\"\",\"samplers\":[");
     for (size_t i = 0; i < p->n_order; i++) jbuf_printf(b, "%s\"%s\"", i ? "," : "", sampler_name(p->order[i]));
     jbuf_printf(b, "],\"speculative.types\":\"none\",\"timings_per_token\":%s,\"post_sampling_probs\":%s,"
                    "\"backend_sampling\":false,\"lora\":[]}",

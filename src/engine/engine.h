@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "base/json.h"
+#include "sampling/grammar.h"
 #include "sampling/sampler.h"
 
 #include "bankml.h"
@@ -223,6 +224,10 @@ typedef struct {
     int return_tokens;         /* keep every sampled id in engine_result.gen_ids */
     int ignore_eos, timings_per_token;   /* the front-end's, reported (the bans are in bias) */
     int32_t n_keep, n_discard; /* reported: they act only in context shift, which bankml does not do */
+    gr_grammar *grammar;       /* the GBNF grammar the answer obeys (llama-server's `grammar`), NULL none;
+                                  owned. It advances on each generated token, never on the prompt's */
+    char *grammar_text;        /* the grammar as the request gave it (generation_settings.grammar); owned */
+    size_t grammar_len;
 } engine_request;
 
 void engine_request_init(engine_request *rq);   /* defaults as llama-server's */

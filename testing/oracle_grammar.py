@@ -1,0 +1,213 @@
+"""oracle_grammar.py -- GBNF grammars (the `grammar` field) against llama-server b11669, side by side with the
+same flags (-t 2 -c 512 -np 1 --jinja), on stories260K and on the random-weight qwen3-e128 and llama-e384 in F16
+and Q8_0:
+
+  - grammars of our own, one or more per construct of the syntax (literals with escapes, classes, ranges,
+    negated classes, UTF-8, `.`, groups, alternatives, * + ? {m} {m,} {m,n}, token references <[id]> and
+    !<[id]>, comments, an empty last alternative, nested rules, a grammar that forces the end), and
+    llama.cpp's example grammars (grammars/*.gbnf from its source, via ../shared/oracle/llama-src.sh);
+  - each on /completion greedy and seeded (temperature 1, several seeds; the first draw is checked against
+    the grammar and redrawn on rejection, so the RNG's consumption shows in the tokens), streamed and not,
+    with return_tokens: status, content, token ids, counts, stop type, generation_settings (the grammar
+    text included): the whole answer except the clock;
+  - some on /v1/completions and /v1/chat/completions, streamed and not;
+  - malformed grammars: status and message on each route, streamed and not.
+
+Answers are capped (n_predict) because random weights run a grammar's answer to the limit. Standard library
+only. Ends with "N passed, N failed, N skipped"."""
+import json, os, subprocess, sys, tempfile, threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import oracle  # noqa: E402
+
+CTX = 512
+S = oracle.Suite("oracle_grammar")
+kit = oracle.kit_or_skip(S)
+shared = oracle.shared_or_skip(S)
+models_dir = oracle.ensure_models(S)
+BIN = os.environ.get("BANKML_BIN") or os.path.join(oracle.ROOT, "bankml")
+
+CLOCK = ("timings", "created", "id", "system_fingerprint", "bankml_receipt")
+
+# one or more per construct (the example grammars follow)
+OWN = [
+    ("literal", 'root ::= "Once upon a time"'),
+    ("escapes", 'root ::= "a\\tb\\x41\\u00e9\\"\\\\" [\\n] "\\U0001F600"'),
+    ("alternatives", 'root ::= "yes" | "no" | "maybe"'),
+    ("empty-last-alt", 'root ::= "a" |'),
+    ("class", 'root ::= [a-z]+'),
+    ("class-multi", 'root ::= [a-zA-Z0-9_ ]{3,12}'),
+    ("negated", 'root ::= [^aeiou\\n]+ "."'),
+    ("negated-range", 'root ::= [^a-m]{4,}'),
+    ("any", 'root ::= . . . "!"'),
+    ("any-star", 'root ::= "x" .*'),
+    ("group", 'root ::= ("ab" | "cd")+ "."'),
+    ("nested", 'root ::= ( ( "a" [0-9] ) | ( "b" ( "c" | "d" )? ) )*'),
+    ("optional", 'root ::= "the"? " " [a-z]+'),
+    ("repeat-exact", 'root ::= [0-9]{4}'),
+    ("repeat-min", 'root ::= "ha"{2,} "!"'),
+    ("repeat-range", 'root ::= [a-c]{1,3} " " [d-f]{0,2}'),
+    ("rules", 'root ::= sentence\nsentence ::= word (" " word)* "."\nword ::= [a-z]+'),
+    ("comments", '# a comment\nroot ::= "a" # trailing\n  | "b"  # more\n'),
+    ("newline-in-group", 'root ::= (\n  "one" |\n  "two"\n)'),
+    ("utf8", 'root ::= "\u00e9t\u00e9 " [\u00e0-\u00ff]+'),
+    ("utf8-class", 'root ::= [\u4e00-\u9fff\u3040-\u309f]+'),
+    ("words", 'root ::= [ \\t\\n]* "Once" ([ ] [a-z]+)+'),
+    ("number", 'root ::= "-"? ([0-9] | [1-9] [0-9]+) ("." [0-9]+)?'),
+    ("forced-end", 'root ::= "a"'),
+    ("token-ref", 'root ::= <[13]> [a-z]*'),
+    ("token-not", 'root ::= !<[2]> !<[2]> [a-z ]+'),
+    ("crlf", 'root ::= a\r\na ::= "q" [a-z]*\r\n'),
+]
+
+BAD = [
+    'root ::= x',
+    'foo ::= "x"',
+    'root ::= root "x" | "y"',
+    'root ::= (',
+    'root ::= "\\q"',
+    'root ::= "a"{2001}',
+    'root ::= * "a"',
+    'root ::= "a"\n| "b"',
+    'root := "a"',
+    'root ::= "a" )',
+    'root ::= [a',
+    'root ::= <[x]>',
+    'root ::= "a"{1,x}',
+    '   ',
+]
+
+
+def example_grammars():
+    """llama.cpp's grammars/*.gbnf, from the source llama-src.sh puts in the cache (None: not available)."""
+    try:
+        p = subprocess.run(["sh", os.path.join(shared, "oracle", "llama-src.sh")], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=900)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    d = os.path.join(p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "", "grammars")
+    if p.returncode != 0 or not os.path.isdir(d):
+        return None
+    out = []
+    for name in sorted(os.listdir(d)):
+        if name.endswith(".gbnf"):
+            with open(os.path.join(d, name), encoding="utf-8") as f:
+                out.append((name[:-5], f.read()))
+    return out
+
+
+def strip(v):
+    if isinstance(v, dict):
+        return {k: strip(x) for k, x in v.items() if k not in CLOCK}
+    if isinstance(v, (list, tuple)):
+        return [strip(x) for x in v if not (isinstance(x, dict) and "bankml_receipt" in x and "choices" not in x)]
+    return v
+
+
+def start_pair(model, fork):
+    L = oracle.Server.llama(kit, model, ctx=CTX, name="llama-grammar")
+    B = oracle.Server.bankml(model, ctx=CTX, extra=["--fork", fork], name="bankml-grammar")
+    errs = []
+
+    def go(srv):
+        try:
+            srv.start()
+        except oracle.ServerError as e:
+            errs.append(str(e))
+
+    ts = [threading.Thread(target=go, args=(s,)) for s in (L, B)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errs:
+        L.stop()
+        B.stop()
+        raise oracle.ServerError("; ".join(errs))
+    return L, B
+
+
+def same(L, B, label, path, body):
+    if body.get("stream"):
+        want, got = L.stream(path, body), B.stream(path, body)
+    else:
+        want, got = L.post(path, body), B.post(path, body)
+    return S.equal(label, strip(got), strip(want))
+
+
+def run_model(tag, model, fork, grammars, full):
+    """full: every variant of every grammar (the small vocabularies); else greedy, one seed and one stream."""
+    prompt = "Once upon a time" if "stories" in tag else "The answer is"
+    L, B = start_pair(model, fork)
+    try:
+        for gname, g in grammars:
+            n = 16 if full else 12
+            base = {"prompt": prompt, "n_predict": n, "grammar": g, "return_tokens": True}
+            variants = [("greedy", dict(base, temperature=0)),
+                        ("seed 1", dict(base, temperature=1.0, seed=1)),
+                        ("greedy stream", dict(base, temperature=0, stream=True))]
+            if full:
+                variants += [("seed 2", dict(base, temperature=1.0, seed=2)),
+                             ("seed 3 t0.7 top_k 5", dict(base, temperature=0.7, top_k=5, seed=3)),
+                             ("seed 4 stream", dict(base, temperature=1.2, seed=4, stream=True))]
+            for vname, body in variants:
+                same(L, B, f"{tag} {gname} {vname}", "/completion", body)
+        # the OpenAI routes read the same field
+        for gname, g in grammars[:6]:
+            for stream in (False, True):
+                body = {"prompt": prompt, "max_tokens": 10, "grammar": g, "temperature": 0.9, "seed": 5,
+                        "stream": stream}
+                same(L, B, f"{tag} {gname} /v1/completions{' stream' if stream else ''}", "/v1/completions", body)
+                body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": 10, "grammar": g,
+                        "temperature": 0, "stream": stream}
+                same(L, B, f"{tag} {gname} chat{' stream' if stream else ''}", "/v1/chat/completions", body)
+        # malformed grammars: llama-server's 400, on every route, streamed and not
+        for i, g in enumerate(BAD if full else BAD[:4]):
+            for stream in (False, True):
+                sfx = " stream" if stream else ""
+                same(L, B, f"{tag} bad #{i}{sfx}", "/completion",
+                     {"prompt": prompt, "n_predict": 4, "grammar": g, "stream": stream})
+                if full or i == 0:
+                    same(L, B, f"{tag} bad #{i} /v1/completions{sfx}", "/v1/completions",
+                         {"prompt": prompt, "max_tokens": 4, "grammar": g, "stream": stream})
+                    same(L, B, f"{tag} bad #{i} chat{sfx}", "/v1/chat/completions",
+                         {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "grammar": g,
+                          "stream": stream})
+        # values that are no grammar: empty, not a string, a C string that is empty
+        for v in ("", 5, None, "\u0000root ::= (", ["root ::= \"a\""]):
+            same(L, B, f"{tag} grammar={json.dumps(v)[:30]}", "/completion",
+                 {"prompt": prompt, "n_predict": 4, "grammar": v, "temperature": 0})
+        # the grammar with other fields: probabilities over the raw logits and after the chain, logit_bias
+        g = 'root ::= [a-z ]+'
+        for extra in ({"n_probs": 3}, {"n_probs": 3, "post_sampling_probs": True},
+                      {"logit_bias": [[13, 5.0]]}, {"json_schema": {"type": "object"}}):
+            same(L, B, f"{tag} grammar with {json.dumps(extra)[:50]}", "/completion",
+                 dict({"prompt": prompt, "n_predict": 6, "grammar": g, "temperature": 0.8, "seed": 9}, **extra))
+    finally:
+        L.stop()
+        B.stop()
+
+
+def main():
+    stories = os.path.join(shared, "models", "stories260K.gguf")
+    models = [("stories260K", stories, True)]
+    for name in ("qwen3-e128-f16", "qwen3-e128-q8_0", "llama-e384-f16", "llama-e384-q8_0"):
+        models.append((name, os.path.join(models_dir, name + ".gguf"), name.endswith("f16")))
+    tmp = tempfile.mkdtemp(prefix="oracle-grammar-")
+    fork = os.path.join(tmp, "grammar.FORK.json")
+    for _, m, _ in models:
+        p = subprocess.run([BIN, "pin", m, "--fork", fork, "--write"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        if p.returncode != 0:
+            oracle.skip_all(f"bankml pin --write {m} failed: {p.stdout.strip()}", S)
+    ex = example_grammars()
+    if ex is None:
+        S.skip("llama.cpp's example grammars", "../shared/oracle/llama-src.sh gave no source folder")
+        ex = []
+    for tag, m, full in models:
+        grammars = OWN + ex if full or tag.startswith("qwen3") else OWN[:12] + ex
+        S.run(f"{tag} (harness)", run_model, tag, m, fork, grammars, full)
+    S.finish()
+
+
+main()
