@@ -117,6 +117,9 @@ TEST(grammar_refuses_with_llama_cpp_reasons)
     refused("root ::= <[x]>", "expecting integer at x]>");
     refused("root ::= <[99999999999999999999]>", "stoul");
     refused("  \n", "failed to parse grammar");
+    /* {m,n} with n < m: llama.cpp's max - min wraps and it builds rules until std::bad_alloc */
+    refused("root ::= \"a\"{3,1}", "a repetition {3,1} has its maximum below its minimum: llama.cpp expands it "
+                                    "until it runs out of memory");
     /* the group holds 38 rules (its own and the 37 of {3,40}): 38 * 60 > 2000 */
     refused("root ::= (\"a\"{3,40}){60}",
             "number of rules that are going to be repeated multiplied by the new repetition exceeds sane defaults, "

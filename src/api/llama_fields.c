@@ -186,12 +186,20 @@ static const llama_field FIELDS[] = {
                             "applies it; a string, anything else is absent", NULL},
     {"json_schema", R_ALL, REF, "json_schema: constrained generation is not reproduced yet (issue #16); send the "
                                 "request without it", never},
-    {"grammar_lazy", R_ALL, REF, "grammar_lazy: constrained generation is not reproduced yet (issue #16); send "
-                                 "the request without it", is_false},
-    {"grammar_triggers", R_ALL, REF, "grammar_triggers: constrained generation is not reproduced yet (issue "
-                                     "#16); send the request without it", is_empty_array},
-    {"preserved_tokens", R_ALL, REF, "preserved_tokens: constrained generation is not reproduced yet (issue "
-                                     "#16); send the request without it", is_empty_array},
+    {"grammar_lazy", R_CMPL | R_OAI, REP, "llama_fields_read: a boolean; without grammar_triggers no trigger "
+                                          "can fire, so the grammar (still parsed) never constrains; reported",
+     NULL},
+    {"grammar_lazy", R_CHAT, ACC, "the chat layer replaces it with the template's (false) before it is read",
+     NULL},
+    {"grammar_triggers", R_CMPL | R_OAI, REF, "grammar_triggers: lazy grammars' triggers are not reproduced yet "
+                                              "(issue #16); send the request without them", is_empty_array},
+    {"grammar_triggers", R_CHAT, ACC, "the chat layer replaces them with the template's (none) before they are "
+                                      "read", NULL},
+    {"preserved_tokens", R_CMPL | R_OAI, REF, "preserved_tokens: printing special tokens by name is not "
+                                              "reproduced yet (issue #16); send the request without them",
+     is_empty_array},
+    {"preserved_tokens", R_CHAT, ACC, "the chat layer replaces them with the template's before they are read",
+     NULL},
     {"response_format", R_CHAT, REF, "response_format: JSON mode and JSON schemas are not reproduced yet (issue "
                                      "#16); send the request without it or with type \"text\"", format_is_text},
     /* the chat format and its parser */
@@ -496,8 +504,26 @@ int llama_fields_read(const engine_model *m, const char *route, const json_value
                             "without it or without stream");
         return -1;
     }
+    /* grammar_lazy (after the schema field, before grammar_triggers, as
+     * the completion schema reads them; the chat layer overwrites both) */
+    rq->grammar_lazy = 0;
+    if (llama_route_bit(route) != LLAMA_ROUTE_CHAT) {
+        if (llama_field_bool(body, "grammar_lazy", &rq->grammar_lazy, err, errlen)) return -1;
+        const json_value *tr = json_get(body, "grammar_triggers");
+        if (rq->grammar_lazy && tr && is_empty_array(tr)) {
+            bk_err(err, errlen, "Field 'grammar_triggers': Error: no triggers set for lazy grammar!");
+            return -1;
+        }
+    }
     /* last: llama-server parses the grammar when it builds the slot's sampler */
-    return read_grammar(m, body, rq, err, errlen);
+    if (read_grammar(m, body, rq, err, errlen)) return -1;
+    if (rq->grammar_lazy) {
+        /* lazy without triggers: awaiting a trigger that cannot come, the
+         * grammar never applies (nor advances) */
+        gr_free(rq->grammar);
+        rq->grammar = NULL;
+    }
+    return 0;
 oom:
     bk_err(err, errlen, "out of memory");
     return -1;

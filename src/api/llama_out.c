@@ -187,7 +187,8 @@ void llama_put_gen_settings(jbuf *b, const engine_request *g, int stream)
     }
     jbuf_printf(b, "],\"n_probs\":%d,\"min_keep\":%d,\"grammar\":", (int)p->n_probs, (int)p->min_keep);
     json_put_str_nl(b, g->grammar_text ? g->grammar_text : "", g->grammar_text ? g->grammar_len : 0);
-    jbuf_printf(b, ",\"grammar_lazy\":false,\"grammar_triggers\":[],\"preserved_tokens\":[],"
+    jbuf_printf(b, ",\"grammar_lazy\":%s,\"grammar_triggers\":[],", g->grammar_lazy ? "true" : "false");
+    jbuf_printf(b, "\"preserved_tokens\":[],"
                    "\"chat_format\":\"Content-only\",\"reasoning_format\":\"deepseek\",\"reasoning_in_content\":false,"
                    "\"generation_prompt\":\"\",\"samplers\":[");
     for (size_t i = 0; i < p->n_order; i++) jbuf_printf(b, "%s\"%s\"", i ? "," : "", sampler_name(p->order[i]));

@@ -190,7 +190,8 @@ int engine_detokenize(const engine_model *m, const int32_t *ids, size_t n, int r
                       jbuf *out, char *err, size_t errlen);
 
 /* The answer's message content as llama-server's chat parser gives it
- * (templates with a <think> block trim surrounding whitespace). */
+ * (templates with a <think> block drop leading whitespace; trailing
+ * whitespace stays). */
 void engine_content(const engine_model *m, const char *s, size_t n, const char **out, size_t *len);
 
 /* The bankml_receipt object (§2.5) of a finished answer: request_sha256 of
@@ -228,6 +229,7 @@ typedef struct {
                                   owned. It advances on each generated token, never on the prompt's */
     char *grammar_text;        /* the grammar as the request gave it (generation_settings.grammar); owned */
     size_t grammar_len;
+    int grammar_lazy;          /* reported (a lazy grammar without triggers never constrains: grammar NULL) */
 } engine_request;
 
 void engine_request_init(engine_request *rq);   /* defaults as llama-server's */

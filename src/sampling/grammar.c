@@ -55,6 +55,7 @@ static int gr_rb_append(gr_rulebuf *r, const gr_elem *e, size_t n)
 
 #define GR_MAX_NESTING 512      /* groups inside groups: the parser recurses */
 #define GR_MAX_LR_DEPTH 4096    /* rule chains the left-recursion walk follows */
+#define GR_MAX_ELEMS ((size_t)1 << 24)   /* elements in all rules: llama.cpp stops only at std::bad_alloc */
 
 typedef struct {
     char *name;
@@ -71,6 +72,7 @@ typedef struct {
     gr_rulebuf *rules;          /* rules[id]; an empty one is undefined */
     size_t n_rules, cap_rules;
     int depth;
+    size_t n_elems;             /* elements added to rules so far */
     int failed;
     char *err;
     size_t errlen;
@@ -190,6 +192,11 @@ static void gr_add_rule(gr_parser *p, uint32_t id, const gr_rulebuf *rule)
         p->n_rules = (size_t)id + 1;
     }
     gr_rulebuf *dst = &p->rules[id];
+    p->n_elems += rule->n;
+    if (p->n_elems > GR_MAX_ELEMS) {
+        gr_fail(p, "the rules would hold more than %zu elements, which bankML does not build", GR_MAX_ELEMS);
+        return;
+    }
     dst->n = 0;
     if (gr_rb_append(dst, rule->e, rule->n)) gr_oom(p);
 }
@@ -386,6 +393,17 @@ static void gr_repeat(gr_parser *p, gr_rulebuf *rule, size_t last, uint64_t *n_p
         return;
     }
     size_t plen = rule->n - last;
+    if (!no_max && max_t < min_t) {
+        /* max - min wraps around: llama.cpp builds rules until std::bad_alloc
+         * (measured: 400 "failed to parse grammar" after ~10 s under 3 GB) */
+        gr_fail(p, "a repetition {%llu,%llu} has its maximum below its minimum: llama.cpp expands it until it "
+                   "runs out of memory", (unsigned long long)min_t, (unsigned long long)max_t);
+        return;
+    }
+    if (rule->n + plen * (min_t ? min_t - 1 : 0) > GR_MAX_ELEMS) {
+        gr_fail(p, "the rules would hold more than %zu elements, which bankML does not build", GR_MAX_ELEMS);
+        return;
+    }
     gr_elem *prev = malloc(plen * sizeof *prev);
     gr_rulebuf rec = {0};
     if (!prev) goto oom;
@@ -1008,10 +1026,12 @@ static uint64_t gr_stack_hash(const uint32_t *c, size_t n)
     return h ^ (h >> 29);
 }
 
+static const uint32_t gr_no_cells[1];
+
 static const uint32_t *gr_ss_at(const gr_stacks *s, size_t i, size_t *n)
 {
     *n = s->len[i];
-    return s->cells + s->start[i];
+    return s->cells ? s->cells + s->start[i] : gr_no_cells;   /* only empty stacks so far */
 }
 
 static long gr_ss_find(const gr_stacks *s, const uint32_t *c, size_t n, uint64_t h)
@@ -1154,8 +1174,9 @@ static int gr_advance(gr_state *st, const uint32_t *c0, size_t n0, gr_stacks *ou
     if (gr_todo_push(todo, c0, n0)) goto bad;
     while (todo->n) {
         todo->n--;
-        size_t cn = todo->len[todo->n];
-        if (gr_vec_set(cur, todo->cells + todo->start[todo->n], cn)) goto bad;
+        size_t cn;
+        const uint32_t *top = gr_ss_at(todo, todo->n, &cn);
+        if (gr_vec_set(cur, top, cn)) goto bad;
         todo->n_cells = todo->start[todo->n];
         int ins = gr_ss_add(seen, cur->c, cn);
         if (ins < 0) goto bad;
