@@ -13,8 +13,9 @@ and Q8_0:
   - some on /v1/completions and /v1/chat/completions, streamed and not;
   - malformed grammars: status and message on each route, streamed and not.
 
-Answers are capped (n_predict) because random weights run a grammar's answer to the limit. Standard library
-only. Ends with "N passed, N failed, N skipped"."""
+Answers are capped (n_predict) because random weights run a grammar's answer to the limit.
+ORACLE_GRAMMAR_MODELS=stories260K,... runs some models only (BANKML_BIN=build/asan/bankml: under ASan). Standard
+library only. Ends with "N passed, N failed, N skipped"."""
 import json, os, subprocess, sys, tempfile, threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -245,6 +246,9 @@ def main():
               ("llama-e384-f16", None, OWN[1::2] + ex_b, (6, 2, 3, 4)),
               ("llama-e384-q8_0", None, OWN[::4], (6, 2, 0, 1))]
     models = [(t, m or os.path.join(models_dir, t + ".gguf"), g, p) for t, m, g, p in models]
+    only = [x for x in os.environ.get("ORACLE_GRAMMAR_MODELS", "").split(",") if x]   # e.g. stories260K
+    if only:
+        models = [x for x in models if x[0] in only]
     tmp = tempfile.mkdtemp(prefix="oracle-grammar-")
     fork = os.path.join(tmp, "grammar.FORK.json")
     for _, m, _, _ in models:
