@@ -46,12 +46,13 @@ REFUSED = [
                                       "without it", BOTH),
     ("lora", [{"id": 0, "scale": 1.0}], [], "lora: LoRA adapters are not reproduced; send the request without it",
      BOTH),
-    ("grammar", 'root ::= "x"', "", "grammar: " + G16, BOTH),
     ("json_schema", {"type": "object"}, None, "json_schema: " + G16, BOTH),
     ("json_schema", {}, None, "json_schema: " + G16, BOTH),
-    ("grammar_lazy", True, False, "grammar_lazy: " + G16, BOTH),
-    ("grammar_triggers", [{"type": 1, "value": "x"}], [], "grammar_triggers: " + G16, BOTH),
-    ("preserved_tokens", ["x"], [], "preserved_tokens: " + G16, BOTH),
+    ("grammar_triggers", [{"type": 1, "value": "x"}], [], "grammar_triggers: lazy grammars' triggers are not "
+                                                          "reproduced yet (issue #16); send the request without them",
+     (CMPL,)),
+    ("preserved_tokens", ["x"], [], "preserved_tokens: printing special tokens by name is not reproduced yet "
+                                    "(issue #16); send the request without them", (CMPL,)),
     ("response_format", {"type": "json_object"}, {"type": "text"},
      'response_format: JSON mode and JSON schemas are not reproduced yet (issue #16); send the request without it '
      'or with type "text"', (CHAT,)),

@@ -64,7 +64,6 @@ int32_t llama_token_id(const json_value *v)
 
 static int is_false(const json_value *v) { return v->type == JSON_FALSE; }
 static int is_true(const json_value *v) { return v->type == JSON_TRUE; }
-static int not_string_or_empty(const json_value *v) { return v->type != JSON_STRING || v->len == 0; }
 static int is_empty_string(const json_value *v) { return v->type == JSON_STRING && v->len == 0; }
 static int is_empty_array(const json_value *v) { return v->type == JSON_ARRAY && v->n == 0; }
 static int is_empty_object(const json_value *v) { return v->type == JSON_OBJECT && v->n == 0; }
@@ -183,16 +182,24 @@ static const llama_field FIELDS[] = {
                                "logit_bias's, as llama-server appends them", NULL},
     {"lora", R_ALL, REF, "lora: LoRA adapters are not reproduced; send the request without it", is_empty_array},
     /* constrained generation (issue #16) */
-    {"grammar", R_ALL, REF, "grammar: constrained generation is not reproduced yet (issue #16); send the "
-                            "request without it", not_string_or_empty},
+    {"grammar", R_ALL, REP, "llama_fields_read: GBNF (sampling/grammar.c), applied as common_sampler_sample "
+                            "applies it; a string, anything else is absent", NULL},
     {"json_schema", R_ALL, REF, "json_schema: constrained generation is not reproduced yet (issue #16); send the "
                                 "request without it", never},
-    {"grammar_lazy", R_ALL, REF, "grammar_lazy: constrained generation is not reproduced yet (issue #16); send "
-                                 "the request without it", is_false},
-    {"grammar_triggers", R_ALL, REF, "grammar_triggers: constrained generation is not reproduced yet (issue "
-                                     "#16); send the request without it", is_empty_array},
-    {"preserved_tokens", R_ALL, REF, "preserved_tokens: constrained generation is not reproduced yet (issue "
-                                     "#16); send the request without it", is_empty_array},
+    {"grammar_lazy", R_CMPL | R_OAI, REP, "llama_fields_read: a boolean; without grammar_triggers no trigger "
+                                          "can fire, so the grammar (still parsed) never constrains; reported",
+     NULL},
+    {"grammar_lazy", R_CHAT, ACC, "the chat layer replaces it with the template's (false) before it is read",
+     NULL},
+    {"grammar_triggers", R_CMPL | R_OAI, REF, "grammar_triggers: lazy grammars' triggers are not reproduced yet "
+                                              "(issue #16); send the request without them", is_empty_array},
+    {"grammar_triggers", R_CHAT, ACC, "the chat layer replaces them with the template's (none) before they are "
+                                      "read", NULL},
+    {"preserved_tokens", R_CMPL | R_OAI, REF, "preserved_tokens: printing special tokens by name is not "
+                                              "reproduced yet (issue #16); send the request without them",
+     is_empty_array},
+    {"preserved_tokens", R_CHAT, ACC, "the chat layer replaces them with the template's before they are read",
+     NULL},
     {"response_format", R_CHAT, REF, "response_format: JSON mode and JSON schemas are not reproduced yet (issue "
                                      "#16); send the request without it or with type \"text\"", format_is_text},
     /* the chat format and its parser */
@@ -283,6 +290,9 @@ int llama_fields_check(const char *route, const json_value *body, char *err, siz
         if (f->kind != LLAMA_FIELD_REFUSED || !(f->routes & bit)) continue;
         const json_value *v = json_get(body, f->name);
         if (!v || v->type == JSON_NULL || f->absent(v)) continue;
+        /* /completion's schema handler takes `grammar` whenever the body has
+         * the key (json_schema is then never read) */
+        if (bit != LLAMA_ROUTE_CHAT && !strcmp(f->name, "json_schema") && json_get(body, "grammar")) continue;
         bk_err(err, errlen, "%s", f->words);
         return -1;
     }
@@ -423,6 +433,47 @@ static int read_limited(const json_value *body, const char *name, int32_t lo, in
     return 0;
 }
 
+/* The <piece> token references of a grammar: common_tokenize with
+ * add_special false, parse_special true. */
+static int grammar_tokenize(void *ctx, const char *text, size_t len, int32_t **ids, size_t *n)
+{
+    char terr[128];
+    return engine_tokenize_with(ctx, text, len, 0, 1, ids, n, terr, sizeof terr);
+}
+
+/* grammar: a non-empty string is llama-server's user grammar (any other
+ * value is json_value's default, ""), reported as given and parsed as
+ * common_sampler_init parses it: a C string, so one starting with a NUL
+ * constrains nothing. 0, or -1 with llama-server's 400 message. */
+static int read_grammar(const engine_model *m, const json_value *body, engine_request *rq, char *err,
+                        size_t errlen)
+{
+    const json_value *g = json_get(body, "grammar");
+    gr_free(rq->grammar);
+    rq->grammar = NULL;
+    free(rq->grammar_text);
+    rq->grammar_text = NULL;
+    rq->grammar_len = 0;
+    if (!g || g->type != JSON_STRING || g->len == 0) return 0;
+    rq->grammar_text = malloc(g->len + 1);
+    if (!rq->grammar_text) {
+        bk_err(err, errlen, "out of memory");
+        return -1;
+    }
+    memcpy(rq->grammar_text, g->str, g->len);
+    rq->grammar_text[g->len] = 0;
+    rq->grammar_len = g->len;
+    if (g->str[0] == 0) return 0;
+    char why[512];
+    gr_tokenizer tk = {(void *)m, grammar_tokenize};
+    rq->grammar = gr_parse(g->str, g->len, &tk, why, sizeof why);
+    if (!rq->grammar) {
+        bk_err(err, errlen, "%s", GR_PARSE_FAILED);
+        return -1;
+    }
+    return 0;
+}
+
 int llama_fields_read(const engine_model *m, const char *route, const json_value *body, engine_request *rq,
                       char *err, size_t errlen)
 {
@@ -452,6 +503,25 @@ int llama_fields_read(const engine_model *m, const char *route, const json_value
         bk_err(err, errlen, "return_progress: prompt progress events are not reproduced yet; send the request "
                             "without it or without stream");
         return -1;
+    }
+    /* grammar_lazy (after the schema field, before grammar_triggers, as
+     * the completion schema reads them; the chat layer overwrites both) */
+    rq->grammar_lazy = 0;
+    if (llama_route_bit(route) != LLAMA_ROUTE_CHAT) {
+        if (llama_field_bool(body, "grammar_lazy", &rq->grammar_lazy, err, errlen)) return -1;
+        const json_value *tr = json_get(body, "grammar_triggers");
+        if (rq->grammar_lazy && tr && is_empty_array(tr)) {
+            bk_err(err, errlen, "Field 'grammar_triggers': Error: no triggers set for lazy grammar!");
+            return -1;
+        }
+    }
+    /* last: llama-server parses the grammar when it builds the slot's sampler */
+    if (read_grammar(m, body, rq, err, errlen)) return -1;
+    if (rq->grammar_lazy) {
+        /* lazy without triggers: awaiting a trigger that cannot come, the
+         * grammar never applies (nor advances) */
+        gr_free(rq->grammar);
+        rq->grammar = NULL;
     }
     return 0;
 oom:

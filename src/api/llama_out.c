@@ -199,7 +199,12 @@ void llama_put_gen_settings(jbuf *b, const engine_request *g, int stream, int pr
         jbuf_putc(b, ']');
     }
     jbuf_printf(b, ",\"n_probs\":%d,\"min_keep\":%d", (int)p->n_probs, (int)p->min_keep);
-    if (!props) jbuf_puts(b, ",\"grammar\":\"\",\"grammar_lazy\":false,\"grammar_triggers\":[],\"preserved_tokens\":[]");
+    if (!props) {
+        jbuf_puts(b, ",\"grammar\":");
+        json_put_str_nl(b, g->grammar_text ? g->grammar_text : "", g->grammar_text ? g->grammar_len : 0);
+        jbuf_printf(b, ",\"grammar_lazy\":%s,\"grammar_triggers\":[],\"preserved_tokens\":[]",
+                    g->grammar_lazy ? "true" : "false");
+    }
     /* reasoning_format (measured): the server's default "none" in /props, the request's "deepseek" in answers */
     jbuf_printf(b, ",\"chat_format\":\"Content-only\",\"reasoning_format\":\"%s\",\"reasoning_in_content\":false,"
                    "\"generation_prompt\":\"\",\"samplers\":[", props ? "none" : "deepseek");

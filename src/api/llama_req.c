@@ -343,6 +343,16 @@ int llama_read_pre(const json_value *body, int chat, llama_pre *pre, int *status
     *status = 400;
     pre->messages = json_get(body, "messages");
     pre->prompt = json_get(body, "prompt");
+    if (chat) {
+        /* oaicompat_chat_params_parse, before it looks at the messages: a
+         * json_schema (not null) beside a grammar (a non-empty string) */
+        const json_value *js = json_get(body, "json_schema"), *g = json_get(body, "grammar");
+        if (js && js->type != JSON_NULL && g && g->type == JSON_STRING && g->len) {
+            *status = 500;
+            bk_err(err, errlen, "Cannot use both json_schema and grammar");
+            return -1;
+        }
+    }
     if (chat && !pre->messages) {
         bk_err(err, errlen, "'messages' is required");
         return -1;

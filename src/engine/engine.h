@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "base/json.h"
+#include "sampling/grammar.h"
 #include "sampling/sampler.h"
 
 #include "bankml.h"
@@ -207,7 +208,8 @@ int engine_detokenize(const engine_model *m, const int32_t *ids, size_t n, int r
                       jbuf *out, char *err, size_t errlen);
 
 /* The answer's message content as llama-server's chat parser gives it
- * (templates with a <think> block trim surrounding whitespace). */
+ * (templates with a <think> block drop leading whitespace; trailing
+ * whitespace stays). */
 void engine_content(const engine_model *m, const char *s, size_t n, const char **out, size_t *len);
 
 /* The bankml_receipt object (§2.5) of a finished answer: request_sha256 of
@@ -241,6 +243,11 @@ typedef struct {
     int return_tokens;         /* keep every sampled id in engine_result.gen_ids */
     int ignore_eos, timings_per_token;   /* the front-end's, reported (the bans are in bias) */
     int32_t n_keep, n_discard; /* reported: they act only in context shift, which bankml does not do */
+    gr_grammar *grammar;       /* the GBNF grammar the answer obeys (llama-server's `grammar`), NULL none;
+                                  owned. It advances on each generated token, never on the prompt's */
+    char *grammar_text;        /* the grammar as the request gave it (generation_settings.grammar); owned */
+    size_t grammar_len;
+    int grammar_lazy;          /* reported (a lazy grammar without triggers never constrains: grammar NULL) */
 } engine_request;
 
 void engine_request_init(engine_request *rq);   /* defaults as llama-server's */

@@ -60,6 +60,8 @@ struct engine_model {
     int reasoning;             /* the template has a <think> block: llama-server parses the answer */
     char **pieces;             /* DRY's view of the vocabulary, built on first use */
     size_t *piece_lens;
+    gr_vocab *gvocab;          /* the grammar's view of the vocabulary (token_to_piece, special), built on
+                                  first use, shared read-only by every slot */
     pc_entry *pc;              /* the host prompt cache, oldest first */
     size_t n_pc, cap_pc;
 };
@@ -101,5 +103,7 @@ void engine_pc_clear(engine_model *m);
 /* Empties a slot (its KV cells and tokens). */
 void engine_slot_clear(engine_slot *sl);
 void engine_vocab_free(engine_model *m);
+/* Builds m->gvocab (the grammar's pieces and end set). 0, or -1 with er. */
+int engine_grammar_vocab(engine_model *m, engine_error *er);
 
 #endif

@@ -73,11 +73,51 @@ static int vocab_tokenize(void *ctx, const char *text, size_t len, int32_t **ids
 
 void engine_vocab_free(engine_model *m)
 {
+    gr_vocab_free(m->gvocab);
+    m->gvocab = NULL;
     free(m->pieces);            /* one block: the pointers, then the bytes */
     free(m->piece_lens);
     m->pieces = NULL;
     m->piece_lens = NULL;
 }
+
+/* The grammar's pieces: llama_vocab::token_to_piece(id), the cache built
+ * with special = true (control tokens show their text). */
+typedef struct {
+    engine_model *m;
+    jbuf buf;
+} gpiece_ctx;
+
+static const char *gvocab_piece(void *ctx, int32_t id, size_t *len)
+{
+    gpiece_ctx *g = ctx;
+    jbuf_reset(&g->buf);
+    tok_piece(g->m->vocab, id, 1, &g->buf);
+    *len = g->buf.oom ? 0 : g->buf.len;
+    return g->buf.p ? g->buf.p : "";
+}
+
+static int gvocab_eog(void *ctx, int32_t id)
+{
+    gpiece_ctx *g = ctx;
+    return tok_is_eog(g->m->vocab, id);
+}
+
+int engine_grammar_vocab(engine_model *m, engine_error *er)
+{
+    gpiece_ctx g = {m, {0}};
+    jbuf_init(&g.buf);
+    m->gvocab = gr_vocab_new(tok_n_tokens(m->vocab), gvocab_piece, gvocab_eog, &g, er->msg, sizeof er->msg);
+    jbuf_free(&g.buf);
+    if (!m->gvocab) {
+        er->kind = ENGINE_INTERNAL;
+        return -1;
+    }
+    return 0;
+}
+
+static int grammar_allows(void *ctx, int32_t id) { return gr_allows(ctx, id); }
+static int grammar_apply(void *ctx, smp_token *c, size_t n) { return gr_apply(ctx, c, n); }
 
 /* ------------------------------------------------------------------ requests and results */
 
@@ -96,6 +136,11 @@ void engine_request_free(engine_request *rq)
     free(rq->bias);
     rq->bias = NULL;
     rq->n_bias = 0;
+    gr_free(rq->grammar);
+    rq->grammar = NULL;
+    free(rq->grammar_text);
+    rq->grammar_text = NULL;
+    rq->grammar_len = 0;
 }
 
 void engine_result_free(engine_result *r)
@@ -150,6 +195,7 @@ typedef struct {
     engine_result *res;
     engine_stopper st;
     sampler *s;
+    gr_state *gs;              /* the grammar's stacks for this answer, NULL without one */
     smp_token *work;
     sampler_prob *top;
     jbuf piece;
@@ -250,9 +296,17 @@ static int decode_step(run_state *r, int32_t *out_tok, engine_error *er)
     const sampler_params *sp = &r->rq->sp;
     int32_t n_vocab = (int32_t)fw_weights_hp(m->fw_w)->n_vocab;
     const float *logits = fw_logits(r->sl->fw);
-    int32_t tok = r->s ? sampler_sample(r->s, logits) : fw_argmax(logits, (size_t)n_vocab);
+    sampler_constraint gc = {r->gs, grammar_allows, grammar_apply};
+    int32_t tok = r->s ? sampler_sample_constrained(r->s, logits, r->gs ? &gc : NULL, NULL)
+                       : fw_argmax(logits, (size_t)n_vocab);
     if (tok < 0) {
-        engine_err(er, ENGINE_INTERNAL, "the sampler could not draw a token");
+        if (tok == -2) engine_err(er, ENGINE_INTERNAL, "the grammar failed: %s", gr_error(r->gs));
+        else engine_err(er, ENGINE_INTERNAL, "the sampler could not draw a token");
+        return -1;
+    }
+    /* common_sampler_accept: the grammar first (generated tokens only), then the chain */
+    if (r->gs && gr_accept(r->gs, tok, er->msg, sizeof er->msg) != 0) {
+        er->kind = ENGINE_INTERNAL;
         return -1;
     }
     if (r->s && sampler_accept(r->s, tok) != 0) goto oom;
@@ -332,6 +386,18 @@ static int run_begin(run_state *r, engine_error *er)
     }
     for (size_t i = 0; r->s && i < rq->n_prompt; i++)
         if (sampler_accept(r->s, rq->prompt[i]) != 0) goto oom;
+    if (rq->grammar) {
+        if (!r->s) {
+            engine_err(er, ENGINE_BAD_INPUT, "a grammar needs the sampler; bankml's plain argmax path has none");
+            return -1;
+        }
+        if (!r->m->gvocab && engine_grammar_vocab(r->m, er) != 0) return -1;
+        r->gs = gr_state_new(rq->grammar, r->m->gvocab, er->msg, sizeof er->msg);
+        if (!r->gs) {
+            er->kind = ENGINE_INTERNAL;
+            return -1;
+        }
+    }
     return 0;
 oom:
     engine_err(er, ENGINE_INTERNAL, "out of memory");
@@ -399,6 +465,7 @@ done:
     engine_met_busy(e, -1, 0);
     par_pause(e->pool);        /* the request is over: no spinning while idle */
     sampler_free(r.s);
+    gr_state_free(r.gs);
     free(r.work);
     free(r.top);
     jbuf_free(&r.piece);

@@ -1567,7 +1567,8 @@ static void apply_dist(sampler *s, smp_array *c) {
     if (!found) c->selected = (int64_t)c->size - 1;
 }
 
-int32_t sampler_sample(sampler *s, const float *logits) {
+/* set_logits: every token with its raw logit, in id order, unsorted. */
+static void fill_candidates(sampler *s, const float *logits) {
     smp_array *c = &s->arr;
     size_t nv = (size_t)s->n_vocab;
     for (size_t i = 0; i < nv; i++) {
@@ -1579,6 +1580,11 @@ int32_t sampler_sample(sampler *s, const float *logits) {
     c->size = nv;
     c->selected = -1;
     c->sorted = 0;
+}
+
+/* The chain over the candidates as they stand, then the draw. */
+static int32_t run_chain(sampler *s) {
+    smp_array *c = &s->arr;
     if (s->n_bias) apply_bias(s, c);
     if (s->pen_on) apply_penalties(s, c);
     if (s->dry_on && apply_dry(s, c)) return -1;
@@ -1592,6 +1598,27 @@ int32_t sampler_sample(sampler *s, const float *logits) {
     apply_dist(s, c);
     if (c->selected < 0) return -1;
     return c->data[c->selected].id;
+}
+
+int32_t sampler_sample(sampler *s, const float *logits) {
+    fill_candidates(s, logits);
+    return run_chain(s);
+}
+
+int32_t sampler_sample_constrained(sampler *s, const float *logits, const sampler_constraint *g, int *resampled) {
+    if (resampled) *resampled = 0;
+    fill_candidates(s, logits);
+    int32_t id = run_chain(s);
+    if (!g || id < 0) return id;
+    int ok = g->allows(g->ctx, id);
+    if (ok < 0) return -2;
+    if (ok) return id;
+    /* common_sampler_sample's resampling: the logits again, the grammar
+     * over all of them, then the whole chain (dist and XTC draw again) */
+    if (resampled) *resampled = 1;
+    fill_candidates(s, logits);
+    if (g->apply(g->ctx, s->arr.data, s->arr.size)) return -2;
+    return run_chain(s);
 }
 
 const smp_token *sampler_candidates(const sampler *s, size_t *n, int64_t *selected, int *sorted) {

@@ -171,6 +171,26 @@ int sampler_accept(sampler *s, int32_t token);
  * can be drawn. */
 int32_t sampler_sample(sampler *s, const float *logits);
 
+/* A constraint on the draw, as llama-server's grammar sampler: allows(ctx,
+ * id) is 1 when the token may come next, 0 when not, -1 on failure;
+ * apply(ctx, c, n) sets the logit of every candidate it rejects to
+ * -INFINITY (0, or -1 on failure). */
+typedef struct {
+    void *ctx;
+    int (*allows)(void *ctx, int32_t id);
+    int (*apply)(void *ctx, smp_token *c, size_t n);
+} sampler_constraint;
+
+/* common_sampler_sample under a grammar (grammar_first false, as
+ * llama-server calls it): the chain draws from the raw logits first; when
+ * the constraint rejects that token, the candidates are rebuilt from the
+ * logits, the constraint applied to every one of them, and the whole chain
+ * runs again (dist and XTC draw again from their generators, as in
+ * llama.cpp), *resampled = 1. g NULL is sampler_sample. Returns the token,
+ * -1 when nothing can be drawn, -2 when the constraint failed (its reason
+ * is its own). It does not accept the token. */
+int32_t sampler_sample_constrained(sampler *s, const float *logits, const sampler_constraint *g, int *resampled);
+
 /* The candidates the chain left after the last sampler_sample (the array
  * llama.cpp's cur_p holds), and the index of the drawn one. */
 const smp_token *sampler_candidates(const sampler *s, size_t *n, int64_t *selected, int *sorted);
