@@ -179,6 +179,7 @@ static void h_slot_action(serve_req *req, serve_resp *resp, void *ud)
     path[dl + len] = 0;
     int rc = act == 1 ? engine_slot_save(api->e, m, id, path, &io, &er) : engine_slot_restore(api->e, m, id, path, &io, &er);
     engine_release(api->e, ENGINE_KEEP_DEFAULT);
+    if (rc != 0) engine_task_ids(api->e, 1);   /* b11669 (measured): an error result, then the reader's cancel */
     if (rc != 0) llama_reply_err(resp, engine_status(er.kind), er.msg);
     else if (act == 1) slots_answer(resp, id, name, len, "n_saved", io.n_tokens, "n_written", io.n_bytes, "save_ms", io.ms);
     else slots_answer(resp, id, name, len, "n_restored", io.n_tokens, "n_read", io.n_bytes, "restore_ms", io.ms);
