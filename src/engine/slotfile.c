@@ -80,7 +80,7 @@ typedef struct {
 
 static void sf_put(sf_buf *b, const void *d, size_t n)
 {
-    if (b->oom) return;
+    if (b->oom || n == 0) return;   /* an empty slot's tokens may be NULL */
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n) cap *= 2;
