@@ -18,6 +18,7 @@ struct llama_api {
     engine *e;
     serve_server *srv;
     void *compat;              /* llama_compat.c's routes */
+    void *slots_api;           /* llama_slots.c's routes */
     llama_api_opts o;
     char *props_sleeping;      /* /props while the model sleeps (engine lock held to touch it) */
     char media_marker[64];     /* /props media_marker: $LLAMA_MEDIA_MARKER, else "<__media_" + 32 random + "__>" */
@@ -358,7 +359,9 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
     int32_t *ids = NULL;
     size_t n_ids = 0;
     engine_model *m;
+    jbuf tparams;
     if (!body) return;
+    jbuf_init(&tparams);
     engine_request_init(&rq);
     if (body->type != JSON_OBJECT) {
         llama_reply_err(resp, 400, chat ? "'messages' is required" : "[json.exception.out_of_range.403] key 'prompt' not found");
@@ -370,11 +373,16 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
     }
     if (!(m = llama_lock_model(api->e, body, resp))) goto out;
     if (llama_read_request(m, &api->o, body, &pre, &rq, err, sizeof err) != 0) {
+        engine_task_ids(api->e, 1);   /* b11669 takes the task's id before it reads the fields */
         llama_reply_err(resp, 400, err);
     } else if (llama_prompt_ids(m, &pre, resp, &ids, &n_ids) == 0) {
         engine_select(api->e, m, ids, n_ids, rq.id_slot);   /* llama-server: at slot selection, before the context check */
         rq.selected = 1;
+        llama_task_params(m, &pre, &rq, &tparams);
+        rq.task_params = tparams.p;
+        rq.task_params_len = tparams.len;
         if (n_ids >= engine_model_n_ctx(m)) {
+            engine_task_refused(api->e, m, &rq);
             llama_reply_exceed_ctx(resp, n_ids, engine_model_n_ctx(m));
         } else {
             sctx c;
@@ -406,6 +414,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
     engine_release(api->e, api->o.keep_ms);
 out:
     engine_request_free(&rq);
+    jbuf_free(&tparams);
     free(ids);
     json_free(body);
 }
@@ -819,7 +828,9 @@ llama_api *llama_api_register(serve_server *srv, engine *e)
     serve_route(srv, "POST", "/tokenize", h_tokenize, api, 0);
     serve_route(srv, "POST", "/detokenize", h_detokenize, api, 0);
     serve_route(srv, "POST", "/apply-template", h_apply_template, api, 0);
-    if (!(api->compat = llama_compat_register(srv, e, &api->o))) {
+    if (!(api->compat = llama_compat_register(srv, e, &api->o)) ||
+        !(api->slots_api = llama_slots_register(srv, e, &api->o))) {
+        llama_compat_free(api->compat);
         free(api);
         return NULL;
     }
@@ -831,6 +842,7 @@ void llama_api_free(llama_api *api)
     if (api) {
         llama_compat_free(api->compat);
         free(api->props_sleeping);
+        llama_slots_free(api->slots_api);
     }
     free(api);
 }
@@ -862,9 +874,6 @@ int llama_api_configure(llama_api *api, const llama_api_opts *o)
 {
     int rc = 0;
     api->o = *o;
-    if (!o->slots)
-        rc |= serve_route(api->srv, "GET", "/slots", h_not_supported,
-                          (void *)"This server does not support slots endpoint. Start it with `--slots`", 0);
     if (!o->props)
         rc |= serve_route(api->srv, "POST", "/props", h_not_supported,
                           (void *)"This server does not support changing global properties. Start it with `--props`", 0);

@@ -21,12 +21,18 @@ void llama_api_free(llama_api *api);
 /* api/llama_compat.c, registered by llama_api_register: /v1/completions,
  * /v1/responses, /v1/messages and /v1/messages/count_tokens on the same
  * slot, and llama-server's refusals of /embedding(s), /rerank, /infill
- * (without FIM tokens), POST /props and POST /slots/:id. The handle, freed
+ * (without FIM tokens) and POST /props. The handle, freed
  * by llama_compat_free; NULL out of memory. lo: the command line's defaults
  * for these routes too (read at each request, so it may be set later). */
 struct llama_api_opts_s;
 void *llama_compat_register(serve_server *srv, engine *e, const struct llama_api_opts_s *lo);
 void llama_compat_free(void *compat);
+
+/* api/llama_slots.c, registered by llama_api_register: GET /slots (lo->slots
+ * 0: llama-server's 501) and POST /slots/:id?action=save|restore|erase
+ * (lo->slot_save_path NULL: its 501). NULL out of memory. */
+void *llama_slots_register(serve_server *srv, engine *e, const struct llama_api_opts_s *lo);
+void llama_slots_free(void *slots);
 
 /* What llama-server's command line sets for these routes (bankml serve's
  * flags, cli/serve_cmd.c). */
@@ -48,6 +54,7 @@ typedef struct llama_api_opts_s {
     int metrics;               /* --metrics: /metrics is served; else llama-server's 501 */
     int slots;                 /* --slots (the default); --no-slots: GET /slots answers llama-server's 501 */
     int props;                 /* --props (refused by the command line today): POST /props allowed, else 501 */
+    const char *slot_save_path;   /* --slot-save-path / --slot-dir, ending with '/': slot files go there; NULL: 501 */
 } llama_api_opts;
 
 /* With --sleep-idle-seconds: builds /props once with the startup model
@@ -57,7 +64,7 @@ int llama_api_prime(llama_api *api);
 /* llama-server's defaults: no sampling flags, n_predict -1, no expiry, no alias, slots on, metrics and props off. */
 void llama_api_opts_init(llama_api_opts *o);
 /* Takes o (copied; its pointers must outlive the server) and registers the
- * routes it switches: GET /slots's 501 with --no-slots, POST /props's 501
+ * routes it switches: POST /props's 501
  * without --props. Call before the server listens. 0, or -1 out of memory. */
 int llama_api_configure(llama_api *api, const llama_api_opts *o);
 /* The command line's sampling defaults over the model's: into out

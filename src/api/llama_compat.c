@@ -4,7 +4,7 @@
  * (/v1/responses), Anthropic's Messages (/v1/messages and its
  * count_tokens), and the routes b11669 answers with a refusal on one model
  * without their flags (embeddings, reranking, /infill without FIM tokens,
- * POST /props, slot actions). Responses and Messages are translated into a
+ * POST /props). Responses and Messages are translated into a
  * chat request as b11669 translates them, then read by llama_req.c like
  * /v1/chat/completions; what bankml cannot reproduce (tools, tool calls,
  * thinking budgets, files) is refused with 400 and the reason. See
@@ -372,6 +372,8 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
     int32_t *ids = NULL;
     size_t n_ids = 0;
     engine_model *m;
+    jbuf tparams;
+    jbuf_init(&tparams);
     engine_request_init(&rq);
     if (llama_read_pre(body, kind != CX_CMPL, &pre, &status, err, sizeof err) != 0) {
         llama_reply_err(resp, status, err);
@@ -379,6 +381,7 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
     }
     if (!(m = llama_lock_model(e, named, resp))) goto out;
     if (llama_read_request(m, lo, body, &pre, &rq, err, sizeof err) != 0) {
+        if (!count_only) engine_task_ids(e, 1);   /* b11669 takes the task's id before it reads the fields */
         llama_reply_err(resp, 400, err);
     } else if (llama_prompt_ids(m, &pre, resp, &ids, &n_ids) != 0) {
         /* answered */
@@ -392,7 +395,11 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
     } else {
         engine_select(e, m, ids, n_ids, rq.id_slot);
         rq.selected = 1;
+        llama_task_params(m, &pre, &rq, &tparams);
+        rq.task_params = tparams.p;
+        rq.task_params_len = tparams.len;
         if (n_ids >= engine_model_n_ctx(m)) {
+            engine_task_refused(e, m, &rq);
             llama_reply_exceed_ctx(resp, n_ids, engine_model_n_ctx(m));
         } else {
             cx c;
@@ -438,6 +445,7 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
     engine_release(e, lo->keep_ms);
 out:
     engine_request_free(&rq);
+    jbuf_free(&tparams);
     free(ids);
 }
 
@@ -907,13 +915,6 @@ static void h_no_props(serve_req *req, serve_resp *resp, void *ud)
     llama_reply_err(resp, 501, "This server does not support changing global properties. Start it with `--props`");
 }
 
-static void h_no_slot_action(serve_req *req, serve_resp *resp, void *ud)
-{
-    (void)req;
-    (void)ud;
-    llama_reply_err(resp, 501, "This server does not support slots action. Start it with `--slot-save-path`");
-}
-
 /* /infill: b11669's refusal on a model without FIM tokens, in its words;
  * on a model with them, bankml's own (the FIM prompt is not built yet). */
 static void h_infill(serve_req *req, serve_resp *resp, void *ud)
@@ -959,7 +960,6 @@ void *llama_compat_register(serve_server *srv, engine *e, const llama_api_opts *
     for (size_t i = 0; i < 4; i++) serve_route(srv, "POST", rr[i], h_no_rerank, api, 0);
     serve_route(srv, "POST", "/infill", h_infill, api, 0);
     serve_route(srv, "POST", "/props", h_no_props, api, 0);
-    serve_route(srv, "POST", "/slots/:id", h_no_slot_action, api, 0);
     return api;
 }
 

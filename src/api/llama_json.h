@@ -140,6 +140,11 @@ void llama_put_probs(jbuf *b, const engine_model *m, const engine_token *t, size
  * logit_bias, grammar, grammar_lazy, grammar_triggers, preserved_tokens;
  * reasoning_format "none"). */
 void llama_put_gen_settings(jbuf *b, const engine_request *rq, int stream, int props);
+/* The task's params as GET /slots shows them (task_params::to_json(true)):
+ * the only-metrics form with the request's reasoning_format ("deepseek"),
+ * for a chat "peg-native" and its template's generation prompt, else
+ * "Content-only" and "". Appended to out; 0, or -1 out of memory. */
+int llama_task_params(const engine_model *m, const llama_pre *pre, const engine_request *rq, jbuf *out);
 /* How many of the reported tokens llama-server keeps in a final answer's
  * probabilities: those of a matched stop word are dropped. */
 size_t llama_probs_kept(const engine_model *m, const engine_request *rq, const engine_result *r);

@@ -138,10 +138,11 @@ static void putf(jbuf *b, const char *key, float v)
     json_put_double(b, (double)v);
 }
 
-/* task_params::to_json as /completion prints generation_settings; props:
- * its only_metrics form, as /props prints its default params (without the
- * breakers, stop, logit_bias and grammar members). */
-void llama_put_gen_settings(jbuf *b, const engine_request *g, int stream, int props)
+/* generation_settings / task_params::to_json: props 0 the answer's whole
+ * form, 1 the only-metrics form; reasoning, chat_format and the generation
+ * prompt as the task has them. */
+static void put_settings(jbuf *b, const engine_request *g, int stream, int props, const char *reasoning,
+                         const char *chat_format, const char *gp, size_t gp_len)
 {
     const sampler_params *p = &g->sp;
     jbuf_printf(b, "{\"seed\":%u", p->seed);
@@ -205,13 +206,37 @@ void llama_put_gen_settings(jbuf *b, const engine_request *g, int stream, int pr
         jbuf_printf(b, ",\"grammar_lazy\":%s,\"grammar_triggers\":[],\"preserved_tokens\":[]",
                     g->grammar_lazy ? "true" : "false");
     }
-    /* reasoning_format (measured): the server's default "none" in /props, the request's "deepseek" in answers */
-    jbuf_printf(b, ",\"chat_format\":\"Content-only\",\"reasoning_format\":\"%s\",\"reasoning_in_content\":false,"
-                   "\"generation_prompt\":\"\",\"samplers\":[", props ? "none" : "deepseek");
+    jbuf_printf(b, ",\"chat_format\":\"%s\",\"reasoning_format\":\"%s\",\"reasoning_in_content\":false,"
+                   "\"generation_prompt\":", chat_format, reasoning);
+    json_put_str_nl(b, gp, gp_len);
+    jbuf_puts(b, ",\"samplers\":[");
     for (size_t i = 0; i < p->n_order; i++) jbuf_printf(b, "%s\"%s\"", i ? "," : "", sampler_name(p->order[i]));
     jbuf_printf(b, "],\"speculative.types\":\"none\",\"timings_per_token\":%s,\"post_sampling_probs\":%s,"
                    "\"backend_sampling\":false,\"lora\":[]}",
                 g->timings_per_token ? "true" : "false", p->post_sampling_probs ? "true" : "false");
+}
+
+void llama_put_gen_settings(jbuf *b, const engine_request *g, int stream, int props)
+{
+    /* reasoning_format (measured): the server's default "none" in /props, the request's "deepseek" in answers */
+    put_settings(b, g, stream, props, props ? "none" : "deepseek", "Content-only", "", 0);
+}
+
+int llama_task_params(const engine_model *m, const llama_pre *pre, const engine_request *rq, jbuf *out)
+{
+    if (!pre->chat) {
+        put_settings(out, rq, rq->stream, 1, "deepseek", "Content-only", "", 0);
+        return out->oom ? -1 : 0;
+    }
+    /* common_chat_template_generation_prompt: what the generation prompt adds to the render without it; the
+     * chat goes through b11669's differential autoparser ("peg-native") */
+    jbuf gp;
+    char err[256];
+    jbuf_init(&gp);
+    int rc = engine_generation_prompt(m, pre->messages, &gp, err, sizeof err);
+    put_settings(out, rq, rq->stream, 1, "deepseek", "peg-native", rc == 0 && gp.p ? gp.p : "", rc == 0 ? gp.len : 0);
+    jbuf_free(&gp);
+    return out->oom ? -1 : 0;
 }
 
 

@@ -66,6 +66,7 @@ static void h_metrics(serve_req *req, serve_resp *resp, void *ud)
         serve_reply(resp, 501, SERVE_JSON, off, sizeof off - 1);
         return;
     }
+    engine_task_ids(((status_api *)ud)->e, 1);   /* b11669's METRICS task */
     static const struct { const char *name, *help; } cn[] = {
         {"prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens"},
         {"prompt_tokens_cached_total", "Number of prompt tokens reused from the cache"},

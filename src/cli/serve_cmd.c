@@ -47,6 +47,7 @@ typedef struct {
     jbuf keys;                 /* --api-key and --api-key-file's keys, comma-separated */
     json_value *sampling;
     llama_api_opts lo;
+    char slot_path[4096];      /* --slot-save-path / --slot-dir with its final '/' */
 } serve_cfg;
 
 static void cfg_free(serve_cfg *c)
@@ -337,6 +338,32 @@ static int read_template(const parsed_args *a, serve_cfg *c, engine_opts *o)
     return 0;
 }
 
+/* --slot-save-path DIR (llama-server's: an existing directory, else its
+ * "not a directory" and exit 1) or --slot-dir DIR (bankml's: created when
+ * missing, one level), kept with a final '/' as llama-server keeps it. */
+static int read_slot_path(const parsed_args *a, serve_cfg *c)
+{
+    const char *sp = args_opt(a, "--slot-save-path"), *sd = args_opt(a, "--slot-dir");
+    struct stat st;
+    if (sp && sd) return refuse("--slot-save-path %s and --slot-dir %s: name one directory", sp, sd);
+    if (!sp && !sd) return 0;
+    const char *d = sp ? sp : sd;
+    if (sd && d[0] && mkdir(d, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "bankml serve: --slot-dir %s: cannot create it: %s\n", d, strerror(errno));
+        return 1;
+    }
+    if (!d[0] || stat(d, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "bankml serve: error while handling argument \"%s\": not a directory: %s\n",
+                sp ? "--slot-save-path" : "--slot-dir", d);
+        return 1;
+    }
+    size_t n = strlen(d);
+    if (n + 2 > sizeof c->slot_path) return refuse("%s%s: the path is too long", d, "");
+    snprintf(c->slot_path, sizeof c->slot_path, "%s%s", d, d[n - 1] == '/' ? "" : "/");
+    c->lo.slot_save_path = c->slot_path;
+    return 0;
+}
+
 /* Every flag into c and o: the refusals first. 0, or an exit code after printing why. */
 static int serve_read_flags(const parsed_args *a, serve_cfg *c, engine_opts *o)
 {
@@ -357,7 +384,7 @@ static int serve_read_flags(const parsed_args *a, serve_cfg *c, engine_opts *o)
     c->lo.alias = args_opt(a, "--alias");
     c->lo.metrics = args_bool(a, "--metrics", 0);
     c->lo.slots = args_bool(a, "--slots", 1);
-    if ((rc = read_opts(a, c, o)) || (rc = read_listen(a, c)) || (rc = read_keys(a, c)) || (rc = serve_read_sampling(a, c)) ||
+    if ((rc = read_slot_path(a, c)) || (rc = read_opts(a, c, o)) || (rc = read_listen(a, c)) || (rc = read_keys(a, c)) || (rc = serve_read_sampling(a, c)) ||
         (rc = read_template(a, c, o)))
         return rc;
     o->alias = c->lo.alias;   /* the startup model's name in answers (engine_alias); read_opts cleared o */

@@ -27,6 +27,8 @@ static const arg_opt serve_opts[] = {
      "(instead of llama-server's --cors-* rules)", ARG_OWN, NULL, NULL},
     {"--native", NULL, NULL, NULL, "", "the Rust original's mode flag (Savante passes it): native is the only mode", ARG_OWN,
      NULL, NULL},
+    {"--slot-dir", NULL, "DIR", NULL, "", "--slot-save-path, the directory created when it is missing (the Rust original's name)",
+     ARG_OWN, NULL, NULL},
     {"--pool-threads", NULL, "N", "BANKML_THREADS", "the online cores",
      "bankml's compute pool: speed only, the bits follow -t (before this release: --threads)", ARG_OWN, NULL, NULL},
     /* llama-server b11669's, in its --help order */
@@ -707,8 +709,9 @@ static const arg_opt serve_opts[] = {
      "the /slots route (--no-slots: llama-server's 501)",
      ARG_SAME, NULL, NULL},
     {"--slot-save-path", NULL, "PATH", "LLAMA_ARG_SLOT_SAVE_PATH", "disabled",
-     "where slots are saved",
-     ARG_REFUSED, "saving slots is not reproduced", NULL},
+     "where POST /slots/:id?action=save|restore puts and finds slot files (an existing directory; llama-server's "
+     "ggsq layout, with a FILE.bankml.json sidecar bankml checks)",
+     ARG_SAME, NULL, NULL},
     {"--media-path", NULL, "PATH", NULL, "disabled",
      "local media for multimodal input",
      ARG_REFUSED, "multimodal input is not reproduced", NULL},

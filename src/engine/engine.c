@@ -63,6 +63,7 @@ int engine_status(engine_kind k)
 static void model_free(engine_model *m)
 {
     if (!m) return;
+    if (m->e) engine_view_tokens(m->e, NULL);   /* GET /slots: the slots hold nothing now */
     for (int i = 0; m->slots && i < m->n_slots; i++) {
         fw_seq_free(m->slots[i].fw);
         free(m->slots[i].toks);
@@ -292,6 +293,7 @@ void engine_free(engine *e)
     e->cur = NULL;
     pthread_mutex_unlock(&e->run);
     par_destroy(e->pool);
+    engine_view_free(e);
     free(e->reg);
     free(e->last_verified_json);
     pthread_mutex_destroy(&e->run);
@@ -442,7 +444,10 @@ static engine_model *make_resident(engine *e, size_t idx, engine_error *er)
     }
     engine_log(e, "%s: verifying (guard, sha256 pin); loading it", r->name);
     e->cur = model_open(e, r->path, r->fork, er);
-    if (e->cur) e->cur->idx = idx;
+    if (e->cur) {
+        e->cur->idx = idx;
+        engine_view_open(e, e->cur);
+    }
     return e->cur;
 }
 
@@ -575,6 +580,30 @@ int engine_render(const engine_model *m, const json_value *messages, jbuf *out, 
     o.add_bos = tok_add_bos(m->vocab);
     o.add_eos = tok_add_eos(m->vocab);
     return template_render(m->tmpl, m->tmpl_len, messages, &o, out, err, errlen);
+}
+
+int engine_generation_prompt(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen)
+{
+    template_opts o;
+    jbuf with, without;
+    template_opts_init(&o);
+    o.bos_token = m->bos_piece;
+    o.eos_token = m->eos_piece;
+    o.add_bos = tok_add_bos(m->vocab);
+    o.add_eos = tok_add_eos(m->vocab);
+    jbuf_init(&with);
+    jbuf_init(&without);
+    int rc = template_render(m->tmpl, m->tmpl_len, messages, &o, &with, err, errlen);
+    o.add_generation_prompt = 0;
+    if (rc == 0) rc = template_render(m->tmpl, m->tmpl_len, messages, &o, &without, err, errlen);
+    if (rc == 0) {
+        size_t i = 0;
+        while (i < with.len && i < without.len && with.p[i] == without.p[i]) i++;
+        jbuf_put(out, with.p + i, with.len - i);
+    }
+    jbuf_free(&with);
+    jbuf_free(&without);
+    return rc;
 }
 
 int engine_tokenize(const engine_model *m, const char *text, size_t len, int32_t **ids, size_t *n, char *err,

@@ -192,6 +192,11 @@ size_t engine_model_slot_tokens(const engine_model *m, int i);
 /* The conversation through the model's template as llama-server renders it
  * (/apply-template), appended to out. 0, or -1 with the reason. */
 int engine_render(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen);
+/* The generation prompt the template adds to that conversation (llama.cpp's
+ * common_chat_template_generation_prompt: the render with it past the
+ * longest common prefix of the render without it), appended to out. 0, or
+ * -1 with the reason. */
+int engine_generation_prompt(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen);
 /* A prompt's tokens as llama-server tokenizes one: specials parsed, BOS/EOS
  * as the vocabulary says. *ids is malloc'd. */
 int engine_tokenize(const engine_model *m, const char *text, size_t len, int32_t **ids, size_t *n, char *err,
@@ -248,6 +253,9 @@ typedef struct {
     char *grammar_text;        /* the grammar as the request gave it (generation_settings.grammar); owned */
     size_t grammar_len;
     int grammar_lazy;          /* reported (a lazy grammar without triggers never constrains: grammar NULL) */
+    const char *task_params;   /* the task's params as GET /slots shows them (JSON, the front-end's; copied
+                                  when the task starts); NULL: {} */
+    size_t task_params_len;
 } engine_request;
 
 void engine_request_init(engine_request *rq);   /* defaults as llama-server's */
@@ -329,6 +337,70 @@ int engine_select(engine *e, engine_model *m, const int32_t *prompt, size_t n, i
  * (the model failed; the slot is then emptied). The caller frees res. */
 int engine_complete(engine *e, engine_model *m, const engine_request *rq, const engine_sink *sink,
                     engine_result *res, engine_error *er);
+
+/* ---- llama-server's task ids and GET /slots (the counters' lock: never waits for a generation) ---- */
+
+/* Reserves n of llama-server's task ids (its queue's counter, from 0) and
+ * returns the first. b11669 (measured) takes one for each GET /slots,
+ * /metrics (with --metrics), slot action and completion task (also one
+ * refused by its fields), one for each decode step while a slot works (its
+ * NEXT_RESPONSE task), one for a cancel; engine_complete takes the
+ * completion's own and its steps' ids, the front-ends the rest. */
+int64_t engine_task_ids(engine *e, int n);
+
+/* One slot as GET /slots shows it (server_slot::to_json). */
+typedef struct {
+    int processing;            /* a task runs in it */
+    int has_task;              /* it ran one (task or task_prev): the members below are shown */
+    int64_t id_task;
+    size_t n_tokens;           /* tokens it holds (n_prompt_tokens) */
+    size_t n_processed, n_cached, n_decoded;   /* the running task's; 0 once it ended (llama-server's reset) */
+    int32_t n_remain;          /* n_predict - n_decoded while it runs, -1 when unbounded or ended */
+    int has_next_token, has_new_line;
+    char *params;              /* the task's params JSON (malloc'd copy), "{}" when the front-end gave none */
+} engine_slot_info;
+
+/* Every slot of the resident (or last resident) model, without the engine
+ * lock: up to max into out, each slot's context cells in *n_ctx. The count
+ * (0 before any model was loaded). Free with engine_slot_info_free. */
+int engine_slots_info(engine *e, engine_slot_info *out, int max, size_t *n_ctx);
+void engine_slot_info_free(engine_slot_info *s, int n);
+
+/* A task refused after its slot was chosen (llama-server's context check:
+ * the prompt does not fit): its id and the two b11669 takes after it, and
+ * the slot shows it as its last task (lock held; after engine_select). */
+void engine_task_refused(engine *e, engine_model *m, const engine_request *rq);
+
+/* ---- slot files: llama-server's POST /slots/:id (engine/slotfile.c, lock held) ---- */
+
+/* llama.cpp's fs_validate_filename (subdirectories not allowed): 1 when
+ * name[0..len) may name a slot file, else 0. */
+int engine_filename_valid(const char *name, size_t len);
+
+typedef struct {
+    size_t n_tokens;           /* n_saved / n_restored: the slot's tokens */
+    size_t n_bytes;            /* n_written / n_read: the ggsq file's bytes */
+    double ms;                 /* save_ms / restore_ms */
+} engine_slot_io;
+
+/* Slot (size_t)id % slots (llama-server wraps any id) written to path as
+ * b11669's llama_state_seq_save_file writes it (ggsq v4: the packed token
+ * list, then this sequence's cells and f16 K and V rows, one stream per
+ * slot), atomically (a temporary name beside it, fsync, rename), then its
+ * sidecar path + ".bankml.json" (the model's sha256, the slot context, the
+ * cache type, the file's sha256), atomically too. 0, or -1 with er
+ * (ENGINE_INTERNAL: "Unable to save slot: <reason>"). */
+int engine_slot_save(engine *e, engine_model *m, int id, const char *path, engine_slot_io *out, engine_error *er);
+/* Reads path back into the slot: b11669's structural checks, and bankml's
+ * own (the sidecar's model sha256, context and cache type and the file's
+ * sha256 when the sidecar is there; the cells in position order, as many
+ * as the tokens, no trailing bytes, every token in the vocabulary). On any
+ * refusal the slot is emptied and er says "Unable to restore slot: <reason>"
+ * (ENGINE_BAD_INPUT). The restored tokens are the slot's cached prefix. */
+int engine_slot_restore(engine *e, engine_model *m, int id, const char *path, engine_slot_io *out,
+                        engine_error *er);
+/* Empties the slot; the tokens it held. */
+size_t engine_slot_erase(engine *e, engine_model *m, int id);
 
 /* ---- counters (their own lock: a scrape never waits for a generation) ---- */
 

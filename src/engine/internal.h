@@ -88,6 +88,10 @@ struct engine {
     pthread_mutex_t met_mu;    /* the counters' own lock */
     engine_metrics met;
     size_t met_head;           /* the ring's next record */
+    int64_t next_task;         /* llama-server's task ids (met_mu) */
+    engine_slot_info views[ENGINE_MAX_SLOTS];   /* what GET /slots shows (met_mu) */
+    int n_views;
+    size_t views_n_ctx;
 };
 
 /* metrics.c */
@@ -97,6 +101,17 @@ void engine_met_busy(engine *e, int delta_processing, int delta_deferred);
 void engine_met_record(engine *e, const engine_model *m, const engine_result *r, uint64_t n_calls,
                        const char *finish);
 void engine_err(engine_error *er, engine_kind k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* GET /slots' views (met_mu): a model's slots as it loads (tasks kept),
+ * every slot's token count (m NULL: unloaded, 0), a task starting (its id, params, reuse), a
+ * step (tokens held, decoded, remaining, the new-line flag), its end
+ * (has_next: 1 when it ended without deciding a stop, as a cancel). */
+void engine_view_open(engine *e, const engine_model *m);
+void engine_view_tokens(engine *e, const engine_model *m);
+void engine_view_begin(engine *e, int slot, const engine_request *rq, int64_t id_task);
+void engine_view_reuse(engine *e, int slot, size_t n_cached, size_t n_processed);
+void engine_view_step(engine *e, int slot, size_t n_tokens, size_t n_decoded, int32_t n_predict, int new_line);
+void engine_view_end(engine *e, int slot, size_t n_tokens, int has_next);
+void engine_view_free(engine *e);
 
 /* slot.c */
 void engine_pc_clear(engine_model *m);

@@ -5,6 +5,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -103,4 +104,131 @@ void engine_metrics_get(engine *e, engine_metrics *out, int reset_window)
         memset(&e->met.predict_win, 0, sizeof e->met.predict_win);
     }
     pthread_mutex_unlock(&e->met_mu);
+}
+
+/* ------------------------------------------------------------------ task ids and GET /slots' views */
+
+int64_t engine_task_ids(engine *e, int n)
+{
+    pthread_mutex_lock(&e->met_mu);
+    int64_t id = e->next_task;
+    e->next_task += n;
+    pthread_mutex_unlock(&e->met_mu);
+    return id;
+}
+
+void engine_view_open(engine *e, const engine_model *m)
+{
+    pthread_mutex_lock(&e->met_mu);
+    for (int i = e->n_views; i < m->n_slots; i++) {
+        memset(&e->views[i], 0, sizeof e->views[i]);
+        e->views[i].has_next_token = 1;   /* server_slot's initial value */
+        e->views[i].n_remain = -1;
+    }
+    if (m->n_slots > e->n_views) e->n_views = m->n_slots;
+    e->views_n_ctx = fw_n_ctx(m->slots[0].fw);
+    for (int i = 0; i < m->n_slots; i++) e->views[i].n_tokens = m->slots[i].n;
+    pthread_mutex_unlock(&e->met_mu);
+}
+
+void engine_view_tokens(engine *e, const engine_model *m)
+{
+    pthread_mutex_lock(&e->met_mu);
+    for (int i = 0; i < e->n_views; i++) e->views[i].n_tokens = m && i < m->n_slots ? m->slots[i].n : 0;
+    pthread_mutex_unlock(&e->met_mu);
+}
+
+void engine_view_begin(engine *e, int slot, const engine_request *rq, int64_t id_task)
+{
+    char *p = malloc(rq->task_params ? rq->task_params_len + 1 : 3);
+    if (p && rq->task_params) {
+        memcpy(p, rq->task_params, rq->task_params_len);
+        p[rq->task_params_len] = 0;
+    } else if (p) {
+        memcpy(p, "{}", 3);
+    }
+    pthread_mutex_lock(&e->met_mu);
+    if (slot >= 0 && slot < e->n_views) {
+        engine_slot_info *v = &e->views[slot];
+        free(v->params);
+        v->params = p;
+        p = NULL;
+        v->has_task = 1;
+        v->processing = 1;
+        v->id_task = id_task;
+        v->n_processed = v->n_cached = v->n_decoded = 0;
+        v->n_remain = rq->n_predict;   /* n_predict_max - 0 */
+        v->has_new_line = 0;
+    }
+    pthread_mutex_unlock(&e->met_mu);
+    free(p);
+}
+
+void engine_view_reuse(engine *e, int slot, size_t n_cached, size_t n_processed)
+{
+    pthread_mutex_lock(&e->met_mu);
+    if (slot >= 0 && slot < e->n_views) {
+        e->views[slot].n_cached = n_cached;
+        e->views[slot].n_processed = n_processed;
+    }
+    pthread_mutex_unlock(&e->met_mu);
+}
+
+void engine_view_step(engine *e, int slot, size_t n_tokens, size_t n_decoded, int32_t n_predict, int new_line)
+{
+    pthread_mutex_lock(&e->met_mu);
+    if (slot >= 0 && slot < e->n_views) {
+        engine_slot_info *v = &e->views[slot];
+        v->n_tokens = n_tokens;
+        v->n_decoded = n_decoded;
+        v->n_remain = n_predict == -1 ? -1 : (int32_t)((int64_t)n_predict - (int64_t)n_decoded);
+        v->has_next_token = 1;
+        if (new_line) v->has_new_line = 1;
+    }
+    pthread_mutex_unlock(&e->met_mu);
+}
+
+void engine_view_end(engine *e, int slot, size_t n_tokens, int has_next)
+{
+    pthread_mutex_lock(&e->met_mu);
+    if (slot >= 0 && slot < e->n_views) {
+        engine_slot_info *v = &e->views[slot];
+        v->processing = 0;
+        v->n_tokens = n_tokens;
+        if (has_next >= 0) v->has_next_token = has_next;
+        v->n_processed = v->n_cached = v->n_decoded = 0;   /* server_slot::reset: stats = {} */
+        v->n_remain = -1;
+        v->has_new_line = 0;
+    }
+    pthread_mutex_unlock(&e->met_mu);
+}
+
+void engine_view_free(engine *e)
+{
+    for (int i = 0; i < e->n_views; i++) {
+        free(e->views[i].params);
+        e->views[i].params = NULL;
+    }
+    e->n_views = 0;
+}
+
+int engine_slots_info(engine *e, engine_slot_info *out, int max, size_t *n_ctx)
+{
+    int n = 0;
+    pthread_mutex_lock(&e->met_mu);
+    for (; n < e->n_views && n < max; n++) {
+        out[n] = e->views[n];
+        out[n].params = e->views[n].params ? strdup(e->views[n].params) : NULL;
+    }
+    if (n_ctx) *n_ctx = e->views_n_ctx;
+    pthread_mutex_unlock(&e->met_mu);
+    return n;
+}
+
+void engine_slot_info_free(engine_slot_info *s, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(s[i].params);
+        s[i].params = NULL;
+    }
 }

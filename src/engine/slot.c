@@ -202,6 +202,14 @@ typedef struct {
     uint64_t n_calls;
 } run_state;
 
+/* One decode call: counted for /metrics, and the task id b11669's loop
+ * takes for it (a NEXT_RESPONSE task each time a slot is still working). */
+static void count_call(run_state *r)
+{
+    r->n_calls++;
+    engine_task_ids(r->m->e, 1);
+}
+
 static int cancelled(run_state *r)
 {
     if (r->sink && r->sink->cancelled && r->sink->cancelled(r->sink->ud)) {
@@ -226,14 +234,16 @@ static int prefill(run_state *r, engine_error *er)
     sl->n = n_past;
     r->res->n_cached = n_past;
     r->res->n_processed = rq->n_prompt - n_past;
+    engine_view_reuse(r->m->e, r->res->id_slot, n_past, rq->n_prompt - n_past);
     for (size_t i = n_past; i < rq->n_prompt;) {
         size_t n = rq->n_prompt - i < nb ? rq->n_prompt - i : nb;
-        r->n_calls++;
+        count_call(r);
         if (fw_eval(sl->fw, rq->prompt + i, n, NULL, 0, er->msg, sizeof er->msg) != 0 ||
             slot_push(sl, rq->prompt + i, n) != 0) {
             er->kind = ENGINE_INTERNAL;
             return -1;
         }
+        engine_view_tokens(r->m->e, r->m);
         i += n;
         if (i < rq->n_prompt && cancelled(r)) {
             engine_log(r->m->e, "the client went away; stopped after %zu of %zu prompt tokens (kept in the slot)", i,
@@ -339,6 +349,8 @@ static int decode_step(run_state *r, int32_t *out_tok, engine_error *er)
     size_t send_len;
     int complete = engine_stopper_push(&r->st, r->piece.p ? r->piece.p : "", r->piece.len, is_eog, &send, &send_len);
     if (r->st.stopped) res->stop = ENGINE_STOP_WORD;
+    engine_view_step(m->e, res->id_slot, r->sl->n, res->n_decoded, r->rq->n_predict,
+                     complete && send_len && memchr(send, '\n', send_len) != NULL);
     if (complete) {
         int rc = report(r, &t, n_top, send, send_len);
         if (rc < 0) goto oom;
@@ -421,6 +433,7 @@ int engine_complete(engine *e, engine_model *m, const engine_request *rq, const 
     res->n_prompt = rq->n_prompt;
     res->t_start = bk_mono_us();
     res->id_slot = m->cur;
+    int64_t id_task = engine_task_ids(e, 1);   /* taken as the task is posted, also when its sampler refuses */
     if (rq->n_prompt == 0) {
         engine_stopper_free(&r.st);
         return 0;
@@ -436,6 +449,7 @@ int engine_complete(engine *e, engine_model *m, const engine_request *rq, const 
     if (!rq->selected) engine_select(e, m, rq->prompt, rq->n_prompt, rq->id_slot);
     r.sl = &m->slots[m->cur];
     res->id_slot = m->cur;
+    engine_view_begin(e, m->cur, rq, id_task);
     int p = prefill(&r, er);
     if (p < 0) goto fail_model;
     if (p == 0) {
@@ -444,7 +458,7 @@ int engine_complete(engine *e, engine_model *m, const engine_request *rq, const 
             int s = decode_step(&r, &tok, er);
             if (s < 0) goto done;
             if (s > 0) break;
-            r.n_calls++;
+            count_call(&r);
             if (fw_decode(r.sl->fw, tok, NULL, er->msg, sizeof er->msg) != 0 || slot_push(r.sl, &tok, 1) != 0) {
                 er->kind = ENGINE_INTERNAL;
                 goto fail_model;
@@ -457,6 +471,12 @@ fail_model:
     engine_slot_clear(r.sl);
 done:
     if (rc == 0 && r.sl->n != fw_n_past(r.sl->fw)) engine_slot_clear(r.sl);   /* never let the two disagree */
+    if (r.sl) {
+        /* has_next_token: a decided stop clears it; a cancel leaves it set (unchanged before any token) */
+        int has_next = res->stop != ENGINE_STOP_NONE || rc != 0 ? 0 : res->n_decoded ? 1 : -1;
+        engine_view_end(e, res->id_slot, r.sl->n, has_next);
+        if (res->gone) engine_task_ids(e, 1);   /* the reader's cancel task */
+    }
     res->stop_word = r.st.stop_word;
     res->n_sent = r.st.n_sent;
     jbuf_free(&res->text);
@@ -692,5 +712,14 @@ int engine_select(engine *e, engine_model *m, const int32_t *prompt, size_t n, i
     if (e->o.cache_on)                  /* --cache-idle-slots: the others saved as the task starts */
         for (int i = 0; i < m->n_slots; i++)
             if (i != id && pc_save(m, &m->slots[i])) pc_update(m);
+    engine_view_tokens(e, m);
     return id;
+}
+
+void engine_task_refused(engine *e, engine_model *m, const engine_request *rq)
+{
+    /* b11669 (measured): the task, the loop's NEXT_RESPONSE, the reader's cancel */
+    int64_t id = engine_task_ids(e, 3);
+    engine_view_begin(e, m->cur, rq, id);
+    engine_view_end(e, m->cur, m->slots[m->cur].n, -1);
 }

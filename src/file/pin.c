@@ -444,17 +444,15 @@ static void sync_dir_of(const char *path)
     free(dir);
 }
 
-/* Writes data to "<path>.tmp.<pid>", fsyncs it and renames it over path, so
- * the FORK.json is never seen half-written. mode < 0: a new file (0666 less
- * the umask); else the permission bits to keep. 0, or -1 with errno set. */
-static int replace_file(const char *path, const char *data, size_t n, long mode)
+int pin_replace_file(const char *path, const char *tmp_in, const void *data, size_t n, long mode)
 {
-    size_t plen = strlen(path);
+    size_t plen = strlen(tmp_in ? tmp_in : path);
     char *tmp = malloc(plen + 32);
     int fd, saved;
 
     if (!tmp) { errno = ENOMEM; return -1; }
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    if (tmp_in) snprintf(tmp, plen + 32, "%s", tmp_in);
+    else snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
     do fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     while (fd < 0 && errno == EINTR);
     if (fd < 0) goto fail_nofile;
@@ -529,7 +527,7 @@ int pin_write(const char *gguf_path, const char *fork_path, char sha_out[65],
         bk_err(err, errlen, "cannot write %s: %s", fork_path, strerror(ENOMEM));
         return 1;
     }
-    if (replace_file(fork_path, out.p, out.len, keep_mode) != 0) {
+    if (pin_replace_file(fork_path, NULL, out.p, out.len, keep_mode) != 0) {
         bk_err(err, errlen, "cannot write %s: %s", fork_path, strerror(errno));
         jbuf_free(&out);
         return 1;

@@ -88,6 +88,14 @@ int pin_check(const char *gguf_path, const char *fork_path, char sha_out[65],
 int pin_write(const char *gguf_path, const char *fork_path, char sha_out[65],
               char *err, size_t errlen);
 
+/* The atomic write behind pin_write, for any file: data[0..n) written to tmp
+ * (NULL: "<path>.tmp.<pid>"; it must not exist and must be on path's file
+ * system), fsync'ed, renamed over path, and path's directory fsync'ed, so a
+ * reader sees the old file or the new one, never a mix. mode < 0: a new
+ * file (0666 less the umask), else the permission bits to set. 0, or -1
+ * with errno set (tmp removed). */
+int pin_replace_file(const char *path, const char *tmp, const void *data, size_t n, long mode);
+
 /*
  * A file's identity: what must not change between verifying a model and
  * using it. Cheaper than rehashing, and it catches a replaced file (new inode)
