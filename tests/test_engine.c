@@ -170,7 +170,7 @@ static int run(engine *e, engine_model *m, const int32_t *prompt, size_t n, int3
 {
     engine_request rq;
     engine_error er;
-    engine_sink sink = {rec_token, rec_cancelled, r};
+    engine_sink sink = {rec_token, rec_cancelled, r, NULL};
     engine_request_init(&rq);
     rq.prompt = prompt;
     rq.n_prompt = n;
@@ -504,7 +504,7 @@ TEST(engine_select_runs_before_the_slot_is_used)
     engine_result res;
     engine_request rq;
     engine_error er;
-    engine_sink sink = {rec_token, NULL, &r};
+    engine_sink sink = {rec_token, NULL, &r, NULL};
     rec_init(&r);
     CHECK_INT(run(e, m, a, na, 8, 1, &r, &res), 0);
     engine_result_free(&res);
@@ -541,7 +541,7 @@ static int run_stops(engine *e, engine_model *m, const char *const *stops, size_
     size_t n = tokens(m, P_LILY, &p);
     engine_request rq;
     engine_error er;
-    engine_sink sink = {rec_token, rec_cancelled, r};
+    engine_sink sink = {rec_token, rec_cancelled, r, NULL};
     engine_request_init(&rq);
     rq.prompt = p;
     rq.n_prompt = n;
@@ -733,7 +733,7 @@ TEST(engine_cancel_during_the_prompt_keeps_what_was_computed)
     engine_request rq;
     engine_error er;
     /* cancelled at once: it is polled first after the first micro-batch */
-    engine_sink sink = {rec_token, rec_always, &r};
+    engine_sink sink = {rec_token, rec_always, &r, NULL};
     engine_request_init(&rq);
     rq.prompt = p;
     rq.n_prompt = n;
@@ -992,7 +992,7 @@ static int run_sampled(engine *e, engine_model *m, const int32_t *p, size_t n, u
 {
     engine_request rq;
     engine_error er;
-    engine_sink sink = {rec_token, NULL, r};
+    engine_sink sink = {rec_token, NULL, r, NULL};
     engine_request_init(&rq);
     rq.prompt = p;
     rq.n_prompt = n;
@@ -1123,7 +1123,7 @@ static void run_slot(engine *e, engine_model *m, const char *text, int32_t n_pre
     engine_result res;
     engine_error er;
     rec r;
-    engine_sink sink = {rec_token, NULL, &r};
+    engine_sink sink = {rec_token, NULL, &r, NULL};
     engine_request_init(&rq);
     rq.prompt = p;
     rq.n_prompt = n;
@@ -1251,7 +1251,7 @@ TEST(engine_prefill_decode_calls_are_min_ctx_and_batch)
         engine_result res;
         engine_error er;
         rec r;
-        engine_sink sink = {rec_token, rec_always, &r};
+        engine_sink sink = {rec_token, rec_always, &r, NULL};
         engine_request_init(&rq);
         rq.prompt = p;
         rq.n_prompt = n;
