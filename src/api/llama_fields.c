@@ -3,7 +3,7 @@
  * b11669 reads on its completion routes, each reproduced, accepted or
  * refused, and the reading of the fields bankml reproduces here
  * (logit_bias, ignore_eos, return_tokens, n_keep, n_discard,
- * timings_per_token). See llama_json.h.
+ * timings_per_token, return_progress). See llama_json.h.
  *
  * Where the fields come from: server-schema.cpp's completion schema (every
  * route: /completion, /v1/completions, /v1/chat/completions after the
