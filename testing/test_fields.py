@@ -1,7 +1,7 @@
 """test_fields.py -- every request field bankml refuses, through a real `bankml serve` on the demo model:
 for each refused field of src/api/llama_fields.c's table, a value that would change llama-server b11669's
-answer gets 400 with the exact reason, and the value b11669 treats as absent is served (200). Also the
-refusals that depend on other fields (streamed timings_per_token / return_progress), llama-server's own
+answer gets 400 with the exact reason, and the value b11669 treats as absent is served (200). Also
+streamed timings_per_token / return_progress served (once refused), llama-server's own
 errors the table reproduces (response_format's type, lora's shape, n_keep / n_discard limits, ignore_eos's
 type), fields a route does not read (tools on /completion), hostile logit_bias shapes, and that the server
 still answers afterwards.
@@ -101,11 +101,11 @@ OTHER = [
                                    "number"),
     (CMPL, {"return_tokens": "yes"}, 400, "Field 'return_tokens': [json.exception.type_error.302] type must be "
                                           "boolean, but is string"),
-    (CMPL, {"stream": True, "timings_per_token": True}, 400,
-     "timings_per_token: per-token timings in streamed events are not reproduced yet; send the request without it "
-     "or without stream"),
-    (CHAT, {"stream": True, "return_progress": True}, 400,
-     "return_progress: prompt progress events are not reproduced yet; send the request without it or without stream"),
+    (CMPL, {"return_progress": "yes"}, 400, "Field 'return_progress': [json.exception.type_error.302] type must be "
+                                            "boolean, but is string"),
+    # streamed per-token timings and progress events are reproduced (oracle_progress.py compares them)
+    (CMPL, {"stream": True, "timings_per_token": True}, 200, None),
+    (CHAT, {"stream": True, "return_progress": True}, 200, None),
     # what a route does not read cannot change its answer
     (CMPL, {"tools": [{"type": "function"}], "response_format": {"type": "bogus"}, "add_generation_prompt": False},
      200, None),

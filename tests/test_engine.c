@@ -5,7 +5,8 @@
  * strings, the budget and the context limit, cancellation, the registry
  * and its error kinds, seeded sampling, and slots and batches (-np, -b,
  * -ub: what engine_new refuses, the per-slot context, slot selection with
- * llama-server b11669's measured answers, the decode-call size).
+ * llama-server b11669's measured answers, the decode-call size), and the
+ * progress events (on_progress before and after each decode call).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -170,7 +171,7 @@ static int run(engine *e, engine_model *m, const int32_t *prompt, size_t n, int3
 {
     engine_request rq;
     engine_error er;
-    engine_sink sink = {rec_token, rec_cancelled, r};
+    engine_sink sink = {rec_token, rec_cancelled, r, NULL};
     engine_request_init(&rq);
     rq.prompt = prompt;
     rq.n_prompt = n;
@@ -504,7 +505,7 @@ TEST(engine_select_runs_before_the_slot_is_used)
     engine_result res;
     engine_request rq;
     engine_error er;
-    engine_sink sink = {rec_token, NULL, &r};
+    engine_sink sink = {rec_token, NULL, &r, NULL};
     rec_init(&r);
     CHECK_INT(run(e, m, a, na, 8, 1, &r, &res), 0);
     engine_result_free(&res);
@@ -541,7 +542,7 @@ static int run_stops(engine *e, engine_model *m, const char *const *stops, size_
     size_t n = tokens(m, P_LILY, &p);
     engine_request rq;
     engine_error er;
-    engine_sink sink = {rec_token, rec_cancelled, r};
+    engine_sink sink = {rec_token, rec_cancelled, r, NULL};
     engine_request_init(&rq);
     rq.prompt = p;
     rq.n_prompt = n;
@@ -733,7 +734,7 @@ TEST(engine_cancel_during_the_prompt_keeps_what_was_computed)
     engine_request rq;
     engine_error er;
     /* cancelled at once: it is polled first after the first micro-batch */
-    engine_sink sink = {rec_token, rec_always, &r};
+    engine_sink sink = {rec_token, rec_always, &r, NULL};
     engine_request_init(&rq);
     rq.prompt = p;
     rq.n_prompt = n;
@@ -992,7 +993,7 @@ static int run_sampled(engine *e, engine_model *m, const int32_t *p, size_t n, u
 {
     engine_request rq;
     engine_error er;
-    engine_sink sink = {rec_token, NULL, r};
+    engine_sink sink = {rec_token, NULL, r, NULL};
     engine_request_init(&rq);
     rq.prompt = p;
     rq.n_prompt = n;
@@ -1123,7 +1124,7 @@ static void run_slot(engine *e, engine_model *m, const char *text, int32_t n_pre
     engine_result res;
     engine_error er;
     rec r;
-    engine_sink sink = {rec_token, NULL, &r};
+    engine_sink sink = {rec_token, NULL, &r, NULL};
     engine_request_init(&rq);
     rq.prompt = p;
     rq.n_prompt = n;
@@ -1251,7 +1252,7 @@ TEST(engine_prefill_decode_calls_are_min_ctx_and_batch)
         engine_result res;
         engine_error er;
         rec r;
-        engine_sink sink = {rec_token, rec_always, &r};
+        engine_sink sink = {rec_token, rec_always, &r, NULL};
         engine_request_init(&rq);
         rq.prompt = p;
         rq.n_prompt = n;
@@ -1267,6 +1268,101 @@ TEST(engine_prefill_decode_calls_are_min_ctx_and_batch)
         free(p);
         unload(e);
     }
+}
+
+/* A sink that records the progress events: each one's counts, the result's
+ * counts then, and how many tokens had come before it. */
+typedef struct {
+    rec r;
+    size_t n;
+    size_t ev[32][7];          /* total, cache, processed, n_cached, n_processed, t_prompt_last set, tokens before */
+    size_t stop_at;            /* on_progress returns 1 at this event (1-based; 0: never) */
+} prog;
+
+static int prog_event(void *ud, const engine_progress *p, const engine_result *g)
+{
+    prog *q = ud;
+    if (q->n < 32) {
+        size_t *v = q->ev[q->n];
+        v[0] = p->total, v[1] = p->cache, v[2] = p->processed, v[3] = g->n_cached, v[4] = g->n_processed;
+        v[5] = g->t_prompt_last != 0 && p->time_ms >= 0, v[6] = q->r.n;
+    }
+    q->n++;
+    return q->stop_at && q->n == q->stop_at;
+}
+
+static int prog_token(void *ud, const engine_token *t, int stop_now, const engine_result *g)
+{
+    return rec_token(&((prog *)ud)->r, t, stop_now, g);
+}
+
+static void prog_run(engine *e, engine_model *m, const int32_t *p, size_t n, int cache_prompt, prog *q,
+                     engine_result *res)
+{
+    engine_request rq;
+    engine_error er;
+    engine_sink sink = {prog_token, NULL, q, prog_event};
+    engine_request_init(&rq);
+    rq.prompt = p;
+    rq.n_prompt = n;
+    rq.greedy = 1;
+    rq.n_predict = 2;
+    rq.cache_prompt = cache_prompt;
+    CHECK_INT(engine_complete(e, m, &rq, &sink, res, &er), 0);
+    engine_request_free(&rq);
+}
+
+/* on_progress where llama-server b11669 sends its progress events (-c 512
+ * -b 32): once before the first decode call (processed = cache, nothing
+ * evaluated, no prompt time), then after each call of 32 tokens, every one
+ * before the first token; with the prompt cached but one token, two
+ * events; a nonzero answer stops the run and the slot keeps what was
+ * evaluated. */
+TEST(engine_progress_before_and_after_each_decode_call)
+{
+    NEED_MODEL();
+    engine_opts o;
+    engine *e;
+    slot_opts(&o, 512, 1, 32, 0);
+    engine_model *m = load_o(&e, &o, 0, 0, 0);
+    if (!m) return;
+    char x200[512] = "";
+    for (int i = 0; i < 200; i++) strcat(x200, "x ");
+    int32_t *p;
+    size_t n = tokens(m, x200, &p);
+    CHECK_INT(n, 402);
+    prog q;
+    engine_result res;
+    memset(&q, 0, sizeof q);
+    prog_run(e, m, p, n, 0, &q, &res);
+    CHECK_INT(q.n, 1 + 13);    /* 12 calls of 32, one of 18 */
+    for (size_t k = 0; k < q.n && k < 32; k++) {
+        size_t done = k * 32 < n ? k * 32 : n;
+        size_t want[7] = {402, 0, done, 0, done, k > 0, 0};
+        CHECK(memcmp(q.ev[k], want, sizeof want) == 0);
+    }
+    CHECK_INT(q.r.n, 2);
+    CHECK_INT(res.n_processed, 402);
+    engine_result_free(&res);
+
+    memset(&q, 0, sizeof q);   /* the same prompt again: 401 kept, one token evaluated */
+    prog_run(e, m, p, n, 1, &q, &res);
+    CHECK_INT(q.n, 2);
+    size_t w0[7] = {402, 401, 401, 401, 0, 0, 0}, w1[7] = {402, 401, 402, 401, 1, 1, 0};
+    CHECK(memcmp(q.ev[0], w0, sizeof w0) == 0);
+    CHECK(memcmp(q.ev[1], w1, sizeof w1) == 0);
+    engine_result_free(&res);
+
+    memset(&q, 0, sizeof q);   /* stopped at the third event: after two calls */
+    q.stop_at = 3;
+    prog_run(e, m, p, n, 0, &q, &res);
+    CHECK_INT(q.n, 3);
+    CHECK_INT(res.gone, 1);
+    CHECK_INT(q.r.n, 0);
+    CHECK_INT(engine_model_n_slot(m), 64);
+    engine_result_free(&res);
+    free(p);
+    unload(e);
 }
 
 /* --slot-prompt-similarity as llama-server b11669 takes it (-c 512 -np 2

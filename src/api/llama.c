@@ -98,7 +98,7 @@ static int completion_partial(sctx *c, const engine_token *t, int stop_now, cons
     json_put_str_nl(&c->ev, t->text, t->text_len);
     jbuf_printf(&c->ev, ",\"tokens\":[%d],\"stop\":false,\"id_slot\":-1,\"tokens_predicted\":%zu,"
                         "\"tokens_evaluated\":%zu", (int)t->tok, g->n_decoded, g->n_prompt);
-    if (stop_now) {
+    if (llama_partial_timed(c->rq, stop_now)) {
         jbuf_puts(&c->ev, ",\"timings\":");
         llama_put_timings(&c->ev, g);
     }
@@ -156,7 +156,7 @@ extras:
     }
     jbuf_puts(&c->ev, "}]");
     chunk_tail(c);
-    if (stop_now) {
+    if (llama_partial_timed(c->rq, stop_now)) {
         jbuf_puts(&c->ev, ",\"timings\":");
         llama_put_timings(&c->ev, g);
     }
@@ -179,6 +179,33 @@ static int on_token(void *ud, const engine_token *t, int stop_now, const engine_
 }
 
 static int client_gone(void *ud) { return serve_client_gone(((sctx *)ud)->req); }
+
+/* The engine's progress sink: with stream and return_progress, b11669's
+ * progress partial (a result with is_progress and no token): /completion's
+ * carries an empty content and "tokens":[0], chat's is a role chunk; both
+ * with the timings so far when timings_per_token is on. */
+static int on_progress(void *ud, const engine_progress *p, const engine_result *g)
+{
+    sctx *c = ud;
+    if (!c->rq->stream || !c->rq->return_progress) return 0;
+    if (c->chat) {
+        chunk_head(c);
+        jbuf_puts(&c->ev, "{\"role\":\"assistant\",\"content\":null}}]");
+        chunk_tail(c);
+    } else {
+        jbuf_reset(&c->ev);
+        jbuf_printf(&c->ev, "{\"index\":0,\"content\":\"\",\"tokens\":[0],\"stop\":false,\"id_slot\":-1,"
+                            "\"tokens_predicted\":%zu,\"tokens_evaluated\":%zu", g->n_decoded, g->n_prompt);
+    }
+    if (c->rq->timings_per_token) {
+        jbuf_puts(&c->ev, ",\"timings\":");
+        llama_put_timings(&c->ev, g);
+    }
+    jbuf_puts(&c->ev, ",\"prompt_progress\":");
+    llama_put_progress(&c->ev, p);
+    jbuf_putc(&c->ev, '}');
+    return send_event(c);
+}
 
 /* /completion's final result (the last event when streaming). */
 static void completion_final(sctx *c, const engine_result *g, const int32_t *ids, size_t n_ids)
@@ -329,7 +356,7 @@ static void run_completion(engine *e, engine_model *m, sctx *c, engine_request *
 {
     engine_result g;
     engine_error er = {0};
-    engine_sink sink = {on_token, client_gone, c};
+    engine_sink sink = {on_token, client_gone, c, on_progress};
     if (engine_complete(e, m, rq, &sink, &g, &er) != 0) {
         if (c->began) {
             jbuf_reset(&c->ev);

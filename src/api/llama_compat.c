@@ -28,6 +28,7 @@ typedef struct {
     const engine_request *rq;
     cx_kind kind;
     int began, text_started;
+    int created;               /* Responses: response.created was sent (b11669's oai_resp_created) */
     char id[48], item_id[48];
     const char *model_name;
     jbuf raw;                  /* text released so far */
@@ -125,18 +126,41 @@ static void with_timings(cx *c, const engine_result *g)
     jbuf_putc(&c->ev, '}');
 }
 
+/* A progress partial's prompt_progress, the last member of its last event. */
+static void with_progress(cx *c, const engine_progress *p)
+{
+    if (!c->ev.len || c->ev.p[c->ev.len - 1] != '}') return;
+    c->ev.len--;
+    jbuf_puts(&c->ev, ",\"prompt_progress\":");
+    llama_put_progress(&c->ev, p);
+    jbuf_putc(&c->ev, '}');
+}
+
+/* response.created then response.in_progress, the first events of a
+ * Responses stream; tim: the timings on the second. */
+static int resp_created(cx *c, const engine_result *g, int tim, const engine_progress *p)
+{
+    resp_head(c, "response.created");
+    if (cx_send(c, "response.created") != 0) return -1;
+    resp_head(c, "response.in_progress");
+    if (tim) with_timings(c, g);
+    if (p) with_progress(c, p);
+    return cx_send(c, "response.in_progress");
+}
+
+/* One token's events. b11669 sends response.created and in_progress with
+ * every partial until one with n_decoded 1 (or a progress event) has
+ * marked the response created, then the content's events; the timings
+ * ride on the last event. */
 static int resp_partial(cx *c, const engine_result *g, int stop_now)
 {
     const char *d = NULL;
     size_t dn = 0;
     int have = content_delta(c, &d, &dn);
-    if (g->n_decoded == 1) {
-        resp_head(c, "response.created");
-        if (cx_send(c, "response.created") != 0) return -1;
-        resp_head(c, "response.in_progress");
-        if (!have && stop_now) with_timings(c, g);
-        if (cx_send(c, "response.in_progress") != 0) return -1;
-    }
+    int tim = llama_partial_timed(c->rq, stop_now);
+    int was = c->created;
+    if (g->n_decoded == 1) c->created = 1;
+    if (!was && resp_created(c, g, tim && !have, NULL) != 0) return -1;
     if (!have) return 0;
     if (!c->text_started) {
         c->text_started = 1;
@@ -153,7 +177,7 @@ static int resp_partial(cx *c, const engine_result *g, int stop_now)
     jbuf_printf(&c->ev, "{\"type\":\"response.output_text.delta\",\"item_id\":\"%s\",\"delta\":", c->item_id);
     json_put_str_nl(&c->ev, d, dn);
     jbuf_putc(&c->ev, '}');
-    if (stop_now) with_timings(c, g);
+    if (tim) with_timings(c, g);
     return cx_send(c, "response.output_text.delta");
 }
 
@@ -179,11 +203,38 @@ static int cx_on_token(void *ud, const engine_token *t, int stop_now, const engi
     jbuf_puts(&c->ev, ",\"finish_reason\":null}]");
     cmpl_tail(c);
     jbuf_printf(&c->ev, ",\"id\":\"%s\"}", c->id);
-    if (stop_now) with_timings(c, g);
+    if (llama_partial_timed(c->rq, stop_now)) with_timings(c, g);
     return cx_send(c, NULL);
 }
 
 static int cx_gone(void *ud) { return serve_client_gone(((cx *)ud)->req); }
+
+/* The engine's progress sink: with stream and return_progress, b11669's
+ * progress partial on each route: /v1/completions' empty-text chunk,
+ * Responses' response.in_progress (after response.created when it was not
+ * sent yet), nothing on Messages; the timings so far with
+ * timings_per_token, then prompt_progress. */
+static int cx_on_progress(void *ud, const engine_progress *p, const engine_result *g)
+{
+    cx *c = ud;
+    int tim = c->rq->timings_per_token;
+    if (!c->rq->stream || !c->rq->return_progress || c->kind == CX_ANTHROPIC) return 0;
+    if (c->kind == CX_RESP) {
+        if (!c->created) {
+            c->created = 1;
+            return resp_created(c, g, tim, p);
+        }
+        resp_head(c, "response.in_progress");
+    } else {
+        jbuf_reset(&c->ev);
+        jbuf_puts(&c->ev, "{\"choices\":[{\"text\":\"\",\"index\":0,\"logprobs\":null,\"finish_reason\":null}]");
+        cmpl_tail(c);
+        jbuf_printf(&c->ev, ",\"id\":\"%s\"}", c->id);
+    }
+    if (tim) with_timings(c, g);
+    with_progress(c, p);
+    return cx_send(c, c->kind == CX_RESP ? "response.in_progress" : NULL);
+}
 
 /* ------------------------------------------------------------------ final answers */
 
@@ -405,7 +456,7 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
             cx c;
             engine_result g;
             engine_error er = {0};
-            engine_sink sink = {cx_on_token, cx_gone, &c};
+            engine_sink sink = {cx_on_token, cx_gone, &c, cx_on_progress};
             memset(&c, 0, sizeof c);
             jbuf_init(&c.raw);
             jbuf_init(&c.sent);

@@ -3,7 +3,7 @@
  * b11669 reads on its completion routes, each reproduced, accepted or
  * refused, and the reading of the fields bankml reproduces here
  * (logit_bias, ignore_eos, return_tokens, n_keep, n_discard,
- * timings_per_token). See llama_json.h.
+ * timings_per_token, return_progress). See llama_json.h.
  *
  * Where the fields come from: server-schema.cpp's completion schema (every
  * route: /completion, /v1/completions, /v1/chat/completions after the
@@ -117,11 +117,12 @@ static const llama_field FIELDS[] = {
                                       "the events are the same", NULL},
     {"verbose", R_ALL, REF, "verbose: the __verbose debug member is not reproduced; send the request "
                             "without it", is_false},
-    {"timings_per_token", R_ALL, REP, "generation_settings.timings_per_token (llama_put_gen_settings); streamed "
-                                      "per-token timings are refused (llama_fields_read)", NULL},
+    {"timings_per_token", R_ALL, REP, "streamed: `timings` on every partial event as b11669 places them "
+                                      "(llama_partial_timed; progress events too); generation_settings."
+                                      "timings_per_token (llama_put_gen_settings)", NULL},
     {"return_tokens", R_ALL, REP, "the final answer's `tokens`: every sampled id (engine_result.gen_ids)", NULL},
-    {"return_progress", R_ALL, REP, "no effect without stream; streamed prompt_progress events are refused "
-                                    "(llama_fields_read)", NULL},
+    {"return_progress", R_ALL, REP, "streamed: b11669's prompt_progress events before the first decode call "
+                                    "and after each (engine_sink.on_progress); no effect without stream", NULL},
     {"response_fields", R_ALL, REF, "response_fields: selecting answer members is not reproduced yet; send the "
                                     "request without it", is_empty_array},
     /* the budget and the context */
@@ -481,8 +482,7 @@ int llama_fields_read(const engine_model *m, const char *route, const json_value
     if (llama_fields_check(route, body, err, errlen) != 0) return -1;
     if (llama_field_bool(body, "timings_per_token", &rq->timings_per_token, err, errlen)) return -1;
     if (llama_field_bool(body, "return_tokens", &rq->return_tokens, err, errlen)) return -1;
-    int progress = 0;
-    if (llama_field_bool(body, "return_progress", &progress, err, errlen)) return -1;
+    if (llama_field_bool(body, "return_progress", &rq->return_progress, err, errlen)) return -1;
     if (read_limited(body, "n_keep", -1, &rq->n_keep, err, errlen)) return -1;
     if (read_limited(body, "n_discard", 0, &rq->n_discard, err, errlen)) return -1;
     free(rq->bias);
@@ -494,16 +494,6 @@ int llama_fields_read(const engine_model *m, const char *route, const json_value
     if (rq->ignore_eos)
         for (int32_t id = 0; id < engine_model_n_tokens(m); id++)
             if (engine_model_is_eog(m, id) && push_bias(rq, &cap, id, -INFINITY)) goto oom;
-    if (rq->stream && rq->timings_per_token) {
-        bk_err(err, errlen, "timings_per_token: per-token timings in streamed events are not reproduced yet; "
-                            "send the request without it or without stream");
-        return -1;
-    }
-    if (rq->stream && progress) {
-        bk_err(err, errlen, "return_progress: prompt progress events are not reproduced yet; send the request "
-                            "without it or without stream");
-        return -1;
-    }
     /* grammar_lazy (after the schema field, before grammar_triggers, as
      * the completion schema reads them; the chat layer overwrites both) */
     rq->grammar_lazy = 0;

@@ -129,7 +129,16 @@ int llama_fields_read(const engine_model *m, const char *route, const json_value
 /* n-1 random letters and digits and a NUL (llama-server's random_string
  * is 32 of them). */
 void llama_random_id(char *out, size_t n);
+/* b11669's timings object of r as it stands (server_slot_stats::to_json):
+ * prompt_n is the tokens evaluated so far, prompt_ms 0.0 before the first
+ * decode call, predicted_ms at least 0.001 once a token is out, the
+ * per-token and per-second values 0.0 while their divisor is 0. */
 void llama_put_timings(jbuf *b, const engine_result *r);
+/* b11669's partial results carry `timings` when timings_per_token is on or
+ * a stop word ended the answer (slot.stop set before the partial): 1 then. */
+int llama_partial_timed(const engine_request *rq, int stop_now);
+/* The prompt_progress object: {"total","cache","processed","time_ms"}. */
+void llama_put_progress(jbuf *b, const engine_progress *p);
 void llama_put_usage(jbuf *b, const engine_result *r);
 /* A token's bytes as llama-server's `bytes`: [n, n, ...]. */
 void llama_put_bytes(jbuf *b, const char *s, size_t n);

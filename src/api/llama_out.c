@@ -41,6 +41,17 @@ void llama_put_timings(jbuf *b, const engine_result *g)
     jbuf_putc(b, '}');
 }
 
+int llama_partial_timed(const engine_request *rq, int stop_now)
+{
+    return stop_now || rq->timings_per_token;
+}
+
+void llama_put_progress(jbuf *b, const engine_progress *p)
+{
+    jbuf_printf(b, "{\"total\":%zu,\"cache\":%zu,\"processed\":%zu,\"time_ms\":%lld}", p->total, p->cache,
+                p->processed, (long long)p->time_ms);
+}
+
 void llama_put_usage(jbuf *b, const engine_result *g)
 {
     jbuf_printf(b, "{\"completion_tokens\":%zu,\"prompt_tokens\":%zu,\"total_tokens\":%zu,"

@@ -788,7 +788,7 @@ static void generate_with(gen_call *g, engine_model *m)
         rq.n_stops++;
     }
     g->c.m = m;
-    engine_sink sink = {ol_on_token, ol_client_gone, &g->c};
+    engine_sink sink = {ol_on_token, ol_client_gone, &g->c, NULL};
     if (engine_complete(ol.e, m, &rq, &sink, &res, &er) != 0) answer_error(&g->c, 500, er.msg);
     else if (!res.gone) final_line(g, m, &res);
 out:

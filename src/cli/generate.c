@@ -195,7 +195,7 @@ static int generate(engine *e, engine_model *m, const parsed_args *a, long max, 
     rq.prompt = ids;
     rq.n_prompt = max == 0 ? 0 : n_ids;   /* the CLI's --max 0 asks for nothing */
     rq.n_predict = (int32_t)(max > INT32_MAX ? INT32_MAX : max);
-    engine_sink sink = {print_token, NULL, json_out ? (void *)1 : NULL};
+    engine_sink sink = {print_token, NULL, json_out ? (void *)1 : NULL, NULL};
     if (engine_complete(e, m, &rq, &sink, &res, &er) != 0) {
         fprintf(stderr, "bankml generate: %s\n", er.msg);
         rc = BANKML_EXIT_IO;

@@ -247,6 +247,7 @@ typedef struct {
     size_t n_bias;
     int return_tokens;         /* keep every sampled id in engine_result.gen_ids */
     int ignore_eos, timings_per_token;   /* the front-end's, reported (the bans are in bias) */
+    int return_progress;       /* the front-end's: it writes engine_sink.on_progress's events */
     int32_t n_keep, n_discard; /* reported: they act only in context shift, which bankml does not do */
     gr_grammar *grammar;       /* the GBNF grammar the answer obeys (llama-server's `grammar`), NULL none;
                                   owned. It advances on each generated token, never on the prompt's */
@@ -302,14 +303,32 @@ void engine_result_free(engine_result *r);
 /* "stop" or "length", as OpenAI's finish_reason. */
 const char *engine_finish(const engine_result *r);
 
+/* The prompt's progress, as llama-server b11669's prompt_progress reports
+ * it: the prompt's tokens (total), those kept from the slot (cache, its
+ * n_prompt_cached), those in the slot now (processed: cache + evaluated so
+ * far) and the ms since the completion started (time_ms, t_elapsed_us /
+ * 1000, truncated). */
+typedef struct {
+    size_t total, cache, processed;
+    int64_t time_ms;
+} engine_progress;
+
 /* Where the tokens go. on_token gets each token whose text is complete
  * (stop_now: a stop word already decided the end); nonzero stops the run
  * and sets gone. cancelled, polled between steps, does the same (may be
- * NULL). */
+ * NULL). on_progress (may be NULL)
+ * is called where b11669 sends a progress event: once before the prompt's
+ * first decode call (processed = cache) and after each decode call of the
+ * prompt (n_batch tokens; the last one before the first token's on_token);
+ * so_far then holds n_cached, n_processed (the tokens evaluated so far) and
+ * t_prompt_last (the end of the last call; 0 before the first), so
+ * llama_put_timings gives the timings b11669 attaches to it. Nonzero
+ * stops the run as on_token's does. */
 typedef struct {
     int (*on_token)(void *ud, const engine_token *t, int stop_now, const engine_result *so_far);
     int (*cancelled)(void *ud);
     void *ud;
+    int (*on_progress)(void *ud, const engine_progress *p, const engine_result *so_far);
 } engine_sink;
 
 /* llama-server's slot selection for a prompt (get_available_slot), and the

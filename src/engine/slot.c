@@ -219,11 +219,25 @@ static int cancelled(run_state *r)
     return 0;
 }
 
+/* The sink's progress event with processed tokens in the slot: 0, 1 when
+ * the sink asked to stop (gone set). */
+static int slot_progress(run_state *r, size_t processed)
+{
+    if (!r->sink || !r->sink->on_progress) return 0;
+    engine_progress p = {r->rq->n_prompt, r->res->n_cached, processed, (bk_mono_us() - r->res->t_start) / 1000};
+    if (r->sink->on_progress(r->sink->ud, &p, r->res) == 0) return 0;
+    r->res->gone = 1;
+    return 1;
+}
+
 /* The prompt after the reused prefix, as llama-server's update_slots feeds
  * it: one decode call per n_batch tokens from the first one not reused
  * (fw_eval cuts each into micro-batches of n_ubatch, as llama_decode
- * does). 0, 1 when the client left (the slot keeps what was computed), -1
- * when the model failed. */
+ * does). n_processed and t_prompt_last advance after each call, as
+ * b11669's n_prompt_processed and set_prompt_last do, and the sink's
+ * on_progress is called before the first call and after each. 0, 1 when
+ * the client left (the slot keeps what was computed), -1 when the model
+ * failed. */
 static int prefill(run_state *r, engine_error *er)
 {
     engine_slot *sl = r->sl;
@@ -233,8 +247,9 @@ static int prefill(run_state *r, engine_error *er)
     fw_truncate(sl->fw, n_past);
     sl->n = n_past;
     r->res->n_cached = n_past;
-    r->res->n_processed = rq->n_prompt - n_past;
+    r->res->n_processed = 0;   /* advances per decode call (b11669's n_prompt_tokens_processed) */
     engine_view_reuse(r->m->e, r->res->id_slot, n_past, rq->n_prompt - n_past);
+    if (slot_progress(r, n_past)) return 1;
     for (size_t i = n_past; i < rq->n_prompt;) {
         size_t n = rq->n_prompt - i < nb ? rq->n_prompt - i : nb;
         count_call(r);
@@ -245,6 +260,13 @@ static int prefill(run_state *r, engine_error *er)
         }
         engine_view_tokens(r->m->e, r->m);
         i += n;
+        r->res->n_processed = i - n_past;
+        r->res->t_prompt_last = bk_mono_us();
+        if (slot_progress(r, i)) {
+            engine_log(r->m->e, "the client went away; stopped after %zu of %zu prompt tokens (kept in the slot)", i,
+                       rq->n_prompt);
+            return 1;
+        }
         if (i < rq->n_prompt && cancelled(r)) {
             engine_log(r->m->e, "the client went away; stopped after %zu of %zu prompt tokens (kept in the slot)", i,
                        rq->n_prompt);
