@@ -574,10 +574,6 @@ const char *engine_model_template(const engine_model *m, size_t *len)
  * does; then the built-in format. */
 static int render_legacy(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen)
 {
-    if (m->legacy_fmt < 0) {
-        bk_err(err, errlen, "this custom template is not supported, try using --jinja");
-        return -2;
-    }
     int add_ass = 1;
     size_t n = messages && messages->type == JSON_ARRAY ? messages->n : 0;
     const json_value *r1 = n ? json_get(messages->items[n - 1], "role") : NULL;
@@ -588,6 +584,10 @@ static int render_legacy(const engine_model *m, const json_value *messages, jbuf
             return -1;
         }
         add_ass = 0;
+    }
+    if (m->legacy_fmt < 0) {   /* after the messages' checks, as llama-server renders */
+        bk_err(err, errlen, "this custom template is not supported, try using --jinja");
+        return -2;
     }
     return template_legacy_render(m->legacy_fmt, messages, add_ass, out, err, errlen);
 }
