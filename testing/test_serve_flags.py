@@ -87,9 +87,9 @@ CASES = [
     (["serve", "--mirostat", "2"], {}, 2, "bankml serve: refused the server-wide sampling flags: mirostat: not "
                                           "reproduced; bankML reproduces llama-server's default sampler chain\n"),
     (["serve", "-c", "0"], {}, 2, "bankml serve: -c 0 reads the model's context length: name the model (-m FILE)\n"),
-    (["serve", "--no-jinja", "--chat-template", "llama3"], {}, 2,
-     "bankml serve: refused --no-jinja with --chat-template: llama-server's built-in legacy template formats are not "
-     "reproduced (only chatml is); leave --no-jinja out to render the template with Jinja\n"),
+    (["serve", "--no-jinja", "--chat-template", "nonsense"], {}, 2,
+     "bankml serve: error: the supplied chat template is not supported: nonsense\n"
+     "note: llama.cpp was started without --jinja, we only support commonly used templates\n"),
     (["serve", "--host", "/tmp/x.sock"], {}, 2, "bankml serve: refused --host /tmp/x.sock: a UNIX socket is not "
                                                 "reproduced; give TCP addresses\n"),
     (["serve", "--host", "a,b,c,d"], {}, 2, "bankml serve: refused --host a,b,c,d: at most 3 addresses\n"),

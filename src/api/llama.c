@@ -640,8 +640,9 @@ static void h_apply_template(serve_req *req, serve_resp *resp, void *ud)
     jbuf p, out;
     jbuf_init(&p);
     jbuf_init(&out);
-    if (engine_render(m, msgs, &p, err, sizeof err) != 0) {
-        llama_reply_err(resp, 400, err);
+    int rc = engine_render(m, msgs, &p, err, sizeof err);
+    if (rc != 0) {
+        llama_reply_err(resp, rc == -2 ? 500 : 400, err);
     } else {
         jbuf_puts(&out, "{\"prompt\":");
         json_put_str_nl(&out, p.p ? p.p : "", p.len);

@@ -506,6 +506,6 @@ int llama_prompt_ids(const engine_model *m, const llama_pre *pre, serve_resp *re
     } else {
         rc = llama_read_prompt(m, pre->prompt, ids, n, err, sizeof err);
     }
-    if (rc != 0) llama_reply_err(resp, 400, err);
+    if (rc != 0) llama_reply_err(resp, rc == -2 ? 500 : 400, err);   /* -2: --no-jinja without a format */
     return rc;
 }

@@ -450,7 +450,7 @@ static int count_tokens(void *ud, const size_t *idx, size_t n, size_t *tokens, c
     for (size_t i = 0; i < n; i++) items[i] = f->msgs->items[idx[i]];
     json_value arr = {.type = JSON_ARRAY, .n = n, .items = items};   /* the messages themselves, not copied */
     jbuf_init(&prompt);
-    if (engine_render(f->m, &arr, &prompt, err, errlen) == 0 &&
+    if (engine_render_jinja(f->m, &arr, &prompt, err, errlen) == 0 &&
         engine_tokenize(f->m, prompt.p ? prompt.p : "", prompt.len, &ids, &n_ids, err, errlen) == 0) {
         *tokens = n_ids;
         rc = 0;
@@ -674,7 +674,7 @@ static int prompt_tokens(gen_call *g, const engine_model *m)
         const json_value *use = fit_messages(g, m, &fitted, err, sizeof err);
         jbuf prompt;
         jbuf_init(&prompt);
-        rc = use ? engine_render(m, use, &prompt, err, sizeof err) : -1;
+        rc = use ? engine_render_jinja(m, use, &prompt, err, sizeof err) : -1;
         if (rc == 0) rc = engine_tokenize(m, prompt.p ? prompt.p : "", prompt.len, &g->ids, &g->n_ids, err, sizeof err);
         free(fitted.items);
         jbuf_free(&prompt);

@@ -313,6 +313,7 @@ static int read_template(const parsed_args *a, serve_cfg *c, engine_opts *o)
 {
     const char *name = args_opt(a, "--chat-template"), *file = args_opt(a, "--chat-template-file");
     c->jinja = args_bool(a, "--jinja", 1);
+    o->no_jinja = !c->jinja;
     if (name && file) return refuse("give --chat-template or --chat-template-file, not both%s%s", "", "");
     if (file) {
         FILE *f = fopen(file, "rb");
@@ -329,10 +330,14 @@ static int read_template(const parsed_args *a, serve_cfg *c, engine_opts *o)
     jbuf_put(&c->tmpl, "", 0);
     if (c->tmpl.oom) return BANKML_EXIT_IO;
     c->have_tmpl = 1;
-    if (!c->jinja && strcmp(c->tmpl.p, "chatml"))
-        return refuse("refused --no-jinja with %s: llama-server's built-in legacy template formats are not reproduced "
-                      "(only chatml is); leave --no-jinja out to render the template with Jinja", args_how(a, file ?
-                      "--chat-template-file" : "--chat-template"), "");
+    /* llama-server's check after its flags (common_chat_verify_template): without Jinja the text must be
+     * a built-in name or contain a known format's markers; its two lines, then exit */
+    if (!c->jinja && c->tmpl.len && template_legacy_detect(c->tmpl.p) < 0) {
+        fprintf(stderr, "bankml serve: error: the supplied chat template is not supported: %s\n"
+                        "note: llama.cpp was started without --jinja, we only support commonly used templates\n",
+                c->tmpl.p);
+        return BANKML_REFUSE;
+    }
     o->chat_template = c->tmpl.p;
     o->chat_template_len = c->tmpl.len;
     return 0;
@@ -504,25 +509,22 @@ static serve_server *open_server(engine *e, serve_cfg *c, const parsed_args *a, 
     return srv;
 }
 
-/* What llama-server checks on the model at start: --no-jinja is reproduced
- * only for a model without a template of its own (llama-server's ChatML
- * then, as with Jinja), and a template must render. 0, or an exit code. */
+/* What llama-server checks on the model at start: the template must render
+ * (with --no-jinja it must still parse as Jinja: common_chat_templates_init
+ * parses it either way; a text with no built-in format starts, and each
+ * render answers 500 then). 0, or an exit code. */
 static int check_model(engine *e, engine_model *m, const serve_cfg *c)
 {
     char err[1024];
     size_t tl;
     const char *t = engine_model_template(m, &tl);
-    if (!c->jinja && !c->have_tmpl && strcmp(t, template_chatml_fallback))
-        return refuse("refused --no-jinja: the model has its own chat template, and llama-server's built-in legacy "
-                      "formats are not reproduced; leave --no-jinja out%s%s", "", "");
-    if (!c->jinja && engine_n_entries(e) > 1)
-        return refuse("refused --no-jinja with more than one model: it is reproduced for one model without a "
-                      "template%s%s", "", "");
+    (void)e;
     static const char probe[] = "[{\"role\":\"user\",\"content\":\"test\"}]";
     json_value *msgs = json_parse(probe, sizeof probe - 1, err, sizeof err);
     jbuf out;
     jbuf_init(&out);
-    int rc = msgs ? engine_render(m, msgs, &out, err, sizeof err) : -1;
+    int rc = !msgs ? -1 : !c->jinja ? template_check(t, tl, err, sizeof err)
+                                    : engine_render(m, msgs, &out, err, sizeof err);
     jbuf_free(&out);
     json_free(msgs);
     if (rc != 0) {

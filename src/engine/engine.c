@@ -183,7 +183,9 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
     m->tmpl[tl] = 0;
     m->tmpl_len = tl;
     keep_meta(e, m, h, &hp);
-    m->reasoning = strstr(m->tmpl, "<think>") != NULL;
+    m->no_jinja = e->o.no_jinja;
+    m->legacy_fmt = m->no_jinja ? template_legacy_detect(m->tmpl) : -1;
+    m->reasoning = !m->no_jinja && strstr(m->tmpl, "<think>") != NULL;
     if (sampler_gguf_defaults(&m->defaults, h, why, sizeof why) != 0) {
         engine_err(er, ENGINE_INTERNAL, "%s: %s", path, why);
         goto fail;
@@ -571,7 +573,37 @@ const char *engine_model_template(const engine_model *m, size_t *len)
     return m->tmpl;
 }
 
+/* llama-server's legacy path (--no-jinja): a conversation ending with an
+ * assistant message is continued (prefill: no generation prompt), two
+ * assistant messages at the end are refused, as oaicompat_chat_params_parse
+ * does; then the built-in format. */
+static int render_legacy(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen)
+{
+    int add_ass = 1;
+    size_t n = messages && messages->type == JSON_ARRAY ? messages->n : 0;
+    const json_value *r1 = n ? json_get(messages->items[n - 1], "role") : NULL;
+    if (r1 && r1->type == JSON_STRING && r1->len == 9 && !memcmp(r1->str, "assistant", 9)) {
+        const json_value *r2 = n > 1 ? json_get(messages->items[n - 2], "role") : NULL;
+        if (r2 && r2->type == JSON_STRING && r2->len == 9 && !memcmp(r2->str, "assistant", 9)) {
+            bk_err(err, errlen, "Cannot have 2 or more assistant messages at the end of the list.");
+            return -1;
+        }
+        add_ass = 0;
+    }
+    if (m->legacy_fmt < 0) {   /* after the messages' checks, as llama-server renders */
+        bk_err(err, errlen, "this custom template is not supported, try using --jinja");
+        return -2;
+    }
+    return template_legacy_render(m->legacy_fmt, messages, add_ass, out, err, errlen);
+}
+
 int engine_render(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen)
+{
+    if (m->no_jinja) return render_legacy(m, messages, out, err, errlen);
+    return engine_render_jinja(m, messages, out, err, errlen);
+}
+
+int engine_render_jinja(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen)
 {
     template_opts o;
     template_opts_init(&o);

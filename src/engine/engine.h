@@ -76,6 +76,9 @@ typedef struct {
     const char *chat_template; /* --chat-template / --chat-template-file: every model's template instead of its
                                   GGUF's ("chatml": llama-server's ChatML); NULL: the GGUF's. Not copied */
     size_t chat_template_len;
+    int no_jinja;              /* llama-server's --no-jinja: llama-server's routes render with its built-in format
+                                  that the template's text names or contains (template_legacy_detect); Ollama's
+                                  routes keep the Jinja engine */
 } engine_opts;
 
 #define ENGINE_MAX_SLOTS 256
@@ -190,13 +193,21 @@ int engine_model_slot(const engine_model *m);
 size_t engine_model_slot_tokens(const engine_model *m, int i);
 
 /* The conversation through the model's template as llama-server renders it
- * (/apply-template), appended to out. 0, or -1 with the reason. */
+ * (/apply-template), appended to out: with Jinja, or with --no-jinja
+ * (engine_opts.no_jinja) in its built-in format (a conversation ending with
+ * an assistant message is then continued, without the generation prompt).
+ * 0, or -1 with the reason (llama-server's 400), or -2 when --no-jinja has
+ * no built-in format for the template (llama-server's 500 "this custom
+ * template is not supported, try using --jinja", on every render). */
 int engine_render(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen);
 /* The generation prompt the template adds to that conversation (llama.cpp's
  * common_chat_template_generation_prompt: the render with it past the
  * longest common prefix of the render without it), appended to out. 0, or
  * -1 with the reason. */
 int engine_generation_prompt(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen);
+/* The same through the Jinja engine whatever --no-jinja says (Ollama's
+ * routes, which have no such flag). */
+int engine_render_jinja(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen);
 /* A prompt's tokens as llama-server tokenizes one: specials parsed, BOS/EOS
  * as the vocabulary says. *ids is malloc'd. */
 int engine_tokenize(const engine_model *m, const char *text, size_t len, int32_t **ids, size_t *n, char *err,

@@ -57,7 +57,10 @@ struct engine_model {
     char *bos_piece, *eos_piece;
     const char *ftype;         /* llama_ftype_name of the file (/props model_ftype), static */
     sampler_params defaults;
-    int reasoning;             /* the template has a <think> block: llama-server parses the answer */
+    int reasoning;             /* the template has a <think> block: llama-server parses the answer (never with
+                                  --no-jinja: its legacy path has no parser) */
+    int no_jinja;              /* engine_opts.no_jinja: prompts in llama-server's built-in format legacy_fmt */
+    int legacy_fmt;            /* template_legacy_detect(tmpl) with no_jinja; -1: none matches */
     char **pieces;             /* DRY's view of the vocabulary, built on first use */
     size_t *piece_lens;
     gr_vocab *gvocab;          /* the grammar's view of the vocabulary (token_to_piece, special), built on

@@ -74,4 +74,43 @@ extern const char template_chatml_fallback[];
 /* Checks that tmpl lexes and parses. 0, or -1 with the reason. */
 int template_check(const char *tmpl, size_t tmpl_len, char *err, size_t errlen);
 
+/* ---- llama-server's built-in formats, used without Jinja (--no-jinja) ----
+ * llama.cpp b11669's llm_chat_template_from_str, llm_chat_detect_template and
+ * llm_chat_apply_template (src/llama-chat.cpp), as common/chat.cpp's
+ * common_chat_templates_apply_legacy calls them (template_legacy.c). A format
+ * is an int id >= 0; -1 is "none". */
+
+/* One message as llama_chat_message holds it: two C strings. */
+typedef struct {
+    const char *role;
+    const char *content;
+} template_legacy_msg;
+
+/* The built-in names in llama_chat_builtin_templates' order (sorted, as
+ * llama-server's --help lists them); *names points at a static array when
+ * names is not NULL. Returns how many (54 in b11669). */
+size_t template_legacy_builtins(const char *const **names);
+
+/* llm_chat_detect_template: the format a built-in name, else the text of a
+ * template (a C string: llama.cpp stops at a NUL), stands for, by its
+ * substrings in llama.cpp's order; -1 when none matches (llama-server's
+ * "the supplied chat template is not supported"). */
+int template_legacy_detect(const char *tmpl);
+
+/* A format's built-in name ("dots1" for the one llama.cpp detects but does
+ * not name); NULL for an id that is not a format. */
+const char *template_legacy_format_name(int fmt);
+
+/* llm_chat_apply_template: the n messages in format fmt, appended to out;
+ * add_ass asks for the assistant prefix (formats without one ignore it).
+ * 0, or -1 for an unknown id or when out ran out of memory. */
+int template_legacy_apply(int fmt, const template_legacy_msg *msgs, size_t n, int add_ass, jbuf *out);
+
+/* What llama-server's legacy path renders for an OpenAI-style messages
+ * array: each message's role and content (a string, null as "", or text
+ * parts joined by "\n"; each cut at its first NUL), then
+ * template_legacy_apply. Refuses (-1, reason in err) what template_render
+ * refuses too: tool_calls, media parts, malformed messages. Appends to out. */
+int template_legacy_render(int fmt, const json_value *messages, int add_ass, jbuf *out, char *err, size_t errlen);
+
 #endif
