@@ -46,8 +46,8 @@ REFUSED = [
                                       "without it", BOTH),
     ("lora", [{"id": 0, "scale": 1.0}], [], "lora: LoRA adapters are not reproduced; send the request without it",
      BOTH),
-    ("json_schema", {"type": "object"}, None, "json_schema: " + G16, BOTH),
-    ("json_schema", {}, None, "json_schema: " + G16, BOTH),
+    ("json_schema", {"type": "object"}, None, "json_schema: constrained generation on chat is not reproduced yet "
+                                              "(issue #16); send the request without it", (CHAT,)),
     ("grammar_triggers", [{"type": 1, "value": "x"}], [], "grammar_triggers: lazy grammars' triggers are not "
                                                           "reproduced yet (issue #16); send the request without them",
      (CMPL,)),
@@ -93,6 +93,10 @@ REFUSED = [
 OTHER = [
     (CHAT, {"response_format": {"type": "bogus"}}, 400,
      'response_format type must be one of "text" or "json_object", but got: bogus'),
+    (CMPL, {"json_schema": {"type": "strin"}}, 400, "Field 'json_schema': \"json_schema\": JSON schema conversion "
+                                                   "failed:\nJSON schema error at #: unrecognized type strin"),
+    (CMPL, {"json_schema": {"type": "strin"}, "grammar": None}, 200, None),
+    (CMPL, {"json_schema": {}}, 200, None),
     (CMPL, {"lora": {}}, 400, "Field 'lora': Error: 'lora' must be an array of objects with 'id' and 'scale' fields"),
     (CMPL, {"n_keep": -2}, 400, "Field 'n_keep': Value must be between -1 <= value <= 2147483647, but got -2"),
     (CMPL, {"n_discard": -1}, 400, "Field 'n_discard': Value must be between 0 <= value <= 2147483647, but got -1"),
