@@ -118,6 +118,101 @@ def completion_edges(L, B, tag, prompt):
              {"input_prefix": "a", "input_suffix": "b", "n_predict": 8, "json_schema": sch, "temperature": 0})
 
 
+# Ollama v0.13.3's llm/server.go grammarJSON, the grammar its "format": "json" hands the runner (transcribed from
+# its source as the fixture; src/sampling/json_schema.c holds bankml's own copy: a difference shows as answers
+# that differ)
+OLLAMA_JSON = (
+    '\nroot   ::= object\n'
+    'value  ::= object | array | string | number | ("true" | "false" | "null") ws\n'
+    'object ::=\n'
+    '  "{" ws (\n'
+    '         string ":" ws value\n'
+    '    ("," ws string ":" ws value)*\n'
+    '  )? ws "}" \n'
+    'array  ::=\n'
+    '  "[" ws (\n'
+    '            value\n'
+    '    ("," ws value)*\n'
+    '  )? ws "]" \n'
+    'string ::=\n'
+    '  "\\"" (\n'
+    '    [^"\\\\\\x7F\\x00-\\x1F] |\n'
+    '    "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F]) # escapes\n'
+    '  )* "\\"" \n'
+    'number ::= ("-"? ([0-9] | [1-9] [0-9]*)) ("." [0-9]+)? ([eE] [-+]? [0-9]+)? \n'
+    '# Optional space: by convention, applied in this grammar after literal chars when allowed\n'
+    'ws ::= ([ \\t\\n] ws)?\n')
+
+
+def chat_fields(L, B, tag):
+    """What chat answers the same on both: response_format's unknown type (400), "text" and an empty type (no
+    grammar), /v1/responses's text.format (never read by b11669)."""
+    hi = [{"role": "user", "content": "hi"}]
+    for k, rf in enumerate(({"type": "bogus"}, {"type": "json_objec", "schema": {}}, {"type": "text"},
+                            {"type": ""}, {})):
+        for stream in (False, True):
+            same(L, B, f"{tag} chat response_format #{k} {json.dumps(rf)}{' stream' if stream else ''}",
+                 "/v1/chat/completions", {"messages": hi, "max_tokens": 6, "temperature": 0, "response_format": rf,
+                                          "stream": stream})
+    for fmt in ({"type": "json_object"}, {"type": "json_schema", "name": "a", "schema": {"type": "object"}}):
+        same(L, B, f"{tag} /v1/responses text.format {json.dumps(fmt)[:40]}", "/v1/responses",
+             {"model": "x", "input": "hi", "max_output_tokens": 6, "temperature": 0, "text": {"format": fmt}})
+
+
+def ollama_format(L, B, tag, name, n):
+    """format "json" on /api/generate (raw) and /api/chat: the answer is what llama-server's /completion gives
+    with Ollama's grammarJSON on the same prompt (the chat prompt from llama-server's /apply-template), and a
+    finished one parses as JSON; Ollama's 500 for an invalid format; a schema refused with the reason."""
+    opts = [("greedy", {"temperature": 0}, {"temperature": 0}),
+            ("seed 6", {"temperature": 0.9, "seed": 6, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
+                        "repeat_penalty": 1.0}, {"temperature": 0.9, "seed": 6})]
+    prompts = ["Once", "Once upon a time", "{\"name\":", "The list is"]
+    for p in prompts:
+        for oname, o, lo in opts:
+            for route in ("/api/generate", "/api/chat"):
+                if route == "/api/generate":
+                    body = {"model": name, "prompt": p, "raw": True, "stream": False, "format": "json",
+                            "options": dict(o, num_predict=n)}
+                    lp = p
+                else:
+                    msgs = [{"role": "user", "content": p}]
+                    body = {"model": name, "messages": msgs, "stream": False, "format": "json",
+                            "options": dict(o, num_predict=n)}
+                    st, t = L.post("/apply-template", {"messages": msgs})
+                    lp = t["prompt"]
+                st, want = L.post("/completion", dict(lo, prompt=lp, n_predict=n, grammar=OLLAMA_JSON))
+                bst, got = B.post(route, body)
+                text = got.get("response") if route == "/api/generate" else (got.get("message") or {}).get("content")
+                label = f"{tag} ollama {route} format json {oname} {p[:12]!r}"
+                S.equal(label, [bst, text, got.get("eval_count"), got.get("done_reason")],
+                        [200, want["content"], want["tokens_predicted"],
+                         "stop" if want["stop_type"] == "eos" else "length"])
+                if got.get("done_reason") == "stop":
+                    try:
+                        json.loads(text)
+                        S.ok(label + " parses")
+                    except ValueError as e:
+                        S.fail(label + " parses", f"{e}: {text!r}")
+    hi = [{"role": "user", "content": "hi"}]
+    bad = [("xml", 500, {"error": 'invalid format: "\\"xml\\""; expected "json" or a valid JSON Schema object'}),
+           (5, 500, {"error": 'invalid format: "5"; expected "json" or a valid JSON Schema object'}),
+           (False, 500, {"error": 'invalid format: "false"; expected "json" or a valid JSON Schema object'})]
+    for fmt, st, want in bad:
+        for stream in (False, True):
+            got = B.post("/api/chat", {"model": name, "messages": hi, "format": fmt, "stream": stream})
+            S.equal(f"{tag} ollama format {json.dumps(fmt)}{' stream' if stream else ''}", list(got), [st, want])
+    for fmt in ({"type": "object"}, {}):
+        st, j = B.post("/api/generate", {"model": name, "prompt": "x", "format": fmt, "stream": False})
+        S.check(f"{tag} ollama format schema {json.dumps(fmt)} refused", st == 400 and
+                j.get("error", "").startswith("format: format with a JSON schema: Ollama v0.13.3 converts it"),
+                f"{st} {j}")
+    for fmt in (None, ""):
+        st, j = B.post("/api/generate", {"model": name, "prompt": "Once", "raw": True, "format": fmt,
+                                         "stream": False, "options": {"temperature": 0, "num_predict": 4}})
+        st2, want = L.post("/completion", {"prompt": "Once", "n_predict": 4, "temperature": 0})
+        S.equal(f"{tag} ollama format {json.dumps(fmt)} is none", [st, j.get("response")], [200, want["content"]])
+
+
 def run_model(tag, model, fork, plan):
     step, n, n_variants = plan
     prompt = "Once upon a time" if "stories" in tag else "The answer is"
@@ -125,6 +220,8 @@ def run_model(tag, model, fork, plan):
     try:
         completion_schemas(L, B, tag, prompt, own_schemas(step), n, n_variants)
         completion_edges(L, B, tag, prompt)
+        chat_fields(L, B, tag)
+        ollama_format(L, B, tag, "stories260k" if "stories" in tag else tag, n if "stories" in tag else 6)
     finally:
         L.stop()
         B.stop()

@@ -188,8 +188,10 @@ static const llama_field FIELDS[] = {
     {"json_schema", R_CMPL | R_OAI, REP, "llama_fields_read: converted by json_schema_to_gbnf (sampling/"
                                          "json_schema.c) into the grammar it reports; never read when the "
                                          "body has `grammar`", NULL},
-    {"json_schema", R_CHAT, REF, "json_schema: constrained generation on chat is not reproduced yet (issue "
-                                 "#16); send the request without it", never},
+    {"json_schema", R_CHAT, REF, "json_schema: on chat llama-server builds the grammar from the template's "
+                                 "parser (the generation prompt, an optional ```json fence, the schema) and "
+                                 "parses the answer with it; not reproduced yet (issue #16): send the request "
+                                 "without it, or the schema to /completion", never},
     {"grammar_lazy", R_CMPL | R_OAI, REP, "llama_fields_read: a boolean; without grammar_triggers no trigger "
                                           "can fire, so the grammar (still parsed) never constrains; reported",
      NULL},
@@ -204,8 +206,11 @@ static const llama_field FIELDS[] = {
      is_empty_array},
     {"preserved_tokens", R_CHAT, ACC, "the chat layer replaces them with the template's before they are read",
      NULL},
-    {"response_format", R_CHAT, REF, "response_format: JSON mode and JSON schemas are not reproduced yet (issue "
-                                     "#16); send the request without it or with type \"text\"", format_is_text},
+    {"response_format", R_CHAT, REF, "response_format: JSON mode and JSON schemas on chat go through the "
+                                     "template's parser in llama-server (a grammar of the generation prompt, "
+                                     "an optional ```json fence and the schema); not reproduced yet (issue #16): "
+                                     "send the request without it or with type \"text\", or the schema as "
+                                     "json_schema to /completion", format_is_text},
     /* the chat format and its parser */
     {"chat_format", R_ALL, REF, "chat_format: only the content-only format (0) is reproduced; send the request "
                                 "without it", is_content_only},
