@@ -20,6 +20,7 @@
 
 #include "base/base.h"
 #include "api/llama_json.h"
+#include "sampling/json_schema.h"
 
 /* ---- nlohmann's readings, shared with llama_req.c ---- */
 
@@ -185,8 +186,13 @@ static const llama_field FIELDS[] = {
     /* constrained generation (issue #16) */
     {"grammar", R_ALL, REP, "llama_fields_read: GBNF (sampling/grammar.c), applied as common_sampler_sample "
                             "applies it; a string, anything else is absent", NULL},
-    {"json_schema", R_ALL, REF, "json_schema: constrained generation is not reproduced yet (issue #16); send the "
-                                "request without it", never},
+    {"json_schema", R_CMPL | R_OAI, REP, "llama_fields_read: converted by json_schema_to_gbnf (sampling/"
+                                         "json_schema.c) into the grammar it reports; never read when the "
+                                         "body has `grammar`", NULL},
+    {"json_schema", R_CHAT, REF, "json_schema: on chat llama-server builds the grammar from the template's "
+                                 "parser (the generation prompt, an optional ```json fence, the schema) and "
+                                 "parses the answer with it; not reproduced yet (issue #16): send the request "
+                                 "without it, or the schema to /completion", never},
     {"grammar_lazy", R_CMPL | R_OAI, REP, "llama_fields_read: a boolean; without grammar_triggers no trigger "
                                           "can fire, so the grammar (still parsed) never constrains; reported",
      NULL},
@@ -201,8 +207,11 @@ static const llama_field FIELDS[] = {
      is_empty_array},
     {"preserved_tokens", R_CHAT, ACC, "the chat layer replaces them with the template's before they are read",
      NULL},
-    {"response_format", R_CHAT, REF, "response_format: JSON mode and JSON schemas are not reproduced yet (issue "
-                                     "#16); send the request without it or with type \"text\"", format_is_text},
+    {"response_format", R_CHAT, REF, "response_format: JSON mode and JSON schemas on chat go through the "
+                                     "template's parser in llama-server (a grammar of the generation prompt, "
+                                     "an optional ```json fence and the schema); not reproduced yet (issue #16): "
+                                     "send the request without it or with type \"text\", or the schema as "
+                                     "json_schema to /completion", format_is_text},
     /* the chat format and its parser */
     {"chat_format", R_ALL, REF, "chat_format: only the content-only format (0) is reproduced; send the request "
                                 "without it", is_content_only},
@@ -442,19 +451,36 @@ static int grammar_tokenize(void *ctx, const char *text, size_t len, int32_t **i
     return engine_tokenize_with(ctx, text, len, 0, 1, ids, n, terr, sizeof terr);
 }
 
-/* grammar: a non-empty string is llama-server's user grammar (any other
- * value is json_value's default, ""), reported as given and parsed as
- * common_sampler_init parses it: a C string, so one starting with a NUL
- * constrains nothing. 0, or -1 with llama-server's 400 message. */
-static int read_grammar(const engine_model *m, const json_value *body, engine_request *rq, char *err,
-                        size_t errlen)
+/* The grammar's text, as the completion schema's "json_schema" handler
+ * (alias "grammar") sets it: outside chat, a json_schema key that is not
+ * null, with no "grammar" key in the body, is converted (an empty object
+ * means {"type":"object"}; a conversion error is the 400 of the field);
+ * otherwise a non-empty grammar string is llama-server's user grammar (any
+ * other value is json_value's default, ""). Kept in rq->grammar_text,
+ * which generation_settings.grammar reports. 0, or -1 with the message. */
+static int read_grammar_text(const json_value *body, unsigned bit, engine_request *rq, char *err, size_t errlen)
 {
     const json_value *g = json_get(body, "grammar");
+    const json_value *js = json_get(body, "json_schema");
     gr_free(rq->grammar);
     rq->grammar = NULL;
     free(rq->grammar_text);
     rq->grammar_text = NULL;
     rq->grammar_len = 0;
+    if (bit != LLAMA_ROUTE_CHAT && js && js->type != JSON_NULL && !g) {
+        char *out = NULL;
+        size_t len = 0;
+        int rc = json_schema_to_gbnf(js, JSON_SCHEMA_FIELD, &out, &len);
+        if (rc == JSON_SCHEMA_OK) {
+            rq->grammar_text = out;
+            rq->grammar_len = len;
+            return 0;
+        }
+        if (rc == JSON_SCHEMA_REFUSED) bk_err(err, errlen, "Field 'json_schema': \"json_schema\": %s", out ? out : "");
+        else bk_err(err, errlen, "json_schema: %s", out ? out : "out of memory");
+        free(out);
+        return -1;
+    }
     if (!g || g->type != JSON_STRING || g->len == 0) return 0;
     rq->grammar_text = malloc(g->len + 1);
     if (!rq->grammar_text) {
@@ -464,10 +490,18 @@ static int read_grammar(const engine_model *m, const json_value *body, engine_re
     memcpy(rq->grammar_text, g->str, g->len);
     rq->grammar_text[g->len] = 0;
     rq->grammar_len = g->len;
-    if (g->str[0] == 0) return 0;
+    return 0;
+}
+
+/* The grammar in rq->grammar_text parsed as common_sampler_init parses it:
+ * a C string, so one starting with a NUL constrains nothing. 0, or -1 with
+ * llama-server's 400 message. */
+static int read_grammar(const engine_model *m, engine_request *rq, char *err, size_t errlen)
+{
+    if (!rq->grammar_text || rq->grammar_text[0] == 0) return 0;
     char why[512];
     gr_tokenizer tk = {(void *)m, grammar_tokenize};
-    rq->grammar = gr_parse(g->str, g->len, &tk, why, sizeof why);
+    rq->grammar = gr_parse(rq->grammar_text, rq->grammar_len, &tk, why, sizeof why);
     if (!rq->grammar) {
         bk_err(err, errlen, "%s", GR_PARSE_FAILED);
         return -1;
@@ -494,6 +528,8 @@ int llama_fields_read(const engine_model *m, const char *route, const json_value
     if (rq->ignore_eos)
         for (int32_t id = 0; id < engine_model_n_tokens(m); id++)
             if (engine_model_is_eog(m, id) && push_bias(rq, &cap, id, -INFINITY)) goto oom;
+    /* the json_schema/grammar field, converted where it stands in the schema */
+    if (read_grammar_text(body, llama_route_bit(route), rq, err, errlen)) return -1;
     /* grammar_lazy (after the schema field, before grammar_triggers, as
      * the completion schema reads them; the chat layer overwrites both) */
     rq->grammar_lazy = 0;
@@ -506,7 +542,7 @@ int llama_fields_read(const engine_model *m, const char *route, const json_value
         }
     }
     /* last: llama-server parses the grammar when it builds the slot's sampler */
-    if (read_grammar(m, body, rq, err, errlen)) return -1;
+    if (read_grammar(m, rq, err, errlen)) return -1;
     if (rq->grammar_lazy) {
         /* lazy without triggers: awaiting a trigger that cannot come, the
          * grammar never applies (nor advances) */

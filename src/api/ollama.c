@@ -32,6 +32,7 @@
 #include "api/ollama.h"
 #include "api/ollama_int.h"
 #include "file/pin.h"
+#include "sampling/json_schema.h"
 #include "sampling/sampler.h"
 #include "api/serve.h"
 #include "base/sha256.h"
@@ -322,12 +323,19 @@ static int refusals(const json_value *body, int generate, char *err, size_t errl
                              "llama-server --reasoning off); thinking is not reproduced yet");
         return -1;
     }
-    const json_value *raw = json_get(body, "raw");
-    if (present(json_get(body, "format"))) {
-        if (raw && raw->type == JSON_TRUE) bk_err(err, errlen, "format with raw: a constrained answer needs the template's prompt; drop raw");
-        else bk_err(err, errlen, "format: JSON mode and JSON schemas need the grammar engine, which bankML does not "
-                                  "have yet; not reproduced (ask without format)");
-        return -1;
+    /* format: a schema is bankML's refusal (Ollama's vendored converter is
+     * not b11669's); "json" and Ollama's own invalid-format error wait for
+     * the model, as llmServer.Completion reads format after the load */
+    const json_value *fmt = json_get(body, "format");
+    if (fmt && fmt->type != JSON_NULL) {
+        char *out = NULL;
+        size_t len = 0;
+        if (ollama_format_to_gbnf(fmt, NULL, 0, &out, &len) == JSON_SCHEMA_LIMIT) {
+            bk_err(err, errlen, "format: %s", out ? out : "out of memory");
+            free(out);
+            return -1;
+        }
+        free(out);
     }
     if (present(json_get(body, "logprobs"))) {
         bk_err(err, errlen, "logprobs: not reproduced on /api yet; /v1/chat/completions answers them");
@@ -748,6 +756,47 @@ static void final_line(gen_call *g, const engine_model *m, const engine_result *
 
 static int ol_client_gone(void *ud) { return serve_client_gone(((api_ctx *)ud)->req); }
 
+/* The <piece> token references of a grammar: common_tokenize with
+ * add_special false, parse_special true. */
+static int ol_grammar_tokenize(void *ctx, const char *text, size_t len, int32_t **ids, size_t *n)
+{
+    char terr[128];
+    return engine_tokenize_with(ctx, text, len, 0, 1, ids, n, terr, sizeof terr);
+}
+
+/* format, as llmServer.Completion turns it into the runner's grammar:
+ * "json" is Ollama's grammarJSON (ollama_format_to_gbnf), constraining as
+ * the grammar sampler does; null and "" none; any other non-object is
+ * Ollama's 500 with its invalid-format message (a schema was refused
+ * before the load). 0, or -1 with the answer sent. */
+static int ol_format_grammar(gen_call *g, const engine_model *m, engine_request *rq)
+{
+    const json_value *fmt = json_get(g->body, "format");
+    char *out = NULL;
+    size_t len = 0;
+    if (!fmt || fmt->type == JSON_NULL) return 0;
+    int rc = ollama_format_to_gbnf(fmt, NULL, 0, &out, &len);
+    if (rc != JSON_SCHEMA_OK) {
+        answer_error(&g->c, rc == JSON_SCHEMA_REFUSED ? 500 : 400, out ? out : "format: out of memory");
+        free(out);
+        return -1;
+    }
+    if (!out) return 0;
+    char why[512];
+    gr_tokenizer tk = {(void *)m, ol_grammar_tokenize};
+    rq->grammar = gr_parse(out, len, &tk, why, sizeof why);
+    if (!rq->grammar) {
+        char msg[600];
+        bk_err(msg, sizeof msg, "format: Ollama's JSON grammar did not parse (%s)", why);
+        answer_error(&g->c, 500, msg);
+        free(out);
+        return -1;
+    }
+    rq->grammar_text = out;
+    rq->grammar_len = len;
+    return 0;
+}
+
 /* With the model held: the sampler over its defaults, the prompt, the run
  * and the answer. */
 static void generate_with(gen_call *g, engine_model *m)
@@ -766,6 +815,7 @@ static void generate_with(gen_call *g, engine_model *m)
     }
     rq.sp.n_probs = 0;
     if (prompt_tokens(g, m) != 0) goto out;
+    if (ol_format_grammar(g, m, &rq) != 0) goto out;
     if (g->stream) {
         serve_resp_header(g->resp, "Cache-Control", "no-cache");
         if (serve_ndjson_begin(g->resp) != 0) goto out;
