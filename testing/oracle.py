@@ -16,7 +16,7 @@ Environment: BANKML_REQUIRE_ORACLE=1 (CI) turns every skip into a failure; BANKM
 shared folder (default ../shared beside the repository); BANKML_ORACLE_BIN names a kit bin folder to use
 instead of running ../shared/oracle/install.sh.
 """
-import hashlib, http.client, json, os, signal, socket, subprocess, sys, tempfile, time
+import hashlib, http.client, json, os, signal, socket, subprocess, sys, tempfile, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -194,6 +194,40 @@ def ensure_models(suite=None):
     if p.returncode != 0:
         skip_all(f"`make models` failed ({p.returncode})", suite)
     return MODELS_DIR
+
+
+def start_both(L, B):
+    """Starts two Servers at once (a model load each); if either fails, both are stopped and one ServerError
+    carries both reasons. Returns (L, B), running."""
+    errs = []
+
+    def go(srv):
+        try:
+            srv.start()
+        except ServerError as e:
+            errs.append(str(e))
+
+    ts = [threading.Thread(target=go, args=(s,)) for s in (L, B)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errs:
+        L.stop()
+        B.stop()
+        raise ServerError("; ".join(errs))
+    return L, B
+
+
+def strip_answer(v, keys):
+    """An answer without the members that differ by nature (keys, at any depth) and without bankml's own
+    receipt events (a list item with bankml_receipt and no choices)."""
+    if isinstance(v, dict):
+        return {k: strip_answer(x, keys) for k, x in v.items() if k not in keys}
+    if isinstance(v, (list, tuple)):
+        return [strip_answer(x, keys) for x in v
+                if not (isinstance(x, dict) and "bankml_receipt" in x and "choices" not in x)]
+    return v
 
 
 def pinned_fork(models, prefix="oracle-"):

@@ -397,26 +397,8 @@ def pin(models, fork):
 
 
 def start_pair(kit, model, fork):
-    L = oracle.Server.llama(kit, model, ctx=CTX)
-    B = oracle.Server.bankml(model, ctx=CTX, extra=["--fork", fork])
-    errs = []
-
-    def go(srv):
-        try:
-            srv.start()
-        except oracle.ServerError as e:
-            errs.append(str(e))
-
-    ts = [threading.Thread(target=go, args=(s,)) for s in (L, B)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errs:
-        L.stop()
-        B.stop()
-        raise oracle.ServerError("; ".join(errs))
-    return L, B
+    return oracle.start_both(oracle.Server.llama(kit, model, ctx=CTX),
+                             oracle.Server.bankml(model, ctx=CTX, extra=["--fork", fork]))
 
 
 def main():

@@ -16,7 +16,7 @@ and Q8_0:
 Answers are capped (n_predict) because random weights run a grammar's answer to the limit.
 ORACLE_GRAMMAR_MODELS=stories260K,... runs some models only (BANKML_BIN=build/asan/bankml: under ASan). Standard
 library only. Ends with "N passed, N failed, N skipped"."""
-import json, os, subprocess, sys, tempfile, threading
+import json, os, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle  # noqa: E402
@@ -98,34 +98,12 @@ def example_grammars():
 
 
 def strip(v):
-    if isinstance(v, dict):
-        return {k: strip(x) for k, x in v.items() if k not in CLOCK}
-    if isinstance(v, (list, tuple)):
-        return [strip(x) for x in v if not (isinstance(x, dict) and "bankml_receipt" in x and "choices" not in x)]
-    return v
+    return oracle.strip_answer(v, CLOCK)
 
 
 def start_pair(model, fork):
-    L = oracle.Server.llama(kit, model, ctx=CTX, name="llama-grammar")
-    B = oracle.Server.bankml(model, ctx=CTX, extra=["--fork", fork], name="bankml-grammar")
-    errs = []
-
-    def go(srv):
-        try:
-            srv.start()
-        except oracle.ServerError as e:
-            errs.append(str(e))
-
-    ts = [threading.Thread(target=go, args=(s,)) for s in (L, B)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errs:
-        L.stop()
-        B.stop()
-        raise oracle.ServerError("; ".join(errs))
-    return L, B
+    return oracle.start_both(oracle.Server.llama(kit, model, ctx=CTX, name="llama-grammar"),
+                             oracle.Server.bankml(model, ctx=CTX, extra=["--fork", fork], name="bankml-grammar"))
 
 
 def same(L, B, label, path, body):

@@ -13,7 +13,7 @@ side by side with the same flags (-t 2 -c 512 -np 1 --jinja), on stories260K and
 Answers are capped (n_predict) because random weights run a schema's answer to the limit.
 ORACLE_JSON_MODELS=stories260K,... runs some models only. Standard library only. Ends with
 "N passed, N failed, N skipped"."""
-import json, os, subprocess, sys, tempfile, threading
+import json, os, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle  # noqa: E402
@@ -42,34 +42,12 @@ def own_schemas(step, offset=0):
 
 
 def strip(v):
-    if isinstance(v, dict):
-        return {k: strip(x) for k, x in v.items() if k not in CLOCK}
-    if isinstance(v, (list, tuple)):
-        return [strip(x) for x in v if not (isinstance(x, dict) and "bankml_receipt" in x and "choices" not in x)]
-    return v
+    return oracle.strip_answer(v, CLOCK)
 
 
 def start_pair(model, fork):
-    L = oracle.Server.llama(kit, model, ctx=CTX, name="llama-json")
-    B = oracle.Server.bankml(model, ctx=CTX, extra=["--fork", fork], name="bankml-json")
-    errs = []
-
-    def go(srv):
-        try:
-            srv.start()
-        except oracle.ServerError as e:
-            errs.append(str(e))
-
-    ts = [threading.Thread(target=go, args=(s,)) for s in (L, B)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errs:
-        L.stop()
-        B.stop()
-        raise oracle.ServerError("; ".join(errs))
-    return L, B
+    return oracle.start_both(oracle.Server.llama(kit, model, ctx=CTX, name="llama-json"),
+                             oracle.Server.bankml(model, ctx=CTX, extra=["--fork", fork], name="bankml-json"))
 
 
 def same(L, B, label, path, body):
