@@ -290,11 +290,21 @@ class Ggml:
 
 # ---------------------------------------------------------------- servers
 
+_given_ports = set()
+
+
 def free_port():
-    """A TCP port on 127.0.0.1 that nothing listens on now (the kernel's pick)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on now (the kernel's pick), never one this process handed out
+    before: two servers built before either starts could otherwise get the same port, the second fail to bind, and
+    its health check be answered by the first (a CI run saw bankml's requests reach llama-server that way)."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _given_ports:
+            _given_ports.add(port)
+            return port
+    raise ServerError("no TCP port on 127.0.0.1 left that this process has not handed out")
 
 
 class ServerError(RuntimeError):
@@ -355,7 +365,7 @@ class Server:
                                   f"{self.log_path}:\n{self.log_tail()}")
             try:
                 status, _ = self.request("GET", "/health", timeout=2)
-                if status == 200:
+                if status == 200 and self.proc.poll() is None:
                     return self
             except (OSError, http.client.HTTPException):
                 pass
