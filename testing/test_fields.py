@@ -41,8 +41,6 @@ BUDGET = "the reasoning budget is not reproduced yet; send the request without i
 BOTH = (CMPL, CHAT)
 REFUSED = [
     ("verbose", True, False, "verbose: the __verbose debug member is not reproduced; send the request without it", BOTH),
-    ("response_fields", ["content"], [], "response_fields: selecting answer members is not reproduced yet; send the "
-                                         "request without it", BOTH),
     ("n_indent", 2, 0, "n_indent: stopping at an indentation limit is not reproduced yet; send the request without it",
      BOTH),
     ("n_cache_reuse", 4, 0, "n_cache_reuse: KV-shifted chunk reuse is not reproduced; send the request without it",

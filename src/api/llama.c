@@ -66,6 +66,7 @@ typedef struct {
     jbuf lp;                   /* streamed logprobs entries joined (receipt) */
     size_t n_lp;
     jbuf ev;
+    const json_value *fields;  /* response_fields: an array of strings, or NULL */
 } sctx;
 
 static int send_event(sctx *c)
@@ -240,6 +241,7 @@ static void completion_final(sctx *c, const engine_result *g, const int32_t *ids
         llama_put_probs(&out, c->m, g->probs, 0, llama_probs_kept(c->m, rq, g));
     }
     jbuf_putc(&out, '}');
+    if (c->fields) llama_select_fields(&out, c->fields);
     if (rq->stream) {
         jbuf_reset(&c->ev);
         jbuf_put(&c->ev, out.p, out.len);
@@ -376,6 +378,18 @@ static void run_completion(engine *e, engine_model *m, sctx *c, engine_request *
 }
 
 /* /v1/chat/completions (chat = 1) and /completion (chat = 0). */
+/* response_fields as b11669 reads it, json_value(body, key, vector<string>()):
+ * anything but an array of strings (null, a string, [1]) is the default, no
+ * selection; so is []. */
+static const json_value *response_fields(const json_value *body)
+{
+    const json_value *v = json_get(body, "response_fields");
+    if (!v || v->type != JSON_ARRAY || !v->n) return NULL;
+    for (size_t i = 0; i < v->n; i++)
+        if (v->items[i]->type != JSON_STRING) return NULL;
+    return v;
+}
+
 static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, int chat)
 {
     json_value *body = llama_parse_body(api->e, req, resp);
@@ -428,6 +442,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
             memcpy(c.id, "chatcmpl-", 9);
             llama_random_id(c.id + 9, 33);
             c.model_name = llama_model_name(api->e, m);
+            c.fields = chat ? NULL : response_fields(body);
             rq.prompt = ids;
             rq.n_prompt = n_ids;
             run_completion(api->e, m, &c, &rq, ids, n_ids);

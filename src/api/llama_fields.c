@@ -124,8 +124,9 @@ static const llama_field FIELDS[] = {
     {"return_tokens", R_ALL, REP, "the final answer's `tokens`: every sampled id (engine_result.gen_ids)", NULL},
     {"return_progress", R_ALL, REP, "streamed: b11669's prompt_progress events before the first decode call "
                                     "and after each (engine_sink.on_progress); no effect without stream", NULL},
-    {"response_fields", R_ALL, REF, "response_fields: selecting answer members is not reproduced yet; send the "
-                                    "request without it", is_empty_array},
+    {"response_fields", R_CMPL, REP, "the final answer's members selected by path (llama_select_fields), as "
+                                     "json_get_nested_values; not an array of strings: no selection", NULL},
+    {"response_fields", R_CHAT | R_OAI, ACC, "b11669 selects members of /completion's answer only", NULL},
     /* the budget and the context */
     {"n_predict", R_ALL, REP, "llama_req.c (aliases max_completion_tokens, max_tokens), the engine's budget", NULL},
     {"max_completion_tokens", R_ALL, REP, "alias of n_predict", NULL},

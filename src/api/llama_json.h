@@ -126,6 +126,18 @@ int llama_fields_read(const engine_model *m, const char *route, const json_value
 
 /* ---- writing (llama_out.c) ---- */
 
+/* v as nlohmann::ordered_json's dump() prints it (no spaces, members in
+ * their order, integers as written, other numbers as its doubles); in
+ * llama_req.c, where error messages quote request values. */
+void llama_put_nl_dump(jbuf *b, const json_value *v);
+/* response_fields (server-common.cpp json_get_nested_values): out, a final
+ * /completion answer, replaced by an object with one member per path of
+ * paths (an array of strings) that leads to a value: the path split at
+ * each '/' walks nested objects, the member named by the whole path; paths
+ * that lead nowhere are left out, a repeated one kept once. Out of memory
+ * or an unparsable out leaves out as it was. */
+void llama_select_fields(jbuf *out, const json_value *paths);
+
 /* n-1 random letters and digits and a NUL (llama-server's random_string
  * is 32 of them). */
 void llama_random_id(char *out, size_t n);

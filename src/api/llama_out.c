@@ -5,6 +5,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 
 #include "api/llama_json.h"
@@ -264,4 +265,45 @@ size_t llama_probs_kept(const engine_model *m, const engine_request *rq, const e
         free(sw);
     }
     return keep;
+}
+
+void llama_select_fields(jbuf *out, const json_value *paths)
+{
+    char err[128];
+    json_value *all = json_parse(out->p, out->len, err, sizeof err);
+    jbuf r;
+    if (!all) return;
+    jbuf_init(&r);
+    jbuf_putc(&r, '{');
+    size_t n_put = 0;
+    for (size_t i = 0; i < paths->n; i++) {
+        const json_value *path = paths->items[i], *cur = all;
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = paths->items[j]->len == path->len && !memcmp(paths->items[j]->str, path->str, path->len);
+        if (seen) continue;
+        /* string_split<std::string>(path, '/'): every part, empty ones too */
+        for (size_t a = 0; cur && a <= path->len;) {
+            const char *sl = memchr(path->str + a, '/', path->len - a);
+            size_t z = sl ? (size_t)(sl - path->str) : path->len;
+            const json_value *next = NULL;
+            if (cur->type == JSON_OBJECT)
+                for (size_t k = 0; k < cur->n && !next; k++)
+                    if (cur->key_lens[k] == z - a && !memcmp(cur->keys[k], path->str + a, z - a)) next = cur->items[k];
+            cur = next;
+            a = z + 1;
+        }
+        if (!cur) continue;
+        if (n_put++) jbuf_putc(&r, ',');
+        json_put_str_nl(&r, path->str, path->len);
+        jbuf_putc(&r, ':');
+        llama_put_nl_dump(&r, cur);
+    }
+    jbuf_putc(&r, '}');
+    if (!r.oom) {
+        jbuf_reset(out);
+        jbuf_put(out, r.p, r.len);
+    }
+    jbuf_free(&r);
+    json_free(all);
 }

@@ -175,7 +175,7 @@ static int field_n_cmpl(const json_value *o, char *err, size_t errlen)
  * in some of its error messages: no spaces, members in their order,
  * integers as written, other numbers as its doubles, strings with
  * \b \f \n \r \t and \u00xx for the other control bytes. */
-static void put_nl_dump(jbuf *b, const json_value *v)
+void llama_put_nl_dump(jbuf *b, const json_value *v)
 {
     switch (v->type) {
     case JSON_NULL: jbuf_puts(b, "null"); return;
@@ -225,7 +225,7 @@ static void put_nl_dump(jbuf *b, const json_value *v)
         jbuf_putc(b, '[');
         for (size_t i = 0; i < v->n; i++) {
             if (i) jbuf_putc(b, ',');
-            put_nl_dump(b, v->items[i]);
+            llama_put_nl_dump(b, v->items[i]);
         }
         jbuf_putc(b, ']');
         return;
@@ -234,9 +234,9 @@ static void put_nl_dump(jbuf *b, const json_value *v)
         for (size_t i = 0; i < v->n; i++) {
             json_value k = {.type = JSON_STRING, .str = v->keys[i], .len = v->key_lens[i]};
             if (i) jbuf_putc(b, ',');
-            put_nl_dump(b, &k);
+            llama_put_nl_dump(b, &k);
             jbuf_putc(b, ':');
-            put_nl_dump(b, v->items[i]);
+            llama_put_nl_dump(b, v->items[i]);
         }
         jbuf_putc(b, '}');
         return;
@@ -299,7 +299,7 @@ int llama_check_messages(const json_value *msgs, int *status, char *err, size_t 
         if (!role) {
             jbuf d;
             jbuf_init(&d);
-            put_nl_dump(&d, m);
+            llama_put_nl_dump(&d, m);
             bk_err(err, errlen, "Failed to parse messages: Missing 'role' in message: %s", d.p ? d.p : "");
             jbuf_free(&d);
             return -1;
