@@ -15,7 +15,7 @@ sent the same requests in the same order (so their slots, and cache_n, move alik
   POST /slots/0;
 - names: a `model` nobody pinned is served (gpt-3.5-turbo, gpt-4o-mini, a number), `model` in answers,
   /v1/models (meta included) and /props whole (model_alias, model_path, model_ftype, the only-metrics
-  default params), without and with --alias; model_ftype and meta on each weight type bankml plays.
+  default params), without and with --alias (one name; several with --tags); model_ftype and meta on each weight type bankml plays.
 
 Each answer compared whole: status and body, with what differs by nature masked (string ids, created
 times, system_fingerprint; of the timings, cache_n, prompt_n and predicted_n), and the ids' shapes checked.
@@ -323,6 +323,19 @@ try:
         S.run("names with --alias", t_names, L, B, "my-model")
 except oracle.ServerError as e:
     S.fail("servers with --alias", str(e))
+try:
+    # several names and tags: split at ',', stripped, empty ones dropped, a std::set each (the first names it)
+    names, tags = " tinyllama-2, fim ,code,,fim\t", "chat, fim,small,,chat,Zeta,\u00e9t\u00e9"
+    with oracle.Server.llama(kit, MODEL, ctx=CTX, extra=["--alias", names, "--tags", tags],
+                             name="llama-routes-aliases") as L, \
+            oracle.Server.bankml(MODEL, ctx=CTX, extra=["--fork", FORK, "--alias", names, "--tags", tags],
+                                 name="bankml-routes-aliases") as B:
+        S.run("names with several aliases and tags", t_names, L, B, "code")
+        got = call(B.port, "/v1/models", None, "GET")[2]["data"][0]
+        S.equal("several aliases: /v1/models' aliases and tags", [got["aliases"], got["tags"]],
+                [["code", "fim", "tinyllama-2"], ["Zeta", "chat", "fim", "small", "\u00e9t\u00e9"]])
+except oracle.ServerError as e:
+    S.fail("servers with several aliases", str(e))
 try:
     S.run("ftypes", t_ftypes)
 except oracle.ServerError as e:

@@ -790,13 +790,27 @@ int llama_api_prime(llama_api *api)
 /* One model of /v1/models: llama-server's members, in its order; "meta"
  * once the model has been loaded (always for the startup model, which
  * serve loads first; a registry entry never loaded yet has none). */
-static void put_model(jbuf *out, const char *name, long long now, const engine_meta *mt)
+static void put_names(jbuf *out, const json_value *names)
+{
+    for (size_t i = 0; names && i < names->n; i++) {
+        if (i) jbuf_putc(out, ',');
+        json_put_str_nl(out, names->items[i]->str, names->items[i]->len);
+    }
+}
+
+/* aliases and tags: --alias's and --tags' sets for the startup model (its
+ * name alone without --alias), NULL for the others */
+static void put_model(jbuf *out, const char *name, long long now, const engine_meta *mt, const json_value *aliases,
+                      const json_value *tags)
 {
     jbuf_puts(out, "{\"id\":");
     json_put_cstr_nl(out, name);
     jbuf_puts(out, ",\"aliases\":[");
-    json_put_cstr_nl(out, name);
-    jbuf_printf(out, "],\"tags\":[],\"object\":\"model\",\"architecture\":{\"input_modalities\":[\"text\"],"
+    if (aliases && aliases->n) put_names(out, aliases);
+    else json_put_cstr_nl(out, name);
+    jbuf_puts(out, "],\"tags\":[");
+    put_names(out, tags);
+    jbuf_printf(out, "],\"object\":\"model\",\"architecture\":{\"input_modalities\":[\"text\"],"
                      "\"output_modalities\":[\"text\"]},\"created\":%lld,\"owned_by\":\"llamacpp\"", now);
     if (mt) {
         jbuf_printf(out, ",\"meta\":{\"vocab_type\":%d,\"n_vocab\":%d,\"n_ctx\":%zu,\"n_ctx_train\":%u,\"n_embd\":%u,"
@@ -832,7 +846,9 @@ static void h_models(serve_req *req, serve_resp *resp, void *ud)
             if (i) jbuf_putc(&out, ',');
             if (pass) {
                 engine_meta mt;
-                put_model(&out, name, now, engine_entry_meta(api->e, i, &mt) == 0 ? &mt : NULL);
+                int first = i == engine_default(api->e);
+                put_model(&out, name, now, engine_entry_meta(api->e, i, &mt) == 0 ? &mt : NULL,
+                          first ? api->o.aliases : NULL, first ? api->o.tags : NULL);
                 continue;
             }
             jbuf_puts(&out, "{\"name\":");

@@ -50,7 +50,8 @@ typedef struct llama_api_opts_s {
     int models_autoload;       /* --models-autoload (default on; router /props' models_autoload) */
     int sleep;                 /* --sleep-idle-seconds given: /props and /v1/models answer from what the last
                                   load showed while the model sleeps, and /props says is_sleeping */
-    const char *alias;         /* --alias as given (comma-separated), or NULL; kept for the routes' names */
+    const json_value *aliases; /* --alias: the names, sorted, each once (an array of strings), or NULL */
+    const json_value *tags;    /* --tags: the same for the informational tags */
     int metrics;               /* --metrics: /metrics is served; else llama-server's 501 */
     int slots;                 /* --slots (the default); --no-slots: GET /slots answers llama-server's 501 */
     int props;                 /* --props (refused by the command line today): POST /props allowed, else 501 */

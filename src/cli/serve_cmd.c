@@ -3,8 +3,8 @@
  * llama-server routes, bankML's status routes and Ollama's /api/ routes on
  * one HTTP server.
  */
+#include <ctype.h>
 #include <errno.h>
-#include <stdint.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +46,7 @@ typedef struct {
     int have_tmpl;
     jbuf keys;                 /* --api-key and --api-key-file's keys, comma-separated */
     json_value *sampling;
+    json_value *aliases, *tags;   /* --alias and --tags as llama-server keeps them (name_set) */
     llama_api_opts lo;
     char slot_path[4096];      /* --slot-save-path / --slot-dir with its final '/' */
 } serve_cfg;
@@ -55,6 +56,41 @@ static void cfg_free(serve_cfg *c)
     jbuf_free(&c->tmpl);
     jbuf_free(&c->keys);
     json_free(c->sampling);
+    json_free(c->aliases);
+    json_free(c->tags);
+}
+
+/* --alias / --tags as llama-server b11669 keeps them: split at ',', each
+ * part stripped of isspace() at both ends, empty ones dropped, into a
+ * std::set (sorted by bytes, each once). An array of strings (NULL when v
+ * is NULL or memory ran out). */
+static json_value *name_set(const char *v)
+{
+    json_value *set = v ? json_new(JSON_ARRAY, NULL, 0) : NULL;
+    for (const char *p = v; set && p;) {
+        const char *comma = strchr(p, ','), *z = comma ? comma : p + strlen(p);
+        while (p < z && isspace((unsigned char)*p)) p++;
+        while (z > p && isspace((unsigned char)z[-1])) z--;
+        size_t n = (size_t)(z - p), at = 0;
+        int cmp = 1;
+        for (; n && at < set->n; at++) {
+            size_t m = set->items[at]->len;
+            cmp = memcmp(set->items[at]->str, p, m < n ? m : n);
+            if (!cmp) cmp = m < n ? -1 : m > n;
+            if (cmp >= 0) break;
+        }
+        if (n && (at == set->n || cmp != 0)) {
+            json_value *s = json_new(JSON_STRING, p, n);
+            if (!s || json_add(set, NULL, s) != 0) {
+                json_free(set);
+                return NULL;
+            }
+            memmove(set->items + at + 1, set->items + at, (set->n - 1 - at) * sizeof *set->items);
+            set->items[at] = s;
+        }
+        p = comma ? comma + 1 : NULL;
+    }
+    return set;
 }
 
 static int refuse(const char *fmt, const char *a, const char *b)
@@ -386,13 +422,17 @@ static int serve_read_flags(const parsed_args *a, serve_cfg *c, engine_opts *o)
     c->dir = args_opt(a, "--registry");
     c->upstream = args_opt(a, "--upstream");
     llama_api_opts_init(&c->lo);
-    c->lo.alias = args_opt(a, "--alias");
+    c->aliases = name_set(args_opt(a, "--alias"));
+    c->tags = name_set(args_opt(a, "--tags"));
+    c->lo.aliases = c->aliases;
+    c->lo.tags = c->tags;
     c->lo.metrics = args_bool(a, "--metrics", 0);
     c->lo.slots = args_bool(a, "--slots", 1);
     if ((rc = read_slot_path(a, c)) || (rc = read_opts(a, c, o)) || (rc = read_listen(a, c)) || (rc = read_keys(a, c)) || (rc = serve_read_sampling(a, c)) ||
         (rc = read_template(a, c, o)))
         return rc;
-    o->alias = c->lo.alias;   /* the startup model's name in answers (engine_alias); read_opts cleared o */
+    /* the startup model's name in answers (engine_alias): the first alias; read_opts cleared o */
+    o->alias = c->aliases && c->aliases->n ? c->aliases->items[0]->str : NULL;
     return 0;
 }
 
