@@ -67,6 +67,9 @@ typedef struct {
     size_t n_lp;
     jbuf ev;
     const json_value *fields;  /* response_fields: an array of strings, or NULL */
+    int index;                 /* the task's prompt among the request's */
+    jbuf *collect;             /* several prompts, not streamed: the finals joined here, not sent */
+    int replied;               /* an error was answered (or sent): nothing more goes out */
 } sctx;
 
 static int send_event(sctx *c)
@@ -95,7 +98,7 @@ static void chunk_tail(sctx *c)
 static int completion_partial(sctx *c, const engine_token *t, int stop_now, const engine_result *g)
 {
     jbuf_reset(&c->ev);
-    jbuf_puts(&c->ev, "{\"index\":0,\"content\":");
+    jbuf_printf(&c->ev, "{\"index\":%d,\"content\":", c->index);
     json_put_str_nl(&c->ev, t->text, t->text_len);
     jbuf_printf(&c->ev, ",\"tokens\":[%d],\"stop\":false,\"id_slot\":-1,\"tokens_predicted\":%zu,"
                         "\"tokens_evaluated\":%zu", (int)t->tok, g->n_decoded, g->n_prompt);
@@ -195,8 +198,8 @@ static int on_progress(void *ud, const engine_progress *p, const engine_result *
         chunk_tail(c);
     } else {
         jbuf_reset(&c->ev);
-        jbuf_printf(&c->ev, "{\"index\":0,\"content\":\"\",\"tokens\":[0],\"stop\":false,\"id_slot\":-1,"
-                            "\"tokens_predicted\":%zu,\"tokens_evaluated\":%zu", g->n_decoded, g->n_prompt);
+        jbuf_printf(&c->ev, "{\"index\":%d,\"content\":\"\",\"tokens\":[0],\"stop\":false,\"id_slot\":-1,"
+                            "\"tokens_predicted\":%zu,\"tokens_evaluated\":%zu", c->index, g->n_decoded, g->n_prompt);
     }
     if (c->rq->timings_per_token) {
         jbuf_puts(&c->ev, ",\"timings\":");
@@ -217,7 +220,7 @@ static void completion_final(sctx *c, const engine_result *g, const int32_t *ids
     jbuf out, d;
     jbuf_init(&out);
     jbuf_init(&d);
-    jbuf_puts(&out, "{\"index\":0,\"content\":");
+    jbuf_printf(&out, "{\"index\":%d,\"content\":", c->index);
     if (rq->stream) jbuf_puts(&out, "\"\"");
     else json_put_str_nl(&out, g->text.p ? g->text.p : "", g->text.len);
     jbuf_puts(&out, ",\"tokens\":[");
@@ -246,6 +249,9 @@ static void completion_final(sctx *c, const engine_result *g, const int32_t *ids
         jbuf_reset(&c->ev);
         jbuf_put(&c->ev, out.p, out.len);
         send_event(c);
+    } else if (c->collect) {
+        if (c->collect->len) jbuf_putc(c->collect, ',');
+        jbuf_put(c->collect, out.p, out.len);
     } else {
         serve_reply_json(c->resp, 200, &out);
     }
@@ -354,12 +360,15 @@ static void chat_stream_end(sctx *c, const engine_result *g)
 }
 
 /* The completion in the slot, and its answer. */
-static void run_completion(engine *e, engine_model *m, sctx *c, engine_request *rq, const int32_t *ids, size_t n_ids)
+static int run_completion(engine *e, engine_model *m, sctx *c, engine_request *rq, const int32_t *ids, size_t n_ids)
 {
     engine_result g;
     engine_error er = {0};
     engine_sink sink = {on_token, client_gone, c, on_progress};
+    int rc = 0;
     if (engine_complete(e, m, rq, &sink, &g, &er) != 0) {
+        rc = -1;
+        c->replied = 1;
         if (c->began) {
             jbuf_reset(&c->ev);
             jbuf_puts(&c->ev, "{\"error\":");
@@ -373,11 +382,13 @@ static void run_completion(engine *e, engine_model *m, sctx *c, engine_request *
         if (!c->chat) completion_final(c, &g, ids, n_ids);
         else if (!rq->stream) chat_final(c, &g);
         else chat_stream_end(c, &g);
+    } else {
+        rc = -1;
     }
     engine_result_free(&g);
+    return rc;
 }
 
-/* /v1/chat/completions (chat = 1) and /completion (chat = 0). */
 /* response_fields as b11669 reads it, json_value(body, key, vector<string>()):
  * anything but an array of strings (null, a string, [1]) is the default, no
  * selection; so is []. */
@@ -390,6 +401,102 @@ static const json_value *response_fields(const json_value *body)
     return v;
 }
 
+/* The prompts' tasks, one after another in the slot as llama-server -np 1
+ * runs the tasks it posted at once: each answer with its index; not
+ * streamed, one object for one prompt and an array for several; streamed,
+ * each task's events in turn, "data: null" (the begin partial b11669 sends
+ * as a task starts, unsent for the first) before the others. A task over
+ * the context ends the request with its error (an event once streaming). */
+static void run_prompts(llama_api *api, engine_model *m, sctx *c, engine_request *rq, const llama_pre *pre,
+                        const llama_prompts *ps, jbuf *tparams)
+{
+    for (size_t i = 0; ps->count > 1 && i < ps->count; i++) {
+        if (ps->n[i] < engine_model_n_ctx(m) && llama_prompt_valid(m, ps->ids[i], ps->n[i])) continue;
+        char msg[400];
+        snprintf(msg, sizeof msg, "prompt %zu of %zu %s: llama-server would run the prompts before it, answer that "
+                 "task's error and cancel the others while its loop may already have started the next one (what its "
+                 "slot holds afterwards depends on timing), so bankml refuses the request; send only valid prompts",
+                 i + 1, ps->count, ps->n[i] >= engine_model_n_ctx(m) ? "exceeds the context" : "has invalid tokens");
+        llama_reply_err(c->resp, 400, msg);
+        return;
+    }
+    int64_t first = ps->count > 1 ? engine_task_ids(api->e, (int)ps->count) : -1;
+    jbuf all;
+    jbuf_init(&all);
+    for (size_t i = 0; i < ps->count; i++) {
+        const int32_t *ids = ps->ids[i];
+        size_t n_ids = ps->n[i];
+        rq->id_task = first >= 0 ? first + (int64_t)i : -1;
+        rq->n_tasks = (int)ps->count;
+        engine_select(api->e, m, ids, n_ids, rq->id_slot);   /* llama-server: at slot selection, before the context check */
+        rq->selected = 1;
+        if (!llama_prompt_valid(m, ids, n_ids)) {
+            /* the slot's launch refuses it: the task's id (unless posted with others) and one more, measured */
+            engine_task_ids(api->e, rq->id_task >= 0 ? 1 : 2);
+            static const char bad[] = "{\"code\":400,\"message\":\"Prompt contains invalid tokens\",\"type\":"
+                                      "\"invalid_request_error\"}";
+            if (c->began) {
+                jbuf_reset(&c->ev);
+                jbuf_printf(&c->ev, "{\"error\":%s}", bad);
+                send_event(c);
+            } else {
+                llama_reply_err(c->resp, 400, "Prompt contains invalid tokens");
+            }
+            c->replied = 1;
+            break;
+        }
+        jbuf_reset(tparams);
+        llama_task_params(m, pre, rq, tparams);
+        rq->task_params = tparams->p;
+        rq->task_params_len = tparams->len;
+        if (n_ids >= engine_model_n_ctx(m)) {
+            engine_task_refused(api->e, m, rq);
+            if (c->began) {
+                char msg[200];
+                jbuf_reset(&c->ev);
+                snprintf(msg, sizeof msg, "request (%zu tokens) exceeds the available context size (%zu tokens), try "
+                                          "increasing it", n_ids, engine_model_n_ctx(m));
+                jbuf_puts(&c->ev, "{\"error\":{\"code\":400,\"message\":");
+                json_put_cstr_nl(&c->ev, msg);
+                jbuf_printf(&c->ev, ",\"type\":\"exceed_context_size_error\",\"n_prompt_tokens\":%zu,\"n_ctx\":%zu}}",
+                            n_ids, engine_model_n_ctx(m));
+                send_event(c);
+            } else {
+                llama_reply_exceed_ctx(c->resp, n_ids, engine_model_n_ctx(m));
+            }
+            c->replied = 1;
+            break;
+        }
+        if (i && rq->stream && !rq->return_progress && n_ids) {
+            jbuf_reset(&c->ev);
+            jbuf_puts(&c->ev, "null");
+            if (send_event(c) != 0) break;
+        }
+        jbuf_reset(&c->raw);
+        jbuf_reset(&c->sent);
+        jbuf_reset(&c->shown);
+        jbuf_reset(&c->lp);
+        c->n_lp = 0;
+        c->has_new_line = 0;
+        c->index = (int)i;
+        c->collect = ps->count > 1 && !rq->stream ? &all : NULL;
+        rq->prompt = ids;
+        rq->n_prompt = n_ids;
+        if (run_completion(api->e, m, c, rq, ids, n_ids) != 0) break;
+    }
+    if (!c->replied && ps->count > 1 && !rq->stream) {
+        jbuf out;
+        jbuf_init(&out);
+        jbuf_putc(&out, '[');
+        jbuf_put(&out, all.p, all.len);
+        jbuf_putc(&out, ']');
+        serve_reply_json(c->resp, 200, &out);
+        jbuf_free(&out);
+    }
+    jbuf_free(&all);
+}
+
+/* /v1/chat/completions (chat = 1) and /completion (chat = 0). */
 static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, int chat)
 {
     json_value *body = llama_parse_body(api->e, req, resp);
@@ -397,8 +504,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
     int status;
     llama_pre pre;
     engine_request rq;
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
+    llama_prompts ps;
     engine_model *m;
     jbuf tparams;
     if (!body) return;
@@ -416,15 +522,11 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
     if (llama_read_request(m, &api->o, body, &pre, &rq, err, sizeof err) != 0) {
         engine_task_ids(api->e, 1);   /* b11669 takes the task's id before it reads the fields */
         llama_reply_err(resp, 400, err);
-    } else if (llama_prompt_ids(m, &pre, resp, &ids, &n_ids) == 0) {
-        engine_select(api->e, m, ids, n_ids, rq.id_slot);   /* llama-server: at slot selection, before the context check */
-        rq.selected = 1;
-        llama_task_params(m, &pre, &rq, &tparams);
-        rq.task_params = tparams.p;
-        rq.task_params_len = tparams.len;
-        if (n_ids >= engine_model_n_ctx(m)) {
-            engine_task_refused(api->e, m, &rq);
-            llama_reply_exceed_ctx(resp, n_ids, engine_model_n_ctx(m));
+    } else if (llama_prompt_list(m, &pre, resp, &ps) == 0) {
+        if (ps.count > 1 && engine_model_n_slots(m) > 1) {
+            llama_reply_err(resp, 400, "several prompts with more than one slot are not reproduced: llama-server runs "
+                                       "their tasks at once in shared batches, whose bits bankml does not reproduce; "
+                                       "serve with -np 1 or send one prompt per request");
         } else {
             sctx c;
             memset(&c, 0, sizeof c);
@@ -443,21 +545,19 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
             llama_random_id(c.id + 9, 33);
             c.model_name = llama_model_name(api->e, m);
             c.fields = chat ? NULL : response_fields(body);
-            rq.prompt = ids;
-            rq.n_prompt = n_ids;
-            run_completion(api->e, m, &c, &rq, ids, n_ids);
+            run_prompts(api, m, &c, &rq, &pre, &ps, &tparams);
             jbuf_free(&c.raw);
             jbuf_free(&c.sent);
             jbuf_free(&c.shown);
             jbuf_free(&c.lp);
             jbuf_free(&c.ev);
         }
+        llama_prompts_free(&ps);
     }
     engine_release(api->e, api->o.keep_ms);
 out:
     engine_request_free(&rq);
     jbuf_free(&tparams);
-    free(ids);
     json_free(body);
 }
 

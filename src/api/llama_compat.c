@@ -449,7 +449,10 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
         llama_task_params(m, &pre, &rq, &tparams);
         rq.task_params = tparams.p;
         rq.task_params_len = tparams.len;
-        if (n_ids >= engine_model_n_ctx(m)) {
+        if (!llama_prompt_valid(m, ids, n_ids)) {
+            engine_task_ids(e, 2);   /* the slot's launch refuses it: the task's id and one more, measured */
+            llama_reply_err(resp, 400, "Prompt contains invalid tokens");
+        } else if (n_ids >= engine_model_n_ctx(m)) {
             engine_task_refused(e, m, &rq);
             llama_reply_exceed_ctx(resp, n_ids, engine_model_n_ctx(m));
         } else {

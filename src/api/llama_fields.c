@@ -106,7 +106,9 @@ static int is_content_only(const json_value *v) { return is_zero(v) || is_false(
  * pass), every other value is refused with `words`. */
 static const llama_field FIELDS[] = {
     /* the prompt */
-    {"prompt", R_CMPL | R_OAI, REP, "llama_req.c llama_read_prompt: a string, ids, or both mixed", NULL},
+    {"prompt", R_CMPL | R_OAI, REP, "llama_req.c llama_read_prompts (tokenize_input_prompts): a string, ids, both "
+                                    "mixed, {prompt_string}; an array without integers is several prompts, run one "
+                                    "after another (llama.c run_prompts; -np 1 only)", NULL},
     {"messages", R_CHAT, REP, "llama_req.c llama_check_messages, then engine_render (the model's template)", NULL},
     {"model", R_ALL, ACC, "names the model in bankml's registry (engine_find); the answer is the model's", NULL},
     {"user", R_ALL, ACC, "an OpenAI label llama-server never reads", NULL},

@@ -72,13 +72,30 @@ int llama_read_pre(const json_value *body, int chat, llama_pre *pre, int *status
 int llama_read_request(const engine_model *m, const llama_api_opts *lo, const json_value *body, const llama_pre *pre,
                        engine_request *rq, char *err, size_t errlen);
 
-/* /completion's `prompt`: a string (tokenized as a prompt), or an array of
- * ids and strings mixed. *ids malloc'd. 0, or -1 with the 400 message. */
-int llama_read_prompt(const engine_model *m, const json_value *pr, int32_t **ids, size_t *n, char *err,
-                      size_t errlen);
-/* A request's prompt ids: the conversation through the template (pre->chat)
- * and tokenized, or llama_read_prompt's. *ids malloc'd. 0, or -1 after
- * answering the 400 on resp. */
+/* The prompts of one request, each its ids (malloc'd). */
+typedef struct {
+    int32_t **ids;
+    size_t *n;
+    size_t count;
+} llama_prompts;
+void llama_prompts_free(llama_prompts *p);
+/* /completion's `prompt` as b11669's tokenize_input_prompts reads it: an
+ * array without integers is several prompts, one per element; anything
+ * else is one. A prompt is a string (tokenized with BOS), an array of ids,
+ * an array of strings and ids mixed (BOS only before a first string), or
+ * an object with `prompt_string` (one of those); other shapes, [] and multimodal_data are refused with llama-server's
+ * words. 0, or -1 with the 400 message (out left empty). */
+int llama_read_prompts(const engine_model *m, const json_value *pr, llama_prompts *out, char *err, size_t errlen);
+/* b11669's check as it launches a task (server_tokens::validate): every id
+ * in the vocabulary. 1 when they are; else the task fails with "Prompt
+ * contains invalid tokens" (400) after its slot was chosen. */
+int llama_prompt_valid(const engine_model *m, const int32_t *ids, size_t n);
+/* A request's prompts: the conversation through the template (pre->chat:
+ * always one) and tokenized, or llama_read_prompts'. 0, or -1 after
+ * answering the error on resp. */
+int llama_prompt_list(const engine_model *m, const llama_pre *pre, serve_resp *resp, llama_prompts *out);
+/* llama_prompt_list for a route that runs one prompt: several are refused
+ * with the reason. *ids malloc'd. 0, or -1 after answering on resp. */
 int llama_prompt_ids(const engine_model *m, const llama_pre *pre, serve_resp *resp, int32_t **ids, size_t *n);
 
 /* ---- the field table (llama_fields.c) ---- */

@@ -454,58 +454,188 @@ static int append_ids(int32_t **out, size_t *n_out, const int32_t *ids, size_t n
     return 0;
 }
 
-int llama_read_prompt(const engine_model *m, const json_value *pr, int32_t **ids, size_t *n, char *err,
-                      size_t errlen)
+/* nlohmann's is_number_integer: a literal without '.', 'e' or 'E' that fits
+ * int64 or uint64 (a wider one parses as a double). */
+static int prompt_is_int(const json_value *v)
 {
-    *ids = NULL;
-    *n = 0;
-    if (pr->type == JSON_STRING) return engine_tokenize(m, pr->str, pr->len, ids, n, err, errlen);
-    /* a list of ids, or of strings and ids mixed */
-    int ok = pr->type == JSON_ARRAY;
-    for (size_t i = 0; ok && i < pr->n; i++) {
-        const json_value *it = pr->items[i];
-        int64_t id;
-        if (it->type == JSON_STRING) {
-            int32_t *part = NULL;
-            size_t np = 0;
-            if (engine_tokenize_with(m, it->str, it->len, i == 0, 1, &part, &np, err, errlen) != 0) {
-                ok = 0;
-                break;
-            }
-            ok = append_ids(ids, n, part, np) == 0;
-            free(part);
-        } else if (json_as_i64(it, &id)) {
-            if (id < 0 || id >= engine_model_n_tokens(m)) {
-                bk_err(err, errlen, "Prompt contains invalid tokens");
-                return -1;
-            }
-            int32_t one = (int32_t)id;
-            ok = append_ids(ids, n, &one, 1) == 0;
-        } else {
-            ok = 0;
-        }
-    }
-    if (!ok) {
-        bk_err(err, errlen, "\"prompt\" elements must be a string, a list of tokens, a JSON object containing a "
-                            "prompt string, or a list of mixed strings & tokens.");
+    int64_t x;
+    if (v->type != JSON_NUMBER || strpbrk(v->str, ".eE")) return 0;
+    if (json_as_i64(v, &x)) return 1;
+    if (v->str[0] == '-') return 0;
+    errno = 0;
+    (void)strtoull(v->str, NULL, 10);
+    return errno == 0;
+}
+
+static const char PROMPT_SHAPES[] = "\"prompt\" elements must be a string, a list of tokens, a JSON object containing "
+                                    "a prompt string, or a list of mixed strings & tokens.";
+
+/* One id of a prompt: get<llama_token>() of a number or a boolean (its
+ * range is the task's check, llama_prompt_valid). */
+static int prompt_id(const json_value *v, int32_t **ids, size_t *n, char *err, size_t errlen)
+{
+    if (v->type != JSON_NUMBER && v->type != JSON_TRUE && v->type != JSON_FALSE) {
+        bk_err(err, errlen, "[json.exception.type_error.302] type must be number, but is %s", llama_jtype(v));
         return -1;
+    }
+    int32_t id = llama_token_id(v);
+    return append_ids(ids, n, &id, 1);
+}
+
+int llama_prompt_valid(const engine_model *m, const int32_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= engine_model_n_tokens(m)) return 0;
+    return 1;
+}
+
+/* tokenize_mixed: a string tokenized with BOS; an array's strings
+ * tokenized (BOS only for a string that comes first) and its other
+ * elements read as ids. */
+static int prompt_mixed(const engine_model *m, const json_value *v, int32_t **ids, size_t *n, char *err,
+                        size_t errlen)
+{
+    if (v->type == JSON_STRING) return engine_tokenize(m, v->str, v->len, ids, n, err, errlen);
+    if (v->type != JSON_ARRAY) {
+        bk_err(err, errlen, "[json.exception.type_error.302] type must be string, but is %s", llama_jtype(v));
+        return -1;
+    }
+    for (size_t i = 0; i < v->n; i++) {
+        const json_value *it = v->items[i];
+        if (it->type != JSON_STRING) {
+            if (prompt_id(it, ids, n, err, errlen) != 0) return -1;
+            continue;
+        }
+        int32_t *part = NULL;
+        size_t np = 0;
+        if (engine_tokenize_with(m, it->str, it->len, i == 0, 1, &part, &np, err, errlen) != 0) return -1;
+        int rc = append_ids(ids, n, part, np);
+        free(part);
+        if (rc != 0) return -1;
     }
     return 0;
 }
 
-int llama_prompt_ids(const engine_model *m, const llama_pre *pre, serve_resp *resp, int32_t **ids, size_t *n)
+/* tokenize_input_subprompt: a string or an array of strings and integers
+ * mixed (tokenize_mixed), an array of integers (the ids; [] is none), an
+ * object with prompt_string (multimodal_data refused: no projector). */
+static int prompt_sub(const engine_model *m, const json_value *v, int32_t **ids, size_t *n, char *err, size_t errlen)
+{
+    int strs = 0, ints = 0;
+    for (size_t i = 0; v->type == JSON_ARRAY && i < v->n; i++) {
+        strs |= v->items[i]->type == JSON_STRING;
+        ints |= prompt_is_int(v->items[i]);
+    }
+    if (v->type == JSON_STRING || (strs && ints)) return prompt_mixed(m, v, ids, n, err, errlen);
+    if (v->type == JSON_ARRAY && (ints || !v->n) && !strs) {
+        for (size_t i = 0; i < v->n; i++)   /* json_is_array_of_numbers first */
+            if (!prompt_is_int(v->items[i])) {
+                bk_err(err, errlen, "%s", PROMPT_SHAPES);
+                return -1;
+            }
+        for (size_t i = 0; i < v->n; i++)
+            if (prompt_id(v->items[i], ids, n, err, errlen) != 0) return -1;
+        return append_ids(ids, n, NULL, 0);
+    }
+    const json_value *ps = json_get(v, "prompt_string");
+    if (ps) {
+        if (json_get(v, "multimodal_data")) {
+            bk_err(err, errlen, "Multimodal data provided, but model does not support multimodal requests.");
+            return -1;
+        }
+        return prompt_mixed(m, ps, ids, n, err, errlen);
+    }
+    bk_err(err, errlen, "%s", PROMPT_SHAPES);
+    return -1;
+}
+
+void llama_prompts_free(llama_prompts *p)
+{
+    for (size_t i = 0; i < p->count; i++) free(p->ids[i]);
+    free(p->ids);
+    free(p->n);
+    p->ids = NULL;
+    p->n = NULL;
+    p->count = 0;
+}
+
+int llama_read_prompts(const engine_model *m, const json_value *pr, llama_prompts *out, char *err, size_t errlen)
+{
+    int ints = 0;
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; pr->type == JSON_ARRAY && i < pr->n; i++) ints |= prompt_is_int(pr->items[i]);
+    size_t count = pr->type == JSON_ARRAY && !ints ? pr->n : 1;
+    if (!count) {
+        bk_err(err, errlen, "\"prompt\" must not be empty");
+        return -1;
+    }
+    out->ids = calloc(count, sizeof *out->ids);
+    out->n = calloc(count, sizeof *out->n);
+    if (!out->ids || !out->n) {
+        llama_prompts_free(out);
+        bk_err(err, errlen, "out of memory reading the prompt");
+        return -1;
+    }
+    out->count = count;
+    for (size_t i = 0; i < count; i++) {
+        const json_value *sub = pr->type == JSON_ARRAY && !ints ? pr->items[i] : pr;
+        if (prompt_sub(m, sub, &out->ids[i], &out->n[i], err, errlen) != 0) {
+            llama_prompts_free(out);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int llama_prompt_list(const engine_model *m, const llama_pre *pre, serve_resp *resp, llama_prompts *out)
 {
     char err[1024];
     int rc;
+    memset(out, 0, sizeof *out);
     if (pre->chat) {
         jbuf p;
+        int32_t *ids = NULL;
+        size_t n = 0;
         jbuf_init(&p);
         rc = engine_render(m, pre->messages, &p, err, sizeof err);
-        if (rc == 0) rc = engine_tokenize(m, p.p ? p.p : "", p.len, ids, n, err, sizeof err);
+        if (rc == 0) rc = engine_tokenize(m, p.p ? p.p : "", p.len, &ids, &n, err, sizeof err);
         jbuf_free(&p);
+        if (rc == 0) {
+            out->ids = malloc(sizeof *out->ids);
+            out->n = malloc(sizeof *out->n);
+            if (!out->ids || !out->n) {
+                free(ids);
+                llama_prompts_free(out);
+                bk_err(err, sizeof err, "out of memory reading the prompt");
+                rc = -1;
+            } else {
+                out->ids[0] = ids;
+                out->n[0] = n;
+                out->count = 1;
+            }
+        }
     } else {
-        rc = llama_read_prompt(m, pre->prompt, ids, n, err, sizeof err);
+        rc = llama_read_prompts(m, pre->prompt, out, err, sizeof err);
     }
     if (rc != 0) llama_reply_err(resp, rc == -2 ? 500 : 400, err);   /* -2: --no-jinja without a format */
     return rc;
+}
+
+int llama_prompt_ids(const engine_model *m, const llama_pre *pre, serve_resp *resp, int32_t **ids, size_t *n)
+{
+    llama_prompts ps;
+    *ids = NULL;
+    *n = 0;
+    if (llama_prompt_list(m, pre, resp, &ps) != 0) return -1;
+    if (ps.count != 1) {
+        llama_prompts_free(&ps);
+        llama_reply_err(resp, 400, "several prompts in one request are not reproduced on this route yet (llama-server "
+                                   "runs one task per prompt); send them one per request");
+        return -1;
+    }
+    *ids = ps.ids[0];
+    *n = ps.n[0];
+    free(ps.ids);
+    free(ps.n);
+    return 0;
 }

@@ -268,6 +268,9 @@ typedef struct {
     const char *task_params;   /* the task's params as GET /slots shows them (JSON, the front-end's; copied
                                   when the task starts); NULL: {} */
     size_t task_params_len;
+    int64_t id_task;           /* llama-server's task id, taken when a request with several prompts posted all
+                                  its tasks at once; -1: engine_complete takes one */
+    int n_tasks;               /* the tasks the request's reader waits for (a cancel each); 0 or 1: one */
 } engine_request;
 
 void engine_request_init(engine_request *rq);   /* defaults as llama-server's */

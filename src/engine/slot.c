@@ -128,6 +128,7 @@ void engine_request_init(engine_request *rq)
     rq->n_predict = -1;
     rq->cache_prompt = 1;
     rq->id_slot = -1;
+    rq->id_task = -1;
 }
 
 void engine_request_free(engine_request *rq)
@@ -455,8 +456,28 @@ int engine_complete(engine *e, engine_model *m, const engine_request *rq, const 
     res->n_prompt = rq->n_prompt;
     res->t_start = bk_mono_us();
     res->id_slot = m->cur;
-    int64_t id_task = engine_task_ids(e, 1);   /* taken as the task is posted, also when its sampler refuses */
+    /* a front-end checks ids as llama-server does (its words, its task ids);
+     * this is the engine's own guard: an id outside the vocabulary would
+     * read outside the embedding matrix */
+    int32_t n_vocab = (int32_t)fw_weights_hp(m->fw_w)->n_vocab;
+    for (size_t i = 0; i < rq->n_prompt; i++)
+        if (rq->prompt[i] < 0 || rq->prompt[i] >= n_vocab) {
+            engine_err(er, ENGINE_BAD_INPUT, "prompt token %d is outside the vocabulary (ids 0 to %d)",
+                       (int)rq->prompt[i], (int)n_vocab - 1);
+            engine_stopper_free(&r.st);
+            jbuf_free(&r.piece);
+            return -1;
+        }
+    /* taken as the task is posted, also when its sampler refuses */
+    int64_t id_task = rq->id_task >= 0 ? rq->id_task : engine_task_ids(e, 1);
     if (rq->n_prompt == 0) {
+        /* b11669 launches the task on its slot, then the loop answers it empty
+         * and releases the slot (one NEXT_RESPONSE), the cells left as they were */
+        if (!rq->selected) engine_select(e, m, rq->prompt, 0, rq->id_slot);
+        res->id_slot = m->cur;
+        engine_view_begin(e, m->cur, rq, id_task);
+        engine_task_ids(e, 1);
+        engine_view_end(e, m->cur, m->slots[m->cur].n, -1);
         engine_stopper_free(&r.st);
         return 0;
     }
@@ -497,7 +518,7 @@ done:
         /* has_next_token: a decided stop clears it; a cancel leaves it set (unchanged before any token) */
         int has_next = res->stop != ENGINE_STOP_NONE || rc != 0 ? 0 : res->n_decoded ? 1 : -1;
         engine_view_end(e, res->id_slot, r.sl->n, has_next);
-        if (res->gone) engine_task_ids(e, 1);   /* the reader's cancel task */
+        if (res->gone) engine_task_ids(e, rq->n_tasks > 1 ? rq->n_tasks : 1);   /* the reader's cancel tasks */
     }
     res->stop_word = r.st.stop_word;
     res->n_sent = r.st.n_sent;
@@ -740,8 +761,11 @@ int engine_select(engine *e, engine_model *m, const int32_t *prompt, size_t n, i
 
 void engine_task_refused(engine *e, engine_model *m, const engine_request *rq)
 {
-    /* b11669 (measured): the task, the loop's NEXT_RESPONSE, the reader's cancel */
-    int64_t id = engine_task_ids(e, 3);
+    /* b11669 (measured): the task (unless the request posted it with others),
+     * the loop's NEXT_RESPONSE, the reader's cancel for each of its tasks */
+    int n_cancel = rq->n_tasks > 1 ? rq->n_tasks : 1;
+    int64_t id = rq->id_task >= 0 ? rq->id_task : engine_task_ids(e, 1);
+    engine_task_ids(e, 1 + n_cancel);
     engine_view_begin(e, m->cur, rq, id);
     engine_view_end(e, m->cur, m->slots[m->cur].n, -1);
 }
