@@ -29,7 +29,13 @@ typedef struct {
     size_t tmpl_norm_len;
     const char *bos, *eos;
     tmpl_caps caps;
+    unsigned long long steps;  /* parser steps so far (bounded by CA_MAX_STEPS) */
 } ca_ctx;
+
+/* What one analysis may spend in the PEG matcher: real templates take well
+ * under a million steps; a render built to make the matcher quadratic or
+ * cubic (long runs of '<' with no '>') is refused instead of hanging. */
+#define CA_MAX_STEPS 200000000ULL
 
 void ca_throw(ca_ctx *C, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 void *ca_alloc(ca_ctx *C, size_t n);

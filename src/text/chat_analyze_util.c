@@ -414,6 +414,8 @@ static size_t cau_parse(ca_peg *P, int id, size_t pos) {
     const cau_node *nd = &P->nodes[id];
     ca_str in = P->in;
     size_t mark = P->nh;
+    if (++P->C->steps > CA_MAX_STEPS)
+        ca_throw(P->C, "the template's renders are too large to analyse (over %llu parser steps)", CA_MAX_STEPS);
     switch (nd->kind) {
     case PK_LIT:
         if (in.n - pos < nd->s.n || (nd->s.n && memcmp(in.p + pos, nd->s.p, nd->s.n))) return CA_NPOS;
@@ -464,6 +466,7 @@ static size_t cau_parse(ca_peg *P, int id, size_t pos) {
             if (!n) { pos += bad; continue; }
             if (cau_delim_at(nd, in, pos)) return pos;
             pos += n;
+            P->C->steps++;
         }
         return pos;
     case PK_END:
