@@ -1,6 +1,9 @@
 /*
- * chat_analyze_int.h -- what chat_analyze.c (the analysis phases) and
- * chat_analyze_util.c (strings, diffs, the small tagged PEG matcher) share.
+ * chat_analyze_int.h -- what the files of the template analysis share:
+ * chat_analyze.c (the phases, the workarounds, the specialised detection),
+ * chat_analyze_tools.c (the tool-call phase), chat_analyze_probe.c (the
+ * probe renders) and chat_analyze_util.c (strings, diffs, the small tagged
+ * PEG matcher).
  *
  * Strings are immutable (pointer, length) pairs in one arena per analysis;
  * b11669's C++ exceptions (std::string::substr past the end, a JSON parse
@@ -101,7 +104,7 @@ int ca_peg_parse(ca_peg *P, int root, ca_str in);
 int ca_peg_parse_anywhere(ca_peg *P, int root, ca_str in);
 ca_str ca_peg_tag(ca_peg *P, const char *tag);
 
-/* ---- probes (chat_analyze.c) ---- */
+/* ---- probes (chat_analyze_probe.c) ---- */
 #define FUN_FIRST "FFF_FIRST_FUN_F"
 #define FUN_SECOND "SSS_SECOND_FUN_S"
 #define ARG_FIRST "AA_ARG_FST_AA"
