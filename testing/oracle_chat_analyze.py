@@ -18,6 +18,7 @@ field for field, or both must fail (b11669 throws out of analyze_template: bankm
   edge            templates that raise on every probe, JSON tool calls that do not parse or have no '{', a
                   tagged format, reasoning markers: the paths where b11669 throws or skips a step
 
+CHAT_ANALYZE_DRIVER=path runs another build of the driver (an ASan one: see docs/modules/chat_analyze.md).
 Prints `N passed, N failed, N skipped`.
 """
 import json, os, subprocess, sys
@@ -196,7 +197,7 @@ def main():
                    (r.stdout + r.stderr)[-2000:]):
         s.finish()
     kit_argv = [kit.tool("sid-run"), os.path.join(BUILD, "kit-chat-analyze")]
-    driver = [os.path.join(BUILD, "chat-analyze-driver")]
+    driver = [os.environ.get("CHAT_ANALYZE_DRIVER") or os.path.join(BUILD, "chat-analyze-driver")]
     tmpls = shared_templates(shared)
     s.check("templates: at least 78 found", len(tmpls) >= 78, f"{len(tmpls)} under {shared}/templates")
     compare(s, "templates", tmpls, kit_argv, driver)
