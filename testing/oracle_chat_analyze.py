@@ -16,7 +16,8 @@ field for field, or both must fail (b11669 throws out of analyze_template: bankm
   specialized     tiny texts holding each specialised parser's substrings, each with one of them missing, and
                   pairs that two tests both match (which one b11669 tests first)
   edge            templates that raise on every probe, JSON tool calls that do not parse or have no '{', a
-                  tagged format, reasoning markers: the paths where b11669 throws or skips a step
+                  tagged format, reasoning markers, typed-only content (the probes' string content as one text
+                  part): the paths where b11669 throws or skips a step
 
 CHAT_ANALYZE_DRIVER=path runs another build of the driver (an ASan one: see docs/modules/chat_analyze.md).
 Prints `N passed, N failed, N skipped`.
@@ -180,6 +181,14 @@ EDGE = [
      (LOOP + "<{{ m.role }}>{%- if m.reasoning_content -%}<think>{{ m.reasoning_content }}</think>{%- endif -%}"
       "{{ m.content }}</{{ m.role }}>{%- endfor -%}{%- if add_generation_prompt -%}<assistant>"
       "{%- if enable_thinking -%}<think>{%- endif -%}{%- endif -%}").encode()),
+    ("typed content only (string content becomes a text part)",
+     (LOOP + "{%- set head = m.content[0] if m.content else none -%}<{{ m.role }}>"
+      "{%- if m.content is not string and m.content is not none -%}{%- for p in m.content -%}"
+      "{%- if p['type'] == 'text' -%}{{ p['text'] }}{%- endif -%}{%- endfor -%}{%- endif -%}"
+      "{%- if m.reasoning_content -%}<think>{{ m.reasoning_content }}</think>{%- endif -%}"
+      "{%- if m.tool_calls -%}{%- for c in m.tool_calls -%}<tool_call>{{ c.function | tojson }}</tool_call>"
+      "{%- endfor -%}{%- endif -%}</{{ m.role }}>{%- endfor -%}{%- if add_generation_prompt -%}<assistant>"
+      "{%- endif -%}").encode()),
     ("system prompt with tools", ("{%- if tools -%}<tools>{{ tools | tojson }}</tools>{%- endif -%}" + LOOP +
                                   "{%- if m.tool_calls -%}<tool_call>{{ m.tool_calls[0].function | tojson }}"
                                   "</tool_call>{%- else -%}<{{ m.role }}>{{ m.content }}{%- endif -%}"
