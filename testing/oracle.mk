@@ -73,3 +73,18 @@ build/kit-schema: testing/kit_schema.cpp $(LLAMA_SRC)/common/json-schema-to-gram
 	@mkdir -p build
 	$(CXX_KIT) -std=c++17 -O2 -Wall -I$(LLAMA_SRC)/common -o $@ testing/kit_schema.cpp \
 	    -L$(ORACLE_LIB) -l:libllama-common.so.0 -Wl,--allow-shlib-undefined
+
+# The differential template analysis against b11669's own (testing/oracle_chat_analyze.py): bankml's side,
+# and the kit program calling autoparser::analyze_template from libllama-common.so (run under sid-run; it
+# also needs llama.cpp's headers: common/chat-auto-parser.h and what it includes).
+CHAT_ANALYZE_SRC := src/text/chat_analyze.c src/text/chat_analyze_tools.c src/text/chat_analyze_util.c src/text/chat_analyze_probe.c \
+    src/text/template.c src/text/template_builtins.c src/text/template_eval.c src/text/template_parse.c \
+    src/text/template_value.c src/text/template_legacy.c src/base/json.c src/base/base.c
+build/chat-analyze-driver: testing/chat_analyze_driver.c $(CHAT_ANALYZE_SRC) src/text/chat_analyze.h src/text/chat_analyze_int.h src/text/template.h
+	@mkdir -p build
+	$(CC) $(BASE) -O2 $(WARN) -o $@ testing/chat_analyze_driver.c $(CHAT_ANALYZE_SRC) $(LDLIBS)
+
+build/kit-chat-analyze: testing/kit_chat_analyze.cpp $(LLAMA_SRC)/common/json-schema-to-grammar.h $(ORACLE_INC)/ggml.h
+	@mkdir -p build
+	$(CXX_KIT) -std=c++17 -O1 -w -I$(LLAMA_SRC)/common -I$(ORACLE_INC) -o $@ testing/kit_chat_analyze.cpp \
+	    -L$(ORACLE_LIB) -l:libllama-common.so.0 -ldl -Wl,--allow-shlib-undefined
