@@ -73,3 +73,11 @@ build/kit-schema: testing/kit_schema.cpp $(LLAMA_SRC)/common/json-schema-to-gram
 	@mkdir -p build
 	$(CXX_KIT) -std=c++17 -O2 -Wall -I$(LLAMA_SRC)/common -o $@ testing/kit_schema.cpp \
 	    -L$(ORACLE_LIB) -l:libllama-common.so.0 -Wl,--allow-shlib-undefined
+
+# b11669's chat layer (templates_apply, its PEG arena, common_chat_peg_parse) for testing/oracle_peg.py:
+# testing/kit_chat.cpp against v0.5.0's common/ headers (peg-parser.h, json.h, json-schema*.h), run
+# under sid-run; the chat structs b11669 changed are declared in the kit itself.
+build/kit-chat: testing/kit_chat.cpp $(LLAMA_SRC)/common/json-schema-to-grammar.h $(ORACLE_INC)/ggml.h
+	@mkdir -p build
+	$(CXX_KIT) -std=c++17 -O2 -Wall -fvisibility=hidden -fvisibility-inlines-hidden -I$(LLAMA_SRC)/common -o $@ testing/kit_chat.cpp \
+	    -L$(ORACLE_LIB) -l:libllama-common.so.0 -Wl,--allow-shlib-undefined
