@@ -14,6 +14,8 @@
  *    "answers": ["text", ...],          optional: texts to parse
  *    "prefixes": true}                  optional: also parse every byte prefix
  *                                       of each answer as partial
+ * Consecutive frames with the same template, bos and eos share one
+ * common_chat_templates_init (the template's analysis runs once).
  * Every "inputs" key is optional (b11669's defaults: tool_choice auto,
  * reasoning_format none, enable_thinking true, add_generation_prompt true).
  * Output, one frame per input:
@@ -404,12 +406,22 @@ static common_json kit_parse(const common_chat_params &cp, const std::string &te
     }
 }
 
+/* the last template's state: frames for one template in a row share its init (and its analysis) */
+static std::string kit_last_key;
+static common_chat_templates_ptr kit_last;
+
 static std::string kit_run(const common_json &req)
 {
     std::string bos = req.contains("bos") ? req["bos"].get<std::string>() : std::string();
     std::string eos = req.contains("eos") ? req["eos"].get<std::string>() : std::string();
-    if (getenv("KIT_DEBUG")) fprintf(stderr, "kit: init\n");
-    auto tmpls = common_chat_templates_init(nullptr, req["template"].get<std::string>(), bos, eos);
+    std::string key = req["template"].get<std::string>() + '\0' + bos + '\0' + eos;
+    if (!kit_last || key != kit_last_key) {
+        kit_last.reset();
+        kit_last_key.clear();
+        kit_last = common_chat_templates_init(nullptr, req["template"].get<std::string>(), bos, eos);
+        kit_last_key = key;
+    }
+    common_chat_templates *tmpls_raw = kit_last.get();
     common_json in = req.contains("inputs") ? req["inputs"] : common_json::object();
     common_chat_templates_inputs inputs;
     inputs.now = std::chrono::system_clock::from_time_t(1767225600); /* 2026-01-01, reproducible strftime_now */
@@ -423,9 +435,7 @@ static std::string kit_run(const common_json &req)
     if (in.contains("json_schema")) inputs.json_schema = in["json_schema"].dump();
     if (in.contains("chat_template_kwargs"))
         for (const auto &kv : in["chat_template_kwargs"].items()) inputs.chat_template_kwargs[kv.key()] = kv.value().dump();
-    if (getenv("KIT_DEBUG")) fprintf(stderr, "kit: apply\n");
-    common_chat_params cp = common_chat_templates_apply(tmpls.get(), inputs);
-    if (getenv("KIT_DEBUG")) fprintf(stderr, "kit: applied\n");
+    common_chat_params cp = common_chat_templates_apply(tmpls_raw, inputs);
 
     common_json out = common_json::object();
     out["format"] = std::string(common_chat_format_name(cp.format));

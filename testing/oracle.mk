@@ -81,3 +81,8 @@ build/kit-chat: testing/kit_chat.cpp $(LLAMA_SRC)/common/json-schema-to-grammar.
 	@mkdir -p build
 	$(CXX_KIT) -std=c++17 -O2 -Wall -fvisibility=hidden -fvisibility-inlines-hidden -I$(LLAMA_SRC)/common -o $@ testing/kit_chat.cpp \
 	    -L$(ORACLE_LIB) -l:libllama-common.so.0 -Wl,--allow-shlib-undefined
+
+# bankml's side of testing/oracle_peg.py (peg_load/save, peg_build_grammar, chat_peg_parse)
+build/peg-driver: testing/peg_driver.c $(OBJ)
+	@mkdir -p build
+	$(CC) $(BASE) -O2 $(WARN) -o $@ testing/peg_driver.c $(OBJ) $(LDLIBS)

@@ -1,0 +1,361 @@
+/*
+ * chat_peg.c -- common_chat_peg_parse and common_chat_peg_mapper of b11669
+ * (see chat_peg.h).
+ */
+#include "text/chat_peg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *cp_names[CHAT_FORMAT_COUNT] = { "Content-only", "peg-simple", "peg-native", "peg-gemma4", "peg-minimax-m3" };
+
+const char *chat_format_name(chat_format f) { return f < CHAT_FORMAT_COUNT ? cp_names[f] : "unknown"; }
+
+int chat_format_from_name(const char *name, chat_format *out)
+{
+    for (int i = 0; i < CHAT_FORMAT_COUNT; i++)
+        if (strcmp(name, cp_names[i]) == 0) { *out = (chat_format)i; return 0; }
+    return -1;
+}
+
+void chat_msg_init(chat_msg *m)
+{
+    memset(m, 0, sizeof *m);
+    jbuf_init(&m->content);
+    jbuf_init(&m->reasoning);
+}
+
+static void cp_call_free(chat_tool_call *c)
+{
+    jbuf_free(&c->name);
+    jbuf_free(&c->arguments);
+    jbuf_free(&c->id);
+}
+
+void chat_msg_free(chat_msg *m)
+{
+    jbuf_free(&m->content);
+    jbuf_free(&m->reasoning);
+    for (size_t i = 0; i < m->ncalls; i++) cp_call_free(&m->calls[i]);
+    free(m->calls);
+    memset(m, 0, sizeof *m);
+}
+
+static const char *cp_data(const jbuf *b) { return b->p ? b->p : ""; }
+
+void chat_msg_put_json(const chat_msg *m, jbuf *out)
+{
+    jbuf_puts(out, "{\"role\":\"assistant\",\"content\":");
+    json_put_str_nl(out, cp_data(&m->content), m->content.len);
+    jbuf_puts(out, ",\"reasoning_content\":");
+    json_put_str_nl(out, cp_data(&m->reasoning), m->reasoning.len);
+    jbuf_puts(out, ",\"tool_calls\":[");
+    for (size_t i = 0; i < m->ncalls; i++) {
+        const chat_tool_call *c = &m->calls[i];
+        jbuf_puts(out, i ? ",{\"name\":" : "{\"name\":");
+        json_put_str_nl(out, cp_data(&c->name), c->name.len);
+        jbuf_puts(out, ",\"arguments\":");
+        json_put_str_nl(out, cp_data(&c->arguments), c->arguments.len);
+        jbuf_puts(out, ",\"id\":");
+        json_put_str_nl(out, cp_data(&c->id), c->id.len);
+        jbuf_putc(out, '}');
+    }
+    jbuf_puts(out, "]}");
+}
+
+/* ---- the mapper ---- */
+
+typedef struct {
+    chat_msg *msg;
+    const peg_ast *ast;
+    const char *in;
+    int has_pending;
+    chat_tool_call pending;
+    int cur;                        /* -2 none, -1 the pending call, else an index into msg->calls */
+    int arg_count;
+    int quote_pending;
+    jbuf args_buffer;
+    int oom;
+} cp_mapper;
+
+static int cp_isspace(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+static chat_tool_call *cp_current(cp_mapper *m)
+{
+    if (m->cur == -1) return &m->pending;
+    if (m->cur >= 0) return &m->msg->calls[m->cur];
+    return NULL;
+}
+
+/* args_target(): before the call has a name, writes go to the buffer */
+static jbuf *cp_args_target(cp_mapper *m)
+{
+    chat_tool_call *c = cp_current(m);
+    return (c && c->name.len) ? &c->arguments : &m->args_buffer;
+}
+
+static void cp_set(jbuf *b, const char *s, size_t n)
+{
+    jbuf_reset(b);
+    jbuf_put(b, s, n);
+}
+
+static int cp_push_call(cp_mapper *m, chat_tool_call *c)
+{
+    chat_msg *msg = m->msg;
+    if (msg->ncalls == msg->cap) {
+        size_t cap = msg->cap ? msg->cap * 2 : 4;
+        chat_tool_call *n = realloc(msg->calls, cap * sizeof *n);
+        if (!n) { m->oom = 1; return -1; }
+        msg->calls = n;
+        msg->cap = cap;
+    }
+    chat_tool_call *d = &msg->calls[msg->ncalls++];
+    jbuf_init(&d->name);
+    jbuf_init(&d->arguments);
+    jbuf_init(&d->id);
+    jbuf_put(&d->name, cp_data(&c->name), c->name.len);
+    jbuf_put(&d->arguments, cp_data(&c->arguments), c->arguments.len);
+    jbuf_put(&d->id, cp_data(&c->id), c->id.len);
+    return 0;
+}
+
+static void cp_reset_pending(cp_mapper *m)
+{
+    cp_call_free(&m->pending);
+    jbuf_init(&m->pending.name);
+    jbuf_init(&m->pending.arguments);
+    jbuf_init(&m->pending.id);
+    m->has_pending = 0;
+}
+
+static int cp_brace_depth(const char *s, size_t n)
+{
+    int depth = 0, in_str = 0, esc = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (esc) { esc = 0; continue; }
+        if (c == '\\' && in_str) { esc = 1; continue; }
+        if (c == '"') { in_str = !in_str; continue; }
+        if (!in_str) {
+            if (c == '{') depth++;
+            else if (c == '}') depth--;
+        }
+    }
+    return depth;
+}
+
+static int cp_word(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'; }
+
+/* normalize_quotes_to_json: Python quoting and literals to JSON */
+static void cp_normalize(const char *s, size_t n, jbuf *o)
+{
+    int sq = 0, dq = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '\\' && i + 1 < n) {
+            char nx = s[i + 1];
+            if (sq) {
+                if (nx == '\'') { jbuf_putc(o, '\''); i++; continue; }
+                if (nx == '"') { jbuf_puts(o, "\\\""); i++; continue; }
+                jbuf_putc(o, c); jbuf_putc(o, nx); i++;
+                continue;
+            }
+            if (dq) { jbuf_putc(o, c); jbuf_putc(o, nx); i++; continue; }
+            jbuf_putc(o, c);
+            continue;
+        }
+        if (c == '"') {
+            if (sq) jbuf_puts(o, "\\\"");
+            else { dq = !dq; jbuf_putc(o, c); }
+        } else if (c == '\'') {
+            if (dq) jbuf_putc(o, c);
+            else if (sq) { sq = 0; jbuf_putc(o, '"'); }
+            else { sq = 1; jbuf_putc(o, '"'); }
+        } else if (!sq && !dq && (c == 'T' || c == 'F' || c == 'N') && (i == 0 || !cp_word(s[i - 1]))) {
+            static const char *py[3] = { "True", "False", "None" }, *js[3] = { "true", "false", "null" };
+            size_t k = 0;
+            while (i + k < n && cp_word(s[i + k])) k++;
+            int matched = 0;
+            for (int w = 0; w < 3 && !matched; w++) {
+                size_t pl = strlen(py[w]);
+                size_t cmp = k < pl ? k : pl;
+                /* py.substr(0, k) == token: k may exceed the literal's length */
+                if (k <= pl && memcmp(py[w], s + i, cmp) == 0) {
+                    jbuf_put(o, js[w], k < strlen(js[w]) ? k : strlen(js[w]));
+                    i += k - 1;
+                    matched = 1;
+                }
+            }
+            if (!matched) jbuf_putc(o, c);
+        } else {
+            jbuf_putc(o, c);
+        }
+    }
+}
+
+static void cp_map(cp_mapper *m, const peg_ast_node *nd)
+{
+    const char *tag = nd->tag;
+    const char *txt = m->in + nd->start;
+    size_t tn = nd->end - nd->start;
+    if (!tag[0]) return;
+    if (strcmp(tag, "reasoning") == 0) peg_node_text(nd, m->in, &m->msg->reasoning);
+    if (strcmp(tag, "content") == 0) peg_node_text(nd, m->in, &m->msg->content);
+
+    chat_tool_call *cur = cp_current(m);
+    if (strcmp(tag, "tool-open") == 0) {
+        cp_reset_pending(m);
+        m->has_pending = 1;
+        m->cur = -1;
+        m->arg_count = 0;
+        jbuf_reset(&m->args_buffer);
+        m->quote_pending = 0;
+    } else if (strcmp(tag, "tool-id") == 0 && cur) {
+        size_t n = tn;
+        while (n && cp_isspace((unsigned char)txt[n - 1])) n--;
+        const char *s = txt;
+        if (n >= 2 && s[0] == '"' && s[n - 1] == '"') { s++; n -= 2; }
+        cp_set(&cur->id, s, n);
+    } else if (strcmp(tag, "tool-name") == 0 && cur) {
+        size_t n = tn;
+        while (n && cp_isspace((unsigned char)txt[n - 1])) n--;
+        cp_set(&cur->name, txt, n);
+        if (m->args_buffer.len) {
+            cp_set(&cur->arguments, m->args_buffer.p, m->args_buffer.len);
+            jbuf_reset(&m->args_buffer);
+        } else if (cur->arguments.len == 0) {
+            jbuf_putc(&cur->arguments, '{');
+        }
+        if (m->has_pending) {
+            if (cp_push_call(m, &m->pending) == 0) m->cur = (int)m->msg->ncalls - 1;
+            cp_reset_pending(m);
+        }
+    } else if (strcmp(tag, "tool-args") == 0 && cur) {
+        size_t n = tn;
+        while (n && cp_isspace((unsigned char)txt[n - 1])) n--;
+        if (n && txt[0] == '{') cp_set(cp_args_target(m), txt, n);
+    } else if (strcmp(tag, "tool-arg-open") == 0) {
+        m->quote_pending = 0;
+    } else if (strcmp(tag, "tool-arg-name") == 0 && cur) {
+        const char *s = txt;
+        size_t n = tn;
+        if (n && cp_isspace((unsigned char)s[0])) { s++; n--; }      /* trim: one leading, all trailing */
+        while (n && cp_isspace((unsigned char)s[n - 1])) n--;
+        jbuf *t = cp_args_target(m);
+        if (t->len == 0) jbuf_putc(t, '{');
+        if (m->arg_count > 0) jbuf_putc(t, ',');
+        json_put_str_nl(t, s, n);
+        jbuf_putc(t, ':');
+        m->arg_count++;
+    } else if ((strcmp(tag, "tool-arg-value") == 0 || strcmp(tag, "tool-arg-string-value") == 0) && cur) {
+        int is_str = tag[9] == 's';
+        jbuf *t = cp_args_target(m);
+        if (tn == 0 && is_str) {
+            jbuf_putc(t, '"');
+            m->quote_pending = 1;
+        } else if (tn && is_str) {
+            if (!m->quote_pending) { jbuf_putc(t, '"'); m->quote_pending = 1; }
+            jbuf e;
+            jbuf_init(&e);
+            json_put_str_nl(&e, txt, tn);
+            if (e.len >= 2) jbuf_put(t, e.p + 1, e.len - 2);
+            jbuf_free(&e);
+        } else if (tn) {
+            cp_normalize(txt, tn, t);
+        }
+    } else if (strcmp(tag, "tool-arg-close") == 0 && cur) {
+        if (m->quote_pending) { jbuf_putc(cp_args_target(m), '"'); m->quote_pending = 0; }
+    } else if (strcmp(tag, "tool-close") == 0 && cur) {
+        if (cur->name.len == 0 && m->args_buffer.len) {
+            cp_set(&cur->arguments, m->args_buffer.p, m->args_buffer.len);
+            jbuf_reset(&m->args_buffer);
+        }
+        if (m->quote_pending) { jbuf_putc(&cur->arguments, '"'); m->quote_pending = 0; }
+        for (int d = cp_brace_depth(cp_data(&cur->arguments), cur->arguments.len); d > 0; d--) jbuf_putc(&cur->arguments, '}');
+        if (m->has_pending) {
+            if (cur->name.len) cp_push_call(m, &m->pending);
+            cp_reset_pending(m);
+            if (m->cur == -1) m->cur = -2;
+        }
+    }
+}
+
+static void cp_visit(cp_mapper *m, size_t id, int depth)
+{
+    const peg_ast_node *nd = &m->ast->nodes[id];
+    cp_map(m, nd);
+    for (size_t i = 0; i < nd->nkids; i++) cp_visit(m, nd->kids[i], depth + 1);
+}
+
+static void cp_from_ast(cp_mapper *m, const peg_result *r)
+{
+    for (size_t i = 0; i < r->nnodes; i++) cp_visit(m, r->nodes[i], 0);
+    if (m->has_pending && m->pending.name.len) {
+        if (m->args_buffer.len) cp_set(&m->pending.arguments, m->args_buffer.p, m->args_buffer.len);
+        if (m->quote_pending && m->pending.arguments.len) jbuf_putc(&m->pending.arguments, '"');
+        cp_push_call(m, &m->pending);
+        cp_reset_pending(m);
+    }
+    jbuf *rs = &m->msg->reasoning;
+    int all_ws = 1;
+    for (size_t i = 0; i < rs->len && all_ws; i++) {
+        char c = rs->p[i];
+        all_ws = c == ' ' || c == '\n' || c == '\r' || c == '\t';
+    }
+    if (all_ws) jbuf_reset(rs);
+}
+
+int chat_peg_parse(const peg_arena *arena, chat_format format, const char *generation_prompt, size_t gp_len,
+                   const char *text, size_t len, int is_partial, chat_msg *out, char *err, size_t errlen)
+{
+    chat_msg_init(out);
+    if (format == CHAT_FORMAT_PEG_GEMMA4 || format == CHAT_FORMAT_PEG_MINIMAX_M3) {
+        snprintf(err, errlen, "chat format %s: b11669's %s mapper is not reproduced yet", chat_format_name(format),
+                 format == CHAT_FORMAT_PEG_GEMMA4 ? "gemma4" : "minimax-m3");
+        return CHAT_PEG_LIMIT;
+    }
+    peg_arena dflt;
+    int own = 0;
+    if (!arena || arena->n == 0) {                       /* content(rest()) + end() */
+        peg_init(&dflt);
+        size_t body = peg_seq2(&dflt, peg_tag(&dflt, "content", peg_rest(&dflt)), peg_end(&dflt));
+        if (peg_build(&dflt, body, err, errlen)) { peg_free(&dflt); return CHAT_PEG_LIMIT; }
+        arena = &dflt;
+        own = 1;
+    }
+    jbuf in;
+    jbuf_init(&in);
+    jbuf_put(&in, generation_prompt ? generation_prompt : "", gp_len);
+    jbuf_put(&in, text, len);
+    const char *input = in.p ? in.p : "";
+    peg_ast ast;
+    peg_result r;
+    int rc = CHAT_PEG_OK;
+    if (peg_parse(arena, input, in.len, 0, PEG_LENIENT, &ast, &r, err, errlen)) {
+        rc = CHAT_PEG_LIMIT;
+    } else if (r.type == PEG_FAIL && !(is_partial && r.end > 0)) {
+        snprintf(err, errlen, "The model produced output that does not match the expected %s format", chat_format_name(format));
+        rc = CHAT_PEG_NO_MATCH;
+    } else {
+        cp_mapper m;
+        memset(&m, 0, sizeof m);
+        m.msg = out;
+        m.ast = &ast;
+        m.in = input;
+        m.cur = -2;
+        jbuf_init(&m.args_buffer);
+        jbuf_init(&m.pending.name);
+        jbuf_init(&m.pending.arguments);
+        jbuf_init(&m.pending.id);
+        cp_from_ast(&m, &r);
+        cp_call_free(&m.pending);
+        jbuf_free(&m.args_buffer);
+        if (m.oom) { snprintf(err, errlen, "out of memory while mapping the answer"); rc = CHAT_PEG_LIMIT; }
+    }
+    peg_ast_free(&ast);
+    jbuf_free(&in);
+    if (own) peg_free(&dflt);
+    return rc;
+}
