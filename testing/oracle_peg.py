@@ -166,7 +166,8 @@ def main():
     only = os.environ.get("ORACLE_PEG_ONLY")
     if only:
         tl = [t for t in tl if only in t[0]]
-    stats = {"arenas": 0, "grammars": 0, "parses": 0, "refused": 0, "schema_check": 0}
+    stats = {"arenas": 0, "saves": 0, "grammars": 0, "parses": 0, "refused": 0, "schema_check": 0, "calls": 0, "reasoning": 0,
+             "errors": 0, "apply_grammar_same": 0, "apply_grammar_other": 0}
     for name, tmpl in tl:
         # pass 1: apply for every variant, to learn tags and the template's own tool-call text
         metas = kit_chat_run(kit, [{"template": tmpl, "inputs": base_inputs(v, USER)} for _, v, _ in VARIANTS])
@@ -206,6 +207,8 @@ def main():
                 stats["arenas"] += 1
                 if g["save"] != w["parser"]:
                     errs.append(f"save differs: {oracle.short(g['save'], 200)}")
+                else:
+                    stats["saves"] += 1
                 if w["schema_check"]:
                     stats["schema_check"] += 1
                     errs.append(f"kit could not write schemas back: {w['schema_check']}")
@@ -213,11 +216,17 @@ def main():
                     errs.append(f"grammar differs:\n  got  {oracle.short(g['grammar'], 600)}\n  want {oracle.short(w['parser_grammar'], 600)}")
                 elif w["parser_grammar"]:
                     stats["grammars"] += 1
+                if w["grammar"]:
+                    same = w["grammar"] == w["parser_grammar"]
+                    stats["apply_grammar_same" if same else "apply_grammar_other"] += 1
                 if g.get("grammar_ok"):
                     errs.append(f"grammar.c refuses the grammar: {g['grammar_ok']}")
             for i, (pw, pg) in enumerate(zip(w["parses"], g["parses"])):
                 for k in ("final", "partial"):
                     stats["parses"] += 1
+                    stats["calls"] += bool(pw[k].get("tool_calls"))
+                    stats["reasoning"] += bool(pw[k].get("reasoning_content"))
+                    stats["errors"] += "error" in pw[k]
                     if pw[k] != pg[k]:
                         errs.append(f"answer {i} {k}: {json.dumps(req_answer(reqs, labels, vname, i))[:160]}\n  got  {json.dumps(pg[k])[:300]}\n  want {json.dumps(pw[k])[:300]}")
                 for j, (a, b) in enumerate(zip(pw.get("prefixes", []), pg.get("prefixes", []))):
@@ -231,8 +240,10 @@ def main():
                     print("        " + e.replace("\n", "\n        "))
             else:
                 s.ok(label, f"{w['format']}, {len(w['parses'])} answers")
-    print(f"  {stats['arenas']} arenas saved byte-equal, {stats['grammars']} grammars byte-equal, "
-          f"{stats['parses']} parses compared, {stats['refused']} variants refused by b11669")
+    print(f"  {stats['saves']}/{stats['arenas']} arenas saved byte-equal, {stats['grammars']} grammars byte-equal, "
+          f"{stats['parses']} parses compared (whole answers: {stats['calls']} with tool calls, {stats['reasoning']} with "
+          f"reasoning, {stats['errors']} b11669 errors), {stats['refused']} variants refused by b11669; "
+          f"apply's grammar is the arena's in {stats['apply_grammar_same']} variants, another in {stats['apply_grammar_other']}")
     s.finish()
 
 

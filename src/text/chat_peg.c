@@ -307,15 +307,222 @@ static void cp_from_ast(cp_mapper *m, const peg_result *r)
     if (all_ws) jbuf_reset(rs);
 }
 
+
+/* ---- the gemma4 and minimax-m3 mappers ---- */
+
+/* common_peg_ast_arena::find_by_tag (depth 3 by default) */
+static size_t cp_find_tag(const peg_ast *ast, const peg_ast_node *parent, const char *tag, int max_depth)
+{
+    for (size_t i = 0; i < parent->nkids; i++) {
+        const peg_ast_node *c = &ast->nodes[parent->kids[i]];
+        if (strcmp(c->tag, tag) == 0) return parent->kids[i];
+        if (max_depth > 1) {
+            size_t r = cp_find_tag(ast, c, tag, max_depth - 1);
+            if (r != PEG_INVALID) return r;
+        }
+    }
+    return PEG_INVALID;
+}
+
+/* escape_json_string_inner: the JSON string's text without its quotes */
+static void cp_escape_inner(jbuf *o, const char *s, size_t n)
+{
+    jbuf e;
+    jbuf_init(&e);
+    json_put_str_nl(&e, s, n);
+    if (e.len >= 2) jbuf_put(o, e.p + 1, e.len - 2);
+    jbuf_free(&e);
+}
+
+static void cp_msg_text(const peg_ast_node *nd, const char *in, chat_msg *msg, const char *tag)
+{
+    if (strcmp(tag, "reasoning") == 0) peg_node_text(nd, in, &msg->reasoning);
+    else peg_node_text(nd, in, &msg->content);
+}
+
+static void cp_gemma4_json(const peg_ast *ast, const char *in, size_t id, jbuf *o, int depth)
+{
+    const peg_ast_node *nd = &ast->nodes[id];
+    const char *r = nd->rule, *t = in + nd->start;
+    size_t n = nd->end - nd->start;
+    if (n == 0 || depth > PEG_MAX_DEPTH) return;
+    if (!strcmp(r, "gemma4-number") || !strcmp(r, "gemma4-bool") || !strcmp(r, "gemma4-null") || !strcmp(r, "gemma4-dict-key-name")) {
+        jbuf_put(o, t, n);
+    } else if (!strcmp(r, "gemma4-string-content")) {
+        cp_escape_inner(o, t, n);
+    } else if (!strcmp(r, "gemma4-string")) {
+        jbuf_putc(o, '"');
+        if (nd->nkids) {
+            cp_gemma4_json(ast, in, nd->kids[0], o, depth + 1);
+            if (!nd->partial) jbuf_putc(o, '"');
+        }
+    } else if (!strcmp(r, "gemma4-array") || !strcmp(r, "gemma4-dict")) {
+        int arr = r[7] == 'a';
+        jbuf_putc(o, arr ? '[' : '{');
+        for (size_t i = 0; i < nd->nkids; i++) {
+            if (i) jbuf_putc(o, ',');
+            cp_gemma4_json(ast, in, nd->kids[i], o, depth + 1);
+        }
+        if (!nd->partial) jbuf_putc(o, arr ? ']' : '}');
+    } else if (!strcmp(r, "gemma4-dict-key")) {
+        jbuf_putc(o, '"');
+        if (nd->nkids) {
+            jbuf k;
+            jbuf_init(&k);
+            cp_gemma4_json(ast, in, nd->kids[0], &k, depth + 1);
+            cp_escape_inner(o, k.p ? k.p : "", k.len);
+            jbuf_free(&k);
+        }
+        if (!nd->partial) jbuf_puts(o, "\":");
+    } else if (!strcmp(r, "gemma4-dict-kv")) {
+        for (size_t i = 0; i < nd->nkids; i++) cp_gemma4_json(ast, in, nd->kids[i], o, depth + 1);
+    } else if (!strcmp(r, "gemma4-value")) {
+        if (nd->nkids) cp_gemma4_json(ast, in, nd->kids[0], o, depth + 1);
+    }
+}
+
+static int cp_add_call(chat_msg *msg, const char *name, size_t nn, const jbuf *args)
+{
+    if (msg->ncalls == msg->cap) {
+        size_t cap = msg->cap ? msg->cap * 2 : 4;
+        chat_tool_call *c = realloc(msg->calls, cap * sizeof *c);
+        if (!c) return -1;
+        msg->calls = c;
+        msg->cap = cap;
+    }
+    chat_tool_call *d = &msg->calls[msg->ncalls++];
+    jbuf_init(&d->name);
+    jbuf_init(&d->arguments);
+    jbuf_init(&d->id);
+    jbuf_put(&d->name, name, nn);
+    jbuf_put(&d->arguments, args->p ? args->p : "", args->len);
+    return 0;
+}
+
+static void cp_gemma4_visit(const peg_ast *ast, const char *in, size_t id, chat_msg *msg, int *oom, int depth)
+{
+    const peg_ast_node *nd = &ast->nodes[id];
+    if (depth > PEG_MAX_DEPTH) return;
+    if (!strcmp(nd->tag, "reasoning") || !strcmp(nd->tag, "content")) { cp_msg_text(nd, in, msg, nd->tag); return; }
+    if (!strcmp(nd->tag, "tool")) {
+        size_t ni = cp_find_tag(ast, nd, "tool-name", 3), ai = cp_find_tag(ast, nd, "tool-args", 3);
+        if (ni != PEG_INVALID && ai != PEG_INVALID && !ast->nodes[ni].partial) {
+            const peg_ast_node *nn = &ast->nodes[ni], *an = &ast->nodes[ai];
+            jbuf args;
+            jbuf_init(&args);
+            if (an->nkids) cp_gemma4_json(ast, in, an->kids[0], &args, 0);
+            if (cp_add_call(msg, in + nn->start, nn->end - nn->start, &args)) *oom = 1;
+            jbuf_free(&args);
+        }
+        return;
+    }
+    for (size_t i = 0; i < nd->nkids; i++) cp_gemma4_visit(ast, in, nd->kids[i], msg, oom, depth + 1);
+}
+
+static int cp_mm3_is(const char *tag, const char *what) { return strcmp(tag, what) == 0; }
+
+static void cp_mm3_collect(const peg_ast *ast, const peg_ast_node *nd, const char *tag, size_t **out, size_t *n, size_t *cap, int depth)
+{
+    if (depth > PEG_MAX_DEPTH) return;
+    for (size_t i = 0; i < nd->nkids; i++) {
+        const peg_ast_node *c = &ast->nodes[nd->kids[i]];
+        if (cp_mm3_is(c->tag, tag)) {
+            if (*n == *cap) {
+                size_t nc = *cap ? *cap * 2 : 8;
+                size_t *x = realloc(*out, nc * sizeof *x);
+                if (!x) return;
+                *out = x;
+                *cap = nc;
+            }
+            (*out)[(*n)++] = nd->kids[i];
+        } else {
+            cp_mm3_collect(ast, c, tag, out, n, cap, depth + 1);
+        }
+    }
+}
+
+static size_t cp_mm3_value_of(const peg_ast *ast, const peg_ast_node *nd)
+{
+    for (size_t i = 0; i < nd->nkids; i++) {
+        const char *t = ast->nodes[nd->kids[i]].tag;
+        if (cp_mm3_is(t, "tool-arg-value") || cp_mm3_is(t, "tool-arg-string-value") || cp_mm3_is(t, "tool-arg-object") ||
+            cp_mm3_is(t, "tool-arg-array"))
+            return nd->kids[i];
+    }
+    return PEG_INVALID;
+}
+
+static void cp_mm3_container(const peg_ast *ast, const char *in, const peg_ast_node *nd, int is_object, int closed, jbuf *o, int depth);
+
+static void cp_mm3_value(const peg_ast *ast, const char *in, size_t id, int closed, jbuf *o, int depth)
+{
+    if (id == PEG_INVALID || depth > PEG_MAX_DEPTH) return;
+    const peg_ast_node *nd = &ast->nodes[id];
+    if (cp_mm3_is(nd->tag, "tool-arg-object")) cp_mm3_container(ast, in, nd, 1, closed, o, depth + 1);
+    else if (cp_mm3_is(nd->tag, "tool-arg-array")) cp_mm3_container(ast, in, nd, 0, closed, o, depth + 1);
+    else if (cp_mm3_is(nd->tag, "tool-arg-string-value")) {
+        jbuf_putc(o, '"');
+        cp_escape_inner(o, in + nd->start, nd->end - nd->start);
+        if (closed) jbuf_putc(o, '"');
+    } else {
+        jbuf_put(o, in + nd->start, nd->end - nd->start);
+    }
+}
+
+static void cp_mm3_container(const peg_ast *ast, const char *in, const peg_ast_node *nd, int is_object, int closed, jbuf *o, int depth)
+{
+    size_t *ents = NULL, n = 0, cap = 0;
+    cp_mm3_collect(ast, nd, is_object ? "tool-arg" : "tool-arg-item", &ents, &n, &cap, depth);
+    jbuf_putc(o, is_object ? '{' : '[');
+    int comma = 0;
+    jbuf t;
+    jbuf_init(&t);
+    for (size_t i = 0; i < n; i++) {
+        const peg_ast_node *e = &ast->nodes[ents[i]];
+        jbuf_reset(&t);
+        if (is_object) {
+            size_t ni = cp_find_tag(ast, e, "tool-arg-name", 3);
+            if (ni != PEG_INVALID) {
+                json_put_str_nl(&t, in + ast->nodes[ni].start, ast->nodes[ni].end - ast->nodes[ni].start);
+                jbuf_putc(&t, ':');
+                cp_mm3_value(ast, in, cp_mm3_value_of(ast, e), !e->partial, &t, depth + 1);
+            }
+        } else {
+            cp_mm3_value(ast, in, cp_mm3_value_of(ast, e), !e->partial, &t, depth + 1);
+        }
+        if (t.len == 0) continue;
+        if (comma) jbuf_putc(o, ',');
+        comma = 1;
+        jbuf_put(o, t.p, t.len);
+    }
+    jbuf_free(&t);
+    free(ents);
+    if (closed) jbuf_putc(o, is_object ? '}' : ']');
+}
+
+static void cp_mm3_visit(const peg_ast *ast, const char *in, size_t id, chat_msg *msg, int *oom, int depth)
+{
+    const peg_ast_node *nd = &ast->nodes[id];
+    if (depth > PEG_MAX_DEPTH) return;
+    if (!strcmp(nd->tag, "reasoning") || !strcmp(nd->tag, "content")) { cp_msg_text(nd, in, msg, nd->tag); return; }
+    if (!strcmp(nd->tag, "tool")) {
+        size_t ni = cp_find_tag(ast, nd, "tool-name", 3);
+        if (ni != PEG_INVALID) {
+            jbuf args;
+            jbuf_init(&args);
+            cp_mm3_container(ast, in, nd, 1, !nd->partial, &args, depth + 1);
+            if (cp_add_call(msg, in + ast->nodes[ni].start, ast->nodes[ni].end - ast->nodes[ni].start, &args)) *oom = 1;
+            jbuf_free(&args);
+        }
+        return;
+    }
+    for (size_t i = 0; i < nd->nkids; i++) cp_mm3_visit(ast, in, nd->kids[i], msg, oom, depth + 1);
+}
+
 int chat_peg_parse(const peg_arena *arena, chat_format format, const char *generation_prompt, size_t gp_len,
                    const char *text, size_t len, int is_partial, chat_msg *out, char *err, size_t errlen)
 {
     chat_msg_init(out);
-    if (format == CHAT_FORMAT_PEG_GEMMA4 || format == CHAT_FORMAT_PEG_MINIMAX_M3) {
-        snprintf(err, errlen, "chat format %s: b11669's %s mapper is not reproduced yet", chat_format_name(format),
-                 format == CHAT_FORMAT_PEG_GEMMA4 ? "gemma4" : "minimax-m3");
-        return CHAT_PEG_LIMIT;
-    }
     peg_arena dflt;
     int own = 0;
     if (!arena || arena->n == 0) {                       /* content(rest()) + end() */
@@ -338,6 +545,13 @@ int chat_peg_parse(const peg_arena *arena, chat_format format, const char *gener
     } else if (r.type == PEG_FAIL && !(is_partial && r.end > 0)) {
         snprintf(err, errlen, "The model produced output that does not match the expected %s format", chat_format_name(format));
         rc = CHAT_PEG_NO_MATCH;
+    } else if (format == CHAT_FORMAT_PEG_GEMMA4 || format == CHAT_FORMAT_PEG_MINIMAX_M3) {
+        int oom = 0;
+        for (size_t i = 0; i < r.nnodes; i++) {
+            if (format == CHAT_FORMAT_PEG_GEMMA4) cp_gemma4_visit(&ast, input, r.nodes[i], out, &oom, 0);
+            else cp_mm3_visit(&ast, input, r.nodes[i], out, &oom, 0);
+        }
+        if (oom) { snprintf(err, errlen, "out of memory while mapping the answer"); rc = CHAT_PEG_LIMIT; }
     } else {
         cp_mapper m;
         memset(&m, 0, sizeof m);

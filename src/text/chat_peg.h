@@ -64,8 +64,10 @@ enum { CHAT_PEG_OK = 0, CHAT_PEG_NO_MATCH = 1, CHAT_PEG_LIMIT = -1 };
  * content(rest()) + end() parser) as common_chat_peg_parse does, into *out
  * (initialised here; free with chat_msg_free in every case). Returns
  * CHAT_PEG_OK; CHAT_PEG_NO_MATCH with b11669's error text in err; or
- * CHAT_PEG_LIMIT with bankml's reason (nesting bound, out of memory, the
- * gemma4 / minimax-m3 mappers, which are not reproduced yet). */
+ * CHAT_PEG_LIMIT with bankml's reason (nesting bound, out of memory). The
+ * peg-gemma4 and peg-minimax-m3 formats use b11669's mappers of those names
+ * (arguments rebuilt as JSON from the typed AST, no whitespace-only reasoning
+ * cleanup); the others its common_chat_peg_mapper. */
 int chat_peg_parse(const peg_arena *arena, chat_format format, const char *generation_prompt, size_t gp_len,
                    const char *text, size_t len, int is_partial, chat_msg *out, char *err, size_t errlen);
 
