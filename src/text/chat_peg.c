@@ -527,7 +527,9 @@ int chat_peg_parse(const peg_arena *arena, chat_format format, const char *gener
     int own = 0;
     if (!arena || arena->n == 0) {                       /* content(rest()) + end() */
         peg_init(&dflt);
-        size_t body = peg_seq2(&dflt, peg_tag(&dflt, "content", peg_rest(&dflt)), peg_end(&dflt));
+        size_t rest = peg_rest(&dflt);
+        size_t content = peg_tag(&dflt, "content", rest);
+        size_t body = peg_seq2(&dflt, content, peg_end(&dflt));
         if (peg_build(&dflt, body, err, errlen)) { peg_free(&dflt); return CHAT_PEG_LIMIT; }
         arena = &dflt;
         own = 1;

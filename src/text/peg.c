@@ -375,21 +375,29 @@ size_t peg_rule_fn(peg_arena *a, const char *name, size_t (*fn)(peg_arena *, voi
 static size_t pg_b_dq(peg_arena *a, void *u)
 {
     (void)u;
-    size_t v[3] = { peg_literal_c(a, "\""), peg_string_content(a, '"'), peg_literal_c(a, "\"") };
+    size_t v[3];                                 /* C leaves initializer order open: one call a line */
+    v[0] = peg_literal_c(a, "\"");
+    v[1] = peg_string_content(a, '"');
+    v[2] = peg_literal_c(a, "\"");
     return peg_sequence(a, v, 3);
 }
 
 static size_t pg_b_sq(peg_arena *a, void *u)
 {
     (void)u;
-    size_t v[3] = { peg_literal_c(a, "'"), peg_string_content(a, '\''), peg_literal_c(a, "'") };
+    size_t v[3];
+    v[0] = peg_literal_c(a, "'");
+    v[1] = peg_string_content(a, '\'');
+    v[2] = peg_literal_c(a, "'");
     return peg_sequence(a, v, 3);
 }
 
 static size_t pg_b_qs(peg_arena *a, void *u)
 {
     (void)u;
-    size_t v[2] = { peg_double_quoted_string(a), peg_single_quoted_string(a) };
+    size_t v[2];
+    v[0] = peg_double_quoted_string(a);
+    v[1] = peg_single_quoted_string(a);
     return peg_choice(a, v, 2);
 }
 
@@ -522,20 +530,29 @@ size_t peg_json_member(peg_arena *a, const char *key, size_t value)
     memcpy(q + 1, key, kn);
     q[kn + 1] = '"';
     size_t ws = peg_space(a);
-    size_t v[5] = { peg_literal(a, q, kn + 2), ws, peg_literal_c(a, ":"), ws, value };
+    size_t v[5];
+    v[0] = peg_literal(a, q, kn + 2);
+    v[1] = ws;
+    v[2] = peg_literal_c(a, ":");
+    v[3] = ws;
+    v[4] = value;
     free(q);
     return peg_sequence(a, v, 5);
 }
 
 size_t peg_marker(peg_arena *a)
 {
-    /* literal("<") + until(">") + literal(">"), each + a sequence of two (flattened) */
+    /* literal("<") + until(">") + literal(">"): b11669's build (GCC) evaluates an
+     * operator+ chain right to left, so the ids come out as: ">", until, "<",
+     * Sequence("<", until), Sequence("<", until, ">") (measured on the library) */
+    size_t close = peg_literal_c(a, ">");
+    size_t body = peg_until(a, ">", 1);
     size_t open = peg_literal_c(a, "<");
-    size_t sharp = peg_seq2(a, open, peg_until(a, ">", 1));
-    sharp = peg_seq2(a, sharp, peg_literal_c(a, ">"));
-    size_t sq = peg_literal_c(a, "[");
-    size_t square = peg_seq2(a, sq, peg_until(a, "]", 1));
-    square = peg_seq2(a, square, peg_literal_c(a, "]"));
+    size_t sharp = peg_seq2(a, peg_seq2(a, open, body), close);
+    close = peg_literal_c(a, "]");
+    body = peg_until(a, "]", 1);
+    open = peg_literal_c(a, "[");
+    size_t square = peg_seq2(a, peg_seq2(a, open, body), close);
     return peg_alt2(a, sharp, square);
 }
 
