@@ -38,7 +38,8 @@
  * no text form of it any more (v0.5.0's save()/load() are gone from the library). The
  * arena text is therefore written here, in v0.5.0's save() format
  *   {"parsers":[{"type":"literal","literal":"x"},...],"rules":{"name":id,...},"root":id}
- * (nlohmann's dump, the rules in the arena's own unordered_map order), with one addition:
+ * (nlohmann's dump; the rules ordered by parser id, where v0.5.0 wrote its unordered_map's
+ * order), with one addition:
  * a schema parser carries "schema": the JSON schema of its node, written back from the
  * typed node (common/json-schema.h) -- the C side converts it with its own json_schema.c.
  * The kit checks each written-back schema by converting it with the library and comparing
@@ -56,6 +57,7 @@
 #include "peg-parser.h"
 #include "json-schema-to-grammar.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -367,8 +369,12 @@ static std::string kit_arena_text(const common_peg_arena &arena, std::vector<std
     if (v.parsers.empty()) return "";
     common_json parsers = common_json::array();
     for (const auto &p : v.parsers) parsers.push_back(kit_parser_json(p, bad));
+    /* the rules by parser id: the order does not depend on the unordered_map's hashing */
+    std::vector<std::pair<common_peg_parser_id, std::string>> byid;
+    for (const auto &kv : v.rules) byid.emplace_back(kv.second, kv.first);
+    std::sort(byid.begin(), byid.end());
     common_json rules = common_json::object();
-    for (const auto &kv : v.rules) rules[kv.first] = kv.second;
+    for (const auto &r : byid) rules[r.second] = r.first;
     common_json j = common_json::object();
     j["parsers"] = parsers;
     j["rules"] = rules;

@@ -161,7 +161,7 @@ def main():
     r = subprocess.run(["make", "-s", "build/peg-driver", "build/kit-chat"], cwd=ROOT, capture_output=True, text=True)
     if not s.check("make build/peg-driver build/kit-chat", r.returncode == 0, (r.stdout + r.stderr)[-2000:]):
         s.finish()
-    driver = [os.path.join(BUILD, "peg-driver")]
+    driver = [os.environ.get("PEG_DRIVER") or os.path.join(BUILD, "peg-driver")]   # PEG_DRIVER: e.g. an ASan build
     tl = templates()
     only = os.environ.get("ORACLE_PEG_ONLY")
     if only:

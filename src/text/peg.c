@@ -668,6 +668,15 @@ static void pg_save_one(const peg_parser *p, jbuf *b)
     jbuf_putc(b, '}');
 }
 
+static int pg_rule_cmp(const void *x, const void *y)
+{
+    const peg_rule_entry *p = *(const peg_rule_entry *const *)x, *q = *(const peg_rule_entry *const *)y;
+    if (p->id != q->id) return p->id < q->id ? -1 : 1;
+    size_t n = p->name.n < q->name.n ? p->name.n : q->name.n;
+    int c = memcmp(p->name.s, q->name.s, n);
+    return c ? c : (p->name.n < q->name.n ? -1 : p->name.n > q->name.n);
+}
+
 void peg_save(const peg_arena *a, jbuf *out)
 {
     jbuf_puts(out, "{\"parsers\":[");
@@ -676,11 +685,17 @@ void peg_save(const peg_arena *a, jbuf *out)
         pg_save_one(&a->p[i], out);
     }
     jbuf_puts(out, "],\"rules\":{");
+    /* by parser id, then name (the kit's order) */
+    const peg_rule_entry **ord = malloc((a->nrules ? a->nrules : 1) * sizeof *ord);
+    if (!ord) { out->oom = 1; return; }
+    for (size_t i = 0; i < a->nrules; i++) ord[i] = &a->rules[i];
+    qsort(ord, a->nrules, sizeof *ord, pg_rule_cmp);
     for (size_t i = 0; i < a->nrules; i++) {
         if (i) jbuf_putc(out, ',');
-        json_put_str_nl(out, a->rules[i].name.s, a->rules[i].name.n);
-        jbuf_printf(out, ":%zu", a->rules[i].id);
+        json_put_str_nl(out, ord[i]->name.s, ord[i]->name.n);
+        jbuf_printf(out, ":%zu", ord[i]->id);
     }
+    free(ord);
     jbuf_printf(out, "},\"root\":%zu}", a->root);
 }
 

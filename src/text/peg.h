@@ -13,10 +13,10 @@
  *   {"parsers":[{"type":"literal","literal":"x"},...],"rules":{"name":id,...},"root":id}
  * b11669 no longer saves arenas (its library has no save/load); testing/kit_chat.cpp
  * writes b11669's in-memory arena in this form, with a schema parser's JSON schema
- * under "schema" (b11669 keeps a typed schema node there). peg_save writes back
- * what peg_load read byte for byte (rules in their loaded order; an arena built
- * here keeps its rules in creation order, where b11669's unordered_map has its
- * own order: the parse and the grammar do not depend on that order).
+ * under "schema" (b11669 keeps a typed schema node there), and the rules ordered
+ * by parser id (v0.5.0 wrote its unordered_map's order). peg_save writes that
+ * form, so an arena built here saves the bytes the kit writes for the same arena
+ * built by b11669, and a loaded one saves what was read.
  *
  * Parse (peg_parse): b11669's executor, one recursive descent with no memo
  * (b11669 has none), lenient or not: lenient (what the chat layer uses) lets a
