@@ -187,7 +187,11 @@ static void pgm_gbnf(pgm *g, size_t id, jbuf *out)
 {
     const peg_parser *p = pgm_at(g, id);
     if (!p || g->code != JSON_SCHEMA_OK) return;
-    if (++g->depth > 10000) { pgm_fail(g, JSON_SCHEMA_LIMIT, "the PEG arena nests too deeply", 30); g->depth--; return; }
+    if (++g->depth > PEG_MAX_DEPTH) {
+        pgm_fail(g, JSON_SCHEMA_LIMIT, "the PEG arena nests deeper than PEG_MAX_DEPTH", 45);
+        g->depth--;
+        return;
+    }
     char prefix[48];
     switch (p->kind) {
     case PEG_LITERAL: gbnf_format_literal(out, p->str.s, p->str.n); break;
@@ -276,7 +280,8 @@ static size_t pgm_rule_index(const peg_arena *a, const char *name, size_t n)
 static void pgm_reach(pgm *g, size_t id, int depth)
 {
     const peg_parser *p = pgm_at(g, id);
-    if (!p || depth > 100000) return;
+    if (!p) return;
+    if (depth > PEG_MAX_DEPTH) { pgm_fail(g, JSON_SCHEMA_LIMIT, "the PEG arena nests deeper than PEG_MAX_DEPTH", 45); return; }
     switch (p->kind) {
     case PEG_SEQUENCE: case PEG_CHOICE:
         for (size_t i = 0; i < p->nkids; i++) pgm_reach(g, p->kids[i], depth + 1);

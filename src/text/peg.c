@@ -924,9 +924,10 @@ int peg_load(peg_arena *a, const char *text, size_t len, char *err, size_t errle
 
 /* ---- dump ---- */
 
-static void pg_dump(const peg_arena *a, size_t id, unsigned char *seen, jbuf *o)
+static void pg_dump(const peg_arena *a, size_t id, unsigned char *seen, jbuf *o, int depth)
 {
     if (id >= a->n) { jbuf_puts(o, "Unknown"); return; }
+    if (depth > PEG_MAX_DEPTH || o->len > PEG_DUMP_MAX) { jbuf_puts(o, "..."); return; }
     if (seen[id]) { jbuf_puts(o, "[cycle]"); return; }
     seen[id] = 1;
     const peg_parser *p = &a->p[id];
@@ -939,13 +940,13 @@ static void pg_dump(const peg_arena *a, size_t id, unsigned char *seen, jbuf *o)
     case PEG_LITERAL: case PEG_REF: jbuf_putc(o, '('); jbuf_put(o, p->str.s, p->str.n); jbuf_putc(o, ')'); return;
     case PEG_SEQUENCE: case PEG_CHOICE:
         jbuf_putc(o, '(');
-        for (size_t i = 0; i < p->nkids; i++) { if (i) jbuf_puts(o, ", "); pg_dump(a, p->kids[i], seen, o); }
+        for (size_t i = 0; i < p->nkids; i++) { if (i) jbuf_puts(o, ", "); pg_dump(a, p->kids[i], seen, o, depth + 1); }
         jbuf_putc(o, ')');
         return;
     case PEG_REPETITION: case PEG_CHARS:
         jbuf_putc(o, '(');
         if (p->kind == PEG_CHARS) jbuf_put(o, p->str.s, p->str.n);
-        else pg_dump(a, p->child, seen, o);
+        else pg_dump(a, p->child, seen, o, depth + 1);
         if (p->max == -1) jbuf_printf(o, ", %d, unbounded)", p->min);
         else jbuf_printf(o, ", %d, %d)", p->min, p->max);
         return;
@@ -953,24 +954,24 @@ static void pg_dump(const peg_arena *a, size_t id, unsigned char *seen, jbuf *o)
     case PEG_UNTIL: case PEG_AC:
         jbuf_putc(o, '(');
         for (size_t i = 0; i < p->ndelims; i++) { if (i) jbuf_puts(o, " | "); jbuf_put(o, p->delims[i].s, p->delims[i].n); }
-        if (p->kind == PEG_AC) { jbuf_puts(o, ", "); pg_dump(a, p->child, seen, o); }
+        if (p->kind == PEG_AC) { jbuf_puts(o, ", "); pg_dump(a, p->child, seen, o, depth + 1); }
         jbuf_putc(o, ')');
         return;
     case PEG_SCHEMA:
-        jbuf_putc(o, '('); pg_dump(a, p->child, seen, o); jbuf_puts(o, p->schema.s ? ", schema)" : ", null)");
+        jbuf_putc(o, '('); pg_dump(a, p->child, seen, o, depth + 1); jbuf_puts(o, p->schema.s ? ", schema)" : ", null)");
         return;
     case PEG_RULE: case PEG_TAG: case PEG_GBNF:
         jbuf_putc(o, '('); jbuf_put(o, p->str.s, p->str.n); jbuf_puts(o, ", ");
         if (p->kind == PEG_TAG) {                   /* b11669's Tag dumps its child afresh */
             unsigned char *fresh = calloc(a->n, 1);
-            if (fresh) { pg_dump(a, p->child, fresh, o); free(fresh); }
+            if (fresh) { pg_dump(a, p->child, fresh, o, depth + 1); free(fresh); }
         } else {
-            pg_dump(a, p->child, seen, o);
+            pg_dump(a, p->child, seen, o, depth + 1);
         }
         jbuf_putc(o, ')');
         return;
     case PEG_AND: case PEG_NOT: case PEG_ATOMIC:
-        jbuf_putc(o, '('); pg_dump(a, p->child, seen, o); jbuf_putc(o, ')');
+        jbuf_putc(o, '('); pg_dump(a, p->child, seen, o, depth + 1); jbuf_putc(o, ')');
         return;
     default: return;
     }
@@ -980,7 +981,7 @@ void peg_dump(const peg_arena *a, size_t id, jbuf *out)
 {
     unsigned char *seen = calloc(a->n ? a->n : 1, 1);
     if (!seen) return;
-    pg_dump(a, id, seen, out);
+    pg_dump(a, id, seen, out, 0);
     free(seen);
 }
 

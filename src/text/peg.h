@@ -167,7 +167,11 @@ int peg_load(peg_arena *a, const char *text, size_t len, char *err, size_t errle
 /* Appends the text form of a. */
 void peg_save(const peg_arena *a, jbuf *out);
 /* Appends b11669's dump(id) ("Sequence(Literal(a), Rule(x, ...))"); a schema
- * parser's node kind is written "schema" rather than b11669's node kind name. */
+ * parser's node kind is written "schema" rather than b11669's node kind name.
+ * Past PEG_MAX_DEPTH levels or PEG_DUMP_MAX bytes it writes "..." (b11669's Tag
+ * dumps its child with a fresh cycle set, so a hostile arena's dump can grow
+ * without end there). */
+#define PEG_DUMP_MAX (1u << 20)
 void peg_dump(const peg_arena *a, size_t id, jbuf *out);
 
 /* ---- parse ---- */
