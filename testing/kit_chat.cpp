@@ -29,10 +29,15 @@
  *    "parser": "<arena text>"  ("" when b11669 left the arena empty),
  *    "parser_grammar": build_grammar of the arena with the lazy flag as apply used it,
  *    "schema_check": [names of schema parsers whose node this kit could not write back exactly],
- *    "parses": [{"final": MSG, "partial": MSG, "prefixes": [MSG for prefix 0..len-1]}]}
+ *    "parses": [{"final": MSG, "partial": MSG, "prefixes": [MSG for prefix 0..len-1], "stream": [STEP...]}]}
  *   MSG = {"role", "content", "reasoning_content", "tool_calls": [{"name","arguments","id"}]}
  *         or {"error": "<what()>"}
  * "final" parses the whole answer with is_partial false, "partial" with is_partial true.
+ * "stream" (with "prefixes"): for byte prefixes 1..len as partial, then the whole as final, the
+ * deltas of common_chat_msg_diff::compute_diffs against the last message that parsed (an empty
+ * assistant message at first): STEP = [{"reasoning_content_delta", "content_delta",
+ * "tool_call_index" (-1: none), "name", "arguments", "id"}, ...], or {"error": parse error},
+ * or {"diff_error": compute_diffs' exception}.
  *
  * b11669 keeps the parser as a common_peg_arena object (common_chat_params.parser) and has
  * no text form of it any more (v0.5.0's save()/load() are gone from the library). The
@@ -93,6 +98,13 @@ struct common_chat_msg {
     std::string reasoning_content, tool_name, tool_call_id;
 };
 struct common_chat_tool { std::string name, description, parameters; };
+struct common_chat_msg_diff {
+    std::string reasoning_content_delta;
+    std::string content_delta;
+    size_t tool_call_index = std::string::npos;
+    common_chat_tool_call tool_call_delta;
+    static std::vector<common_chat_msg_diff> compute_diffs(const common_chat_msg &prv, const common_chat_msg &cur);
+};
 enum common_chat_tool_choice { COMMON_CHAT_TOOL_CHOICE_AUTO };
 enum common_chat_format { COMMON_CHAT_FORMAT_CONTENT_ONLY };
 enum common_chat_continuation { COMMON_CHAT_CONTINUATION_NONE };
@@ -416,6 +428,51 @@ static common_json kit_parse(const common_chat_params &cp, const std::string &te
 static std::string kit_last_key;
 static common_chat_templates_ptr kit_last;
 
+/* the stream of one answer, as the server meets it: every byte prefix parsed as partial, then the whole
+ * as final, each diffed against the last message that parsed (an empty assistant message first) */
+static common_json kit_stream(const common_chat_params &cp, const std::string &text)
+{
+    common_chat_parser_params pp;
+    pp.format = cp.format;
+    pp.generation_prompt = common_chat_input(cp.generation_prompt);
+    common_chat_msg prev;
+    prev.role = "assistant";
+    common_json steps = common_json::array();
+    for (size_t n = 1; n <= text.size() + 1; n++) {
+        bool final_step = n == text.size() + 1;
+        common_chat_msg cur;
+        try {
+            cur = common_chat_peg_parse(cp.parser, common_chat_input(text.substr(0, final_step ? text.size() : n)), !final_step, pp);
+        } catch (const std::exception &e) {
+            common_json j = common_json::object();
+            j["error"] = std::string(e.what());
+            steps.push_back(j);
+            continue;
+        }
+        try {
+            auto diffs = common_chat_msg_diff::compute_diffs(prev, cur);
+            common_json a = common_json::array();
+            for (const auto &d : diffs) {
+                common_json o = common_json::object();
+                o["reasoning_content_delta"] = d.reasoning_content_delta;
+                o["content_delta"] = d.content_delta;
+                o["tool_call_index"] = d.tool_call_index == std::string::npos ? (long long)-1 : (long long)d.tool_call_index;
+                o["name"] = d.tool_call_delta.name;
+                o["arguments"] = d.tool_call_delta.arguments;
+                o["id"] = d.tool_call_delta.id;
+                a.push_back(o);
+            }
+            steps.push_back(a);
+            prev = cur;
+        } catch (const std::exception &e) {
+            common_json j = common_json::object();
+            j["diff_error"] = std::string(e.what());
+            steps.push_back(j);
+        }
+    }
+    return steps;
+}
+
 static std::string kit_run(const common_json &req)
 {
     std::string bos = req.contains("bos") ? req["bos"].get<std::string>() : std::string();
@@ -483,6 +540,7 @@ static std::string kit_run(const common_json &req)
                 common_json pl = common_json::array();
                 for (size_t n = 0; n < text.size(); n++) pl.push_back(kit_parse(cp, text.substr(0, n), true));
                 r["prefixes"] = pl;
+                r["stream"] = kit_stream(cp, text);
             }
             parses.push_back(r);
         }

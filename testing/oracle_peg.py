@@ -167,7 +167,8 @@ def main():
     if only:
         tl = [t for t in tl if only in t[0]]
     stats = {"arenas": 0, "saves": 0, "grammars": 0, "parses": 0, "refused": 0, "schema_check": 0, "calls": 0, "reasoning": 0,
-             "errors": 0, "apply_grammar_same": 0, "apply_grammar_other": 0}
+             "errors": 0, "apply_grammar_same": 0, "apply_grammar_other": 0,
+             "steps": 0, "deltas": 0, "diff_errors": 0}
     for name, tmpl in tl:
         # pass 1: apply for every variant, to learn tags and the template's own tool-call text
         metas = kit_chat_run(kit, [{"template": tmpl, "inputs": base_inputs(v, USER)} for _, v, _ in VARIANTS])
@@ -229,6 +230,15 @@ def main():
                     stats["errors"] += "error" in pw[k]
                     if pw[k] != pg[k]:
                         errs.append(f"answer {i} {k}: {json.dumps(req_answer(reqs, labels, vname, i))[:160]}\n  got  {json.dumps(pg[k])[:300]}\n  want {json.dumps(pw[k])[:300]}")
+                if len(pw.get("stream", [])) != len(pg.get("stream", [])):
+                    errs.append(f"answer {i} stream has {len(pg.get('stream', []))} steps, want {len(pw.get('stream', []))}")
+                for j, (a, b) in enumerate(zip(pw.get("stream", []), pg.get("stream", []))):
+                    stats["steps"] += 1
+                    stats["deltas"] += len(a) if isinstance(a, list) else 0
+                    stats["diff_errors"] += isinstance(a, dict) and "diff_error" in a
+                    if a != b:
+                        errs.append(f"answer {i} stream step {j}\n  got  {json.dumps(b)[:300]}\n  want {json.dumps(a)[:300]}")
+                        break
                 for j, (a, b) in enumerate(zip(pw.get("prefixes", []), pg.get("prefixes", []))):
                     stats["parses"] += 1
                     if a != b:
@@ -243,7 +253,8 @@ def main():
     print(f"  {stats['saves']}/{stats['arenas']} arenas saved byte-equal, {stats['grammars']} grammars byte-equal, "
           f"{stats['parses']} parses compared (whole answers: {stats['calls']} with tool calls, {stats['reasoning']} with "
           f"reasoning, {stats['errors']} b11669 errors), {stats['refused']} variants refused by b11669; "
-          f"apply's grammar is the arena's in {stats['apply_grammar_same']} variants, another in {stats['apply_grammar_other']}")
+          f"apply's grammar is the arena's in {stats['apply_grammar_same']} variants, another in {stats['apply_grammar_other']}; "
+          f"{stats['steps']} stream steps ({stats['deltas']} deltas, {stats['diff_errors']} compute_diffs errors) equal")
     s.finish()
 
 

@@ -48,6 +48,57 @@ static void parse_one(jbuf *o, const peg_arena *a, chat_format f, const char *gp
     chat_msg_free(&m);
 }
 
+static void put_stream(jbuf *o, const peg_arena *a, chat_format f, const char *gp, size_t gpn, const char *t, size_t n)
+{
+    chat_msg prev, cur;
+    char err[512];
+    jbuf derr;
+    jbuf_init(&derr);
+    chat_msg_init(&prev);
+    jbuf_puts(o, "[");
+    for (size_t k = 1; k <= n + 1; k++) {
+        int fin = k == n + 1;
+        if (k > 1) jbuf_putc(o, ',');
+        int rc = chat_peg_parse(a, f, gp, gpn, t, fin ? n : k, !fin, &cur, err, sizeof err);
+        if (rc != CHAT_PEG_OK) {
+            err_obj(o, rc == CHAT_PEG_NO_MATCH ? "error" : "limit", err);
+            chat_msg_free(&cur);
+            continue;
+        }
+        chat_msg_delta *d;
+        int nd = chat_msg_diffs(&prev, &cur, &d, &derr);
+        if (nd < 0) {
+            jbuf_puts(o, "{\"diff_error\":");
+            json_put_str_nl(o, derr.p ? derr.p : "", derr.len);
+            jbuf_putc(o, '}');
+            chat_msg_free(&cur);
+            continue;
+        }
+        jbuf_putc(o, '[');
+        for (int i = 0; i < nd; i++) {
+            if (i) jbuf_putc(o, ',');
+            jbuf_puts(o, "{\"reasoning_content_delta\":");
+            json_put_str_nl(o, d[i].reasoning_delta.p ? d[i].reasoning_delta.p : "", d[i].reasoning_delta.len);
+            jbuf_puts(o, ",\"content_delta\":");
+            json_put_str_nl(o, d[i].content_delta.p ? d[i].content_delta.p : "", d[i].content_delta.len);
+            jbuf_printf(o, ",\"tool_call_index\":%lld,\"name\":", d[i].tool_index == PEG_INVALID ? -1LL : (long long)d[i].tool_index);
+            json_put_str_nl(o, d[i].call.name.p ? d[i].call.name.p : "", d[i].call.name.len);
+            jbuf_puts(o, ",\"arguments\":");
+            json_put_str_nl(o, d[i].call.arguments.p ? d[i].call.arguments.p : "", d[i].call.arguments.len);
+            jbuf_puts(o, ",\"id\":");
+            json_put_str_nl(o, d[i].call.id.p ? d[i].call.id.p : "", d[i].call.id.len);
+            jbuf_putc(o, '}');
+        }
+        jbuf_putc(o, ']');
+        chat_msg_deltas_free(d, (size_t)nd);
+        chat_msg_free(&prev);
+        prev = cur;
+    }
+    jbuf_putc(o, ']');
+    chat_msg_free(&prev);
+    jbuf_free(&derr);
+}
+
 static void run(const json_value *req, jbuf *o)
 {
     const json_value *pv = json_get(req, "parser"), *fv = json_get(req, "format"), *gv = json_get(req, "generation_prompt");
@@ -113,7 +164,8 @@ static void run(const json_value *req, jbuf *o)
                 if (k) jbuf_putc(o, ',');
                 parse_one(o, &a, f, gp, gpn, t->str, k, 1);
             }
-            jbuf_putc(o, ']');
+            jbuf_puts(o, "],\"stream\":");
+            put_stream(o, &a, f, gp, gpn, t->str, t->len);
         }
         jbuf_putc(o, '}');
     }

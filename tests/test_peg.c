@@ -326,3 +326,59 @@ TEST(chat_peg_mapper_tagged_arguments)
     chat_msg_free(&m);
     peg_free(&a);
 }
+
+static void set_msg(chat_msg *m, const char *content, const char *name, const char *args)
+{
+    chat_msg_init(m);
+    jbuf_puts(&m->content, content);
+    if (name) {
+        m->calls = calloc(1, sizeof *m->calls);
+        m->ncalls = m->cap = 1;
+        jbuf_init(&m->calls[0].name);
+        jbuf_init(&m->calls[0].arguments);
+        jbuf_init(&m->calls[0].id);
+        jbuf_puts(&m->calls[0].name, name);
+        jbuf_puts(&m->calls[0].arguments, args);
+    }
+}
+
+TEST(chat_msg_diffs_as_b11669)
+{
+    chat_msg a, b, c, e;
+    chat_msg_delta *d;
+    jbuf err;
+    jbuf_init(&err);
+    set_msg(&a, "Hel", NULL, NULL);
+    set_msg(&b, "Hello", "get_x", "{");
+    set_msg(&c, "Hello", "get_x", "{\"a\"");
+    set_msg(&e, "Hex", NULL, NULL);
+    int n = chat_msg_diffs(&a, &b, &d, &err);
+    CHECK_INT(n, 2);                                /* the content's growth, then the new call */
+    if (n == 2) {
+        CHECK_STR(d[0].content_delta.p, "lo");
+        CHECK_U64(d[0].tool_index, PEG_INVALID);
+        CHECK_U64(d[1].tool_index, 0);
+        CHECK_STR(d[1].call.name.p, "get_x");
+        CHECK_STR(d[1].call.arguments.p, "{");
+    }
+    chat_msg_deltas_free(d, n > 0 ? (size_t)n : 0);
+    n = chat_msg_diffs(&b, &c, &d, &err);
+    CHECK_INT(n, 1);                                /* the last call's arguments grow; name unchanged, not repeated */
+    if (n == 1) {
+        CHECK_STR(d[0].call.arguments.p, "\"a\"");
+        CHECK_INT(d[0].call.name.len, 0);
+    }
+    chat_msg_deltas_free(d, n > 0 ? (size_t)n : 0);
+    n = chat_msg_diffs(&b, &a, &d, &err);           /* content shrank to a prefix: no delta; a call vanished */
+    CHECK_INT(n, -1);
+    CHECK_STR(err.p, "Invalid diff: now finding less tool calls!\n  Previous (1):\n    - name: 'get_x', args: '{'\n"
+                     "  Current (0):\n  Current msg text content:\nHel\n");
+    n = chat_msg_diffs(&a, &e, &d, &err);
+    CHECK_INT(n, -1);
+    CHECK_STR(err.p, "Invalid diff: 'Hel' not found at start of 'Hex'");
+    chat_msg_free(&a);
+    chat_msg_free(&b);
+    chat_msg_free(&c);
+    chat_msg_free(&e);
+    jbuf_free(&err);
+}

@@ -575,3 +575,136 @@ int chat_peg_parse(const peg_arena *arena, chat_format format, const char *gener
     if (own) peg_free(&dflt);
     return rc;
 }
+
+/* ---- stream deltas (common_chat_msg_diff::compute_diffs) ---- */
+
+/* string_diff: 0 with the new part in *d, -1 with the error */
+static int cp_string_diff(const jbuf *last, const jbuf *cur, jbuf *d, jbuf *err)
+{
+    jbuf_reset(d);
+    const char *l = cp_data(last), *c = cp_data(cur);
+    if (last->len == 0) { jbuf_put(d, c, cur->len); return 0; }
+    if (cur->len >= last->len && memcmp(c, l, last->len) == 0) { jbuf_put(d, c + last->len, cur->len - last->len); return 0; }
+    if (last->len >= cur->len && memcmp(l, c, cur->len) == 0) return 0;     /* a partial stop word erased */
+    jbuf_puts(err, "Invalid diff: '");
+    jbuf_put(err, l, last->len);
+    jbuf_puts(err, "' not found at start of '");
+    jbuf_put(err, c, cur->len);
+    jbuf_putc(err, '\'');
+    return -1;
+}
+
+static int cp_jeq(const jbuf *a, const jbuf *b)
+{
+    return a->len == b->len && (a->len == 0 || memcmp(a->p, b->p, a->len) == 0);
+}
+
+static chat_msg_delta *cp_delta(chat_msg_delta **arr, size_t *n, size_t *cap)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 4;
+        chat_msg_delta *x = realloc(*arr, nc * sizeof *x);
+        if (!x) return NULL;
+        *arr = x;
+        *cap = nc;
+    }
+    chat_msg_delta *d = &(*arr)[(*n)++];
+    memset(d, 0, sizeof *d);
+    jbuf_init(&d->reasoning_delta);
+    jbuf_init(&d->content_delta);
+    jbuf_init(&d->call.name);
+    jbuf_init(&d->call.arguments);
+    jbuf_init(&d->call.id);
+    d->tool_index = PEG_INVALID;
+    return d;
+}
+
+void chat_msg_deltas_free(chat_msg_delta *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        jbuf_free(&d[i].reasoning_delta);
+        jbuf_free(&d[i].content_delta);
+        cp_call_free(&d[i].call);
+    }
+    free(d);
+}
+
+static int cp_diffs(const chat_msg *prev, const chat_msg *cur, chat_msg_delta **arr, size_t *n, size_t *cap, jbuf *err)
+{
+    chat_msg_delta *d;
+    if (!cp_jeq(&prev->reasoning, &cur->reasoning)) {
+        if (!(d = cp_delta(arr, n, cap))) goto oom;
+        if (cp_string_diff(&prev->reasoning, &cur->reasoning, &d->reasoning_delta, err)) return -1;
+    }
+    if (!cp_jeq(&prev->content, &cur->content)) {
+        if (!(d = cp_delta(arr, n, cap))) goto oom;
+        if (cp_string_diff(&prev->content, &cur->content, &d->content_delta, err)) return -1;
+    }
+    if (cur->ncalls < prev->ncalls) {
+        jbuf_puts(err, "Invalid diff: now finding less tool calls!\n");
+        for (int w = 0; w < 2; w++) {
+            const chat_msg *m = w ? cur : prev;
+            jbuf_printf(err, "  %s (%zu):\n", w ? "Current" : "Previous", m->ncalls);
+            for (size_t i = 0; i < m->ncalls; i++) {
+                jbuf_puts(err, "    - name: '");
+                jbuf_put(err, cp_data(&m->calls[i].name), m->calls[i].name.len);
+                jbuf_puts(err, "', args: '");
+                jbuf_put(err, cp_data(&m->calls[i].arguments), m->calls[i].arguments.len);
+                jbuf_puts(err, "'\n");
+            }
+        }
+        jbuf_puts(err, "  Current msg text content:\n");
+        jbuf_put(err, cp_data(&cur->content), cur->content.len);
+        jbuf_putc(err, '\n');
+        return -1;
+    }
+    if (prev->ncalls) {
+        size_t idx = prev->ncalls - 1;
+        const chat_tool_call *pf = &prev->calls[idx], *nf = &cur->calls[idx];
+        if (!cp_jeq(&pf->name, &nf->name) && pf->name.len && nf->name.len &&
+            !(nf->name.len >= pf->name.len && memcmp(nf->name.p, pf->name.p, pf->name.len) == 0)) {
+            jbuf_puts(err, "Invalid diff: tool call mismatch!");
+            return -1;
+        }
+        jbuf args;
+        jbuf_init(&args);
+        if (cp_string_diff(&pf->arguments, &nf->arguments, &args, err)) { jbuf_free(&args); return -1; }
+        int changed = !cp_jeq(&pf->id, &nf->id) || !cp_jeq(&pf->name, &nf->name);
+        if (args.len || changed) {
+            if (!(d = cp_delta(arr, n, cap))) { jbuf_free(&args); goto oom; }
+            d->tool_index = idx;
+            if (changed) {
+                jbuf_put(&d->call.id, cp_data(&nf->id), nf->id.len);
+                jbuf_put(&d->call.name, cp_data(&nf->name), nf->name.len);
+            }
+            jbuf_put(&d->call.arguments, cp_data(&args), args.len);
+        }
+        jbuf_free(&args);
+    }
+    for (size_t idx = prev->ncalls; idx < cur->ncalls; idx++) {
+        if (!(d = cp_delta(arr, n, cap))) goto oom;
+        d->tool_index = idx;
+        const chat_tool_call *c = &cur->calls[idx];
+        jbuf_put(&d->call.name, cp_data(&c->name), c->name.len);
+        jbuf_put(&d->call.arguments, cp_data(&c->arguments), c->arguments.len);
+        jbuf_put(&d->call.id, cp_data(&c->id), c->id.len);
+    }
+    return 0;
+oom:
+    jbuf_puts(err, "out of memory while computing the stream's deltas");
+    return -1;
+}
+
+int chat_msg_diffs(const chat_msg *prev, const chat_msg *cur, chat_msg_delta **out, jbuf *err)
+{
+    chat_msg_delta *arr = NULL;
+    size_t n = 0, cap = 0;
+    *out = NULL;
+    jbuf_reset(err);
+    if (cp_diffs(prev, cur, &arr, &n, &cap, err)) {
+        chat_msg_deltas_free(arr, n);
+        return -1;
+    }
+    *out = arr;
+    return (int)n;
+}

@@ -71,4 +71,23 @@ enum { CHAT_PEG_OK = 0, CHAT_PEG_NO_MATCH = 1, CHAT_PEG_LIMIT = -1 };
 int chat_peg_parse(const peg_arena *arena, chat_format format, const char *generation_prompt, size_t gp_len,
                    const char *text, size_t len, int is_partial, chat_msg *out, char *err, size_t errlen);
 
+/* One step of a stream: b11669's common_chat_msg_diff. A delta carries either a
+ * reasoning_content piece, a content piece, or a tool call (index, and name / id
+ * when they changed or the call is new, and an arguments piece). */
+typedef struct {
+    jbuf reasoning_delta, content_delta;
+    size_t tool_index;              /* PEG_INVALID: no tool call in this delta */
+    chat_tool_call call;
+} chat_msg_delta;
+
+/* b11669's common_chat_msg_diff::compute_diffs(prev, cur): the deltas from the
+ * message parsed for the previous token to this one, in its order (reasoning,
+ * content, the last known call's growth, then each new call). Returns the
+ * number of deltas with *out malloc'd (free with chat_msg_deltas_free), or -1
+ * with b11669's exception text in *err (reset here): "Invalid diff: now finding
+ * less tool calls!\n" and both lists, "Invalid diff: tool call mismatch!", or
+ * "Invalid diff: '<old>' not found at start of '<new>'". */
+int chat_msg_diffs(const chat_msg *prev, const chat_msg *cur, chat_msg_delta **out, jbuf *err);
+void chat_msg_deltas_free(chat_msg_delta *d, size_t n);
+
 #endif
