@@ -177,7 +177,7 @@ def main():
         for (vname, v, pref), (tag, meta) in zip(VARIANTS, metas):
             if tag != "OK":
                 stats["refused"] += 1
-                s.ok(f"{name} {vname}", f"b11669 refuses: {str(meta)[:100]}")
+                s.ok(f"{name} {vname}", "b11669 refuses: " + json.dumps(str(meta)[:100]))
                 continue
             reqs.append({"template": tmpl, "inputs": base_inputs(v, USER), "answers": answers_for(meta, calls), "prefixes": pref})
             labels.append(vname)
@@ -201,7 +201,7 @@ def main():
         for vname, (tag, w), g in zip(labels, want, got):
             label = f"{name} {vname}"
             if tag != "OK":
-                s.ok(label, f"b11669 refuses: {str(w)[:100]}")
+                s.ok(label, "b11669 refuses: " + json.dumps(str(w)[:100]))
                 continue
             errs = []
             if w["parser"]:
