@@ -13,8 +13,8 @@ tools with tool_choice auto / required / none; parallel calls; reasoning_format 
 enable_thinking false; json_schema), answers that exercise the format: plain text; a reasoning block closed
 and left open (with the template's own thinking tags); the tool call the template itself renders for an
 assistant message with tool_calls (its own syntax), with and without reasoning before it, and broken copies
-of it. Every answer is parsed final and partial; the answers of the tools and reasoning variants also at every
-byte prefix (the streaming case). Groups print one line each; a template b11669 refuses (init or apply
+of it. Every answer is parsed final and partial; the answers of four variants (prefixes True) also at every
+byte prefix and as a stream of compute_diffs deltas (the streaming case). Groups print one line each; a template b11669 refuses (init or apply
 throws) counts as a pass when bankml has nothing to compare (its error is printed).
 
 kit_chat_run(kit, requests) is the reusable entry: frames in, results out (see kit_chat.cpp's header).
@@ -48,13 +48,13 @@ SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}, "n": {"
 VARIANTS = [
     ("plain", {}, False),
     ("tools-auto", {"tools": TOOLS, "tool_choice": "auto"}, True),
-    ("tools-required", {"tools": TOOLS, "tool_choice": "required"}, False),
+    ("tools-required", {"tools": TOOLS, "tool_choice": "required"}, True),
     ("tools-none", {"tools": TOOLS, "tool_choice": "none"}, False),
     ("tools-parallel", {"tools": TOOLS, "tool_choice": "auto", "parallel_tool_calls": True}, False),
     ("reasoning-auto", {"reasoning_format": "auto"}, True),
     ("reasoning-deepseek-tools", {"reasoning_format": "deepseek", "tools": TOOLS}, False),
     ("reasoning-none", {"reasoning_format": "none"}, False),
-    ("thinking-off", {"reasoning_format": "auto", "enable_thinking": False, "chat_template_kwargs": {"enable_thinking": False}}, False),
+    ("thinking-off", {"reasoning_format": "auto", "enable_thinking": False, "chat_template_kwargs": {"enable_thinking": False}}, True),
     ("json-schema", {"json_schema": SCHEMA}, False),
 ]
 
