@@ -382,3 +382,52 @@ TEST(chat_msg_diffs_as_b11669)
     chat_msg_free(&e);
     jbuf_free(&err);
 }
+
+/* the C++ program's second arena: b11669's common_chat_peg_builder::tag_with_safe_content, permute,
+ * prefix and optspace (called on the library), its text form and grammar */
+TEST(chat_peg_builder_helpers_match_b11669)
+{
+    peg_arena a;
+    char err[128], sha[65];
+    peg_init(&a);
+    size_t v[7];
+    size_t m = peg_literal_c(&a, "<tool_call>");
+    v[0] = chat_peg_tag_with_safe_content(&a, "safe", "<tool_call>", m);
+    size_t x = peg_literal_c(&a, "X");
+    v[1] = chat_peg_tag_with_safe_content(&a, "safe2", "", x);
+    size_t abc[3];
+    abc[0] = peg_literal_c(&a, "a");
+    abc[1] = peg_literal_c(&a, "b");
+    abc[2] = peg_literal_c(&a, "c");
+    v[2] = chat_peg_permute(&a, "perm", abc, 3);
+    size_t z = peg_literal_c(&a, "z");
+    v[3] = chat_peg_permute(&a, "one", &z, 1);
+    v[4] = chat_peg_prefix(&a, "<tool_call>name", "name");
+    v[5] = chat_peg_prefix(&a, "", "x");
+    v[6] = chat_peg_optspace(&a, " \n<tag> \n");
+    CHECK_INT(peg_build(&a, peg_sequence(&a, v, 7), err, sizeof err), 0);
+    jbuf b;
+    jbuf_init(&b);
+    peg_save(&a, &b);
+    CHECK_INT(b.len, 3648);
+    hex_sha(b.p, b.len, sha);
+    CHECK_STR(sha, "5c08e2b0983ed749ef86e0659ec4cf81db81d1849b1794149a8c2cca700b52e0");
+    const char *rules = b.p ? strstr(b.p, ",\"rules\":") : NULL;
+    CHECK_STR(rules, ",\"rules\":{\"safe\":8,\"safe2\":15,\"perm-4\":28,\"perm-2\":36,\"perm-6\":40,\"perm-1\":51,\"perm-5\":55,"
+                     "\"perm-3\":64,\"perm-7\":68},\"root\":89}");
+    char *g = NULL;
+    size_t gl = 0;
+    CHECK_INT(peg_build_grammar(&a, 0, &g, &gl), JSON_SCHEMA_OK);
+    CHECK_INT(gl, 1049);
+    hex_sha(g, gl, sha);
+    CHECK_STR(sha, "99eb449d9965b062c408e0ceb13c95c825aa7e9bff54261362f5d25a9ed6a547");
+    CHECK(g && strstr(g, "perm-7 ::= \"a\" perm-6 | \"b\" perm-5 | \"c\" perm-3\n") != NULL);
+    free(g);
+    /* the atomic tags */
+    size_t t = chat_peg_tag(&a, "tool-name", z), c = chat_peg_tag(&a, "content", z);
+    CHECK_INT(a.p[t].kind, PEG_ATOMIC);
+    CHECK_INT(a.p[a.p[t].child].kind, PEG_TAG);
+    CHECK_INT(a.p[c].kind, PEG_TAG);
+    jbuf_free(&b);
+    peg_free(&a);
+}

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int cp_isspace(unsigned char c);
+
 static const char *cp_names[CHAT_FORMAT_COUNT] = { "Content-only", "peg-simple", "peg-native", "peg-gemma4", "peg-minimax-m3" };
 
 const char *chat_format_name(chat_format f) { return f < CHAT_FORMAT_COUNT ? cp_names[f] : "unknown"; }
@@ -62,6 +64,94 @@ void chat_msg_put_json(const chat_msg *m, jbuf *out)
         jbuf_putc(out, '}');
     }
     jbuf_puts(out, "]}");
+}
+
+/* ---- the builder helpers (common_chat_peg_builder) ----
+ * Ids follow b11669's evaluation order, measured on the library: a braced list runs left to
+ * right, an operator+ or |= evaluates its right operand first. */
+
+size_t chat_peg_tag(peg_arena *a, const char *tag, size_t p)
+{
+    static const char *atomic_tags[] = { "tool-open", "tool-close", "tool-id", "tool-name", "tool-arg-open", "tool-arg-close",
+                                         "tool-arg-name" };
+    size_t t = peg_tag(a, tag, p);
+    for (size_t i = 0; i < sizeof atomic_tags / sizeof *atomic_tags; i++)
+        if (strcmp(tag, atomic_tags[i]) == 0) return peg_atomic(a, t);
+    return t;
+}
+
+size_t chat_peg_tag_with_safe_content(peg_arena *a, const char *tag_name, const char *marker, size_t p)
+{
+    size_t chunk, v[2];
+    if (!marker[0]) {
+        chunk = peg_rule(a, tag_name, peg_tag(a, "content", peg_any(a)), 0);
+    } else {
+        size_t n = strlen(marker);
+        size_t until = peg_until(a, marker, n);                 /* negate(literal(m)) + any() + until(m) */
+        size_t any = peg_any(a);
+        size_t neg = peg_negate(a, peg_literal(a, marker, n));
+        size_t body = peg_seq2(a, peg_seq2(a, neg, any), until);
+        chunk = peg_rule(a, tag_name, peg_tag(a, "content", body), 0);
+    }
+    v[0] = p;
+    v[1] = chunk;
+    return peg_zero_or_more(a, peg_choice(a, v, 2));
+}
+
+typedef struct {
+    const char *prefix;
+    const size_t *parsers;
+    size_t n;
+    size_t memo[1u << CHAT_PEG_MAX_PERMUTE];
+} cp_perm;
+
+static size_t cp_remaining(peg_arena *a, cp_perm *pm, uint32_t remaining)
+{
+    if (remaining == 0) return peg_eps(a);
+    if (pm->memo[remaining] != PEG_INVALID) return pm->memo[remaining];
+    size_t alts = peg_choice(a, NULL, 0);
+    for (size_t i = 0; i < pm->n; i++) {
+        uint32_t bit = 1u << i;
+        if (!(remaining & bit)) continue;
+        size_t rest = cp_remaining(a, pm, remaining & ~bit);   /* parsers[i] + remaining_of(...) */
+        size_t seq = peg_seq2(a, pm->parsers[i], rest);
+        alts = peg_alt2(a, alts, seq);                         /* alternatives |= ... */
+    }
+    char name[256];
+    snprintf(name, sizeof name, "%s-%u", pm->prefix, remaining);
+    return pm->memo[remaining] = peg_rule(a, name, alts, 0);
+}
+
+size_t chat_peg_permute(peg_arena *a, const char *rule_prefix, const size_t *parsers, size_t n)
+{
+    if (n == 0) return peg_eps(a);
+    if (n == 1 || n > CHAT_PEG_MAX_PERMUTE) return peg_sequence(a, parsers, n);
+    cp_perm pm;
+    pm.prefix = rule_prefix;
+    pm.parsers = parsers;
+    pm.n = n;
+    for (size_t i = 0; i < sizeof pm.memo / sizeof *pm.memo; i++) pm.memo[i] = PEG_INVALID;
+    return cp_remaining(a, &pm, (1u << n) - 1);
+}
+
+size_t chat_peg_prefix(peg_arena *a, const char *s, const char *delimiter)
+{
+    if (!s[0]) return peg_eps(a);
+    if (!delimiter[0]) return peg_literal_c(a, s);
+    const char *hit = strstr(s, delimiter);
+    return peg_literal(a, s, hit ? (size_t)(hit - s) : strlen(s));
+}
+
+size_t chat_peg_optspace(peg_arena *a, const char *tag)
+{
+    size_t n = strlen(tag), lead = n, trail = n;
+    for (size_t i = 0; i < n; i++) if (!cp_isspace((unsigned char)tag[i])) { lead = i; break; }
+    for (size_t i = n; i > 0; i--) if (!cp_isspace((unsigned char)tag[i - 1])) { trail = i; break; }
+    size_t parser = peg_eps(a);
+    for (size_t i = 0; i < lead; i++) parser = peg_seq2(a, parser, peg_optional(a, peg_literal(a, tag + i, 1)));
+    parser = peg_seq2(a, parser, peg_literal(a, tag + lead, trail > lead ? trail - lead : 0));
+    for (size_t i = trail; i < n; i++) parser = peg_seq2(a, parser, peg_optional(a, peg_literal(a, tag + i, 1)));
+    return parser;
 }
 
 /* ---- the mapper ---- */

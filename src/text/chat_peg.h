@@ -31,6 +31,27 @@
 #include "base/json.h"
 #include "text/peg.h"
 
+/* ---- b11669's common_chat_peg_builder helpers (the generator's vocabulary) ---- */
+
+#define CHAT_PEG_MAX_PERMUTE 6      /* COMMON_CHAT_MAX_PERMUTE */
+
+/* tag(name, p), inside atomic() for the tags b11669 builds atomic: tool-open, tool-close,
+ * tool-id, tool-name, tool-arg-open, tool-arg-close, tool-arg-name. The mapper reads the
+ * tags reasoning, content, tool, tool-open, tool-close, tool-id, tool-name, tool-args,
+ * tool-arg, tool-arg-open, tool-arg-close, tool-arg-name, tool-arg-value,
+ * tool-arg-string-value (and reasoning-block, which it ignores). */
+size_t chat_peg_tag(peg_arena *a, const char *tag, size_t p);
+/* tag_with_safe_content: (p | rule(name, content(!marker . until(marker))))*, or with an
+ * empty marker (p | rule(name, content(.)))* */
+size_t chat_peg_tag_with_safe_content(peg_arena *a, const char *tag_name, const char *marker, size_t p);
+/* permute: every parser once, in any order (rules "<prefix>-<bits left>"); a plain sequence
+ * for one parser or more than CHAT_PEG_MAX_PERMUTE; epsilon for none */
+size_t chat_peg_permute(peg_arena *a, const char *rule_prefix, const size_t *parsers, size_t n);
+/* prefix: literal(s up to the first delimiter; all of s when delimiter is empty); epsilon for "" */
+size_t chat_peg_prefix(peg_arena *a, const char *s, const char *delimiter);
+/* optspace: tag's text with its leading and trailing whitespace characters each optional */
+size_t chat_peg_optspace(peg_arena *a, const char *tag);
+
 /* b11669's common_chat_format */
 typedef enum {
     CHAT_FORMAT_CONTENT_ONLY, CHAT_FORMAT_PEG_SIMPLE, CHAT_FORMAT_PEG_NATIVE,
