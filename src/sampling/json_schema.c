@@ -1597,22 +1597,11 @@ static void js_free_arena(js_ctx *c)
     }
 }
 
-/* the whole conversion; returns the code, the text in *text (in the arena) */
-static int js_run(js_ctx *c, const json_value *schema, js_str *text)
+/* check_errors, then format_grammar: the rules sorted by name */
+static int js_write_rules(js_ctx *c, js_str *text)
 {
-    if (setjmp(c->top)) {
-        *text = c->msg;
-        if (c->code == JSON_SCHEMA_REFUSED) *text = js_cat(c, JS_S("JSON schema conversion failed:\n"), c->msg);
-        return c->code;
-    }
-    c->root = schema;
-    js_node *root = js_build_node(c, schema, NULL, JS_S("#"));
-    for (size_t i = 0; i < c->npending; i++) c->pending[i]->target = *js_map_find(c, &c->refs, c->pending[i]->ref, 0);
-
-    js_rule_put(c, JS_S("space"), JS_S(JS_SPACE_RULE));
-    js_visit(c, root, JS_S(""));
     js_sb t = js_sb_new(c);
-    if (c->nerrors) {                           /* check_errors */
+    if (c->nerrors) {
         js_puts(&t, "JSON schema conversion failed:\n");
         for (size_t i = 0; i < c->nerrors; i++) {
             if (i) js_putc(&t, '\n');
@@ -1630,6 +1619,23 @@ static int js_run(js_ctx *c, const json_value *schema, js_str *text)
     }
     *text = js_done(&t);
     return JSON_SCHEMA_OK;
+}
+
+/* the whole conversion; returns the code, the text in *text (in the arena) */
+static int js_run(js_ctx *c, const json_value *schema, js_str *text)
+{
+    if (setjmp(c->top)) {
+        *text = c->msg;
+        if (c->code == JSON_SCHEMA_REFUSED) *text = js_cat(c, JS_S("JSON schema conversion failed:\n"), c->msg);
+        return c->code;
+    }
+    c->root = schema;
+    js_node *root = js_build_node(c, schema, NULL, JS_S("#"));
+    for (size_t i = 0; i < c->npending; i++) c->pending[i]->target = *js_map_find(c, &c->refs, c->pending[i]->ref, 0);
+
+    js_rule_put(c, JS_S("space"), JS_S(JS_SPACE_RULE));
+    js_visit(c, root, JS_S(""));
+    return js_write_rules(c, text);
 }
 
 int json_schema_to_gbnf(const json_value *schema, unsigned flags, char **out, size_t *out_len)
@@ -1879,28 +1885,7 @@ static int js_builder_text(js_ctx *c, js_str *text)
         *text = c->msg;
         return c->code;
     }
-    {
-        int code = JSON_SCHEMA_OK;
-        js_sb t = js_sb_new(c);
-        if (c->nerrors) {                       /* check_errors */
-            js_puts(&t, "JSON schema conversion failed:\n");
-            for (size_t i = 0; i < c->nerrors; i++) {
-                if (i) js_putc(&t, '\n');
-                js_putstr(&t, c->errors[i]);
-            }
-            code = JSON_SCHEMA_REFUSED;
-        } else {
-            qsort(c->rules, c->nrules, sizeof *c->rules, js_rule_order);
-            for (size_t i = 0; i < c->nrules; i++) {
-                js_putstr(&t, c->rules[i].name);
-                js_puts(&t, " ::= ");
-                js_putstr(&t, c->rules[i].body);
-                js_putc(&t, '\n');
-            }
-        }
-        *text = js_done(&t);
-        return code;
-    }
+    return js_write_rules(c, text);
 }
 
 int gbnf_builder_finish(gbnf_builder *b, char **out, size_t *out_len)
