@@ -88,3 +88,15 @@ build/kit-chat-analyze: testing/kit_chat_analyze.cpp $(LLAMA_SRC)/common/json-sc
 	@mkdir -p build
 	$(CXX_KIT) -std=c++17 -O1 -w -I$(LLAMA_SRC)/common -I$(ORACLE_INC) -o $@ testing/kit_chat_analyze.cpp \
 	    -L$(ORACLE_LIB) -l:libllama-common.so.0 -ldl -Wl,--allow-shlib-undefined
+# b11669's chat layer (templates_apply, its PEG arena, common_chat_peg_parse) for testing/oracle_peg.py:
+# testing/kit_chat.cpp against v0.5.0's common/ headers (peg-parser.h, json.h, json-schema*.h), run
+# under sid-run; the chat structs b11669 changed are declared in the kit itself.
+build/kit-chat: testing/kit_chat.cpp $(LLAMA_SRC)/common/json-schema-to-grammar.h $(ORACLE_INC)/ggml.h
+	@mkdir -p build
+	$(CXX_KIT) -std=c++17 -O2 -Wall -fvisibility=hidden -fvisibility-inlines-hidden -I$(LLAMA_SRC)/common -o $@ testing/kit_chat.cpp \
+	    -L$(ORACLE_LIB) -l:libllama-common.so.0 -Wl,--allow-shlib-undefined
+
+# bankml's side of testing/oracle_peg.py (peg_load/save, peg_build_grammar, chat_peg_parse)
+build/peg-driver: testing/peg_driver.c $(OBJ)
+	@mkdir -p build
+	$(CC) $(BASE) -O2 $(WARN) -o $@ testing/peg_driver.c $(OBJ) $(LDLIBS)

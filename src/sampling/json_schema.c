@@ -1597,22 +1597,11 @@ static void js_free_arena(js_ctx *c)
     }
 }
 
-/* the whole conversion; returns the code, the text in *text (in the arena) */
-static int js_run(js_ctx *c, const json_value *schema, js_str *text)
+/* check_errors, then format_grammar: the rules sorted by name */
+static int js_write_rules(js_ctx *c, js_str *text)
 {
-    if (setjmp(c->top)) {
-        *text = c->msg;
-        if (c->code == JSON_SCHEMA_REFUSED) *text = js_cat(c, JS_S("JSON schema conversion failed:\n"), c->msg);
-        return c->code;
-    }
-    c->root = schema;
-    js_node *root = js_build_node(c, schema, NULL, JS_S("#"));
-    for (size_t i = 0; i < c->npending; i++) c->pending[i]->target = *js_map_find(c, &c->refs, c->pending[i]->ref, 0);
-
-    js_rule_put(c, JS_S("space"), JS_S(JS_SPACE_RULE));
-    js_visit(c, root, JS_S(""));
     js_sb t = js_sb_new(c);
-    if (c->nerrors) {                           /* check_errors */
+    if (c->nerrors) {
         js_puts(&t, "JSON schema conversion failed:\n");
         for (size_t i = 0; i < c->nerrors; i++) {
             if (i) js_putc(&t, '\n');
@@ -1630,6 +1619,23 @@ static int js_run(js_ctx *c, const json_value *schema, js_str *text)
     }
     *text = js_done(&t);
     return JSON_SCHEMA_OK;
+}
+
+/* the whole conversion; returns the code, the text in *text (in the arena) */
+static int js_run(js_ctx *c, const json_value *schema, js_str *text)
+{
+    if (setjmp(c->top)) {
+        *text = c->msg;
+        if (c->code == JSON_SCHEMA_REFUSED) *text = js_cat(c, JS_S("JSON schema conversion failed:\n"), c->msg);
+        return c->code;
+    }
+    c->root = schema;
+    js_node *root = js_build_node(c, schema, NULL, JS_S("#"));
+    for (size_t i = 0; i < c->npending; i++) c->pending[i]->target = *js_map_find(c, &c->refs, c->pending[i]->ref, 0);
+
+    js_rule_put(c, JS_S("space"), JS_S(JS_SPACE_RULE));
+    js_visit(c, root, JS_S(""));
+    return js_write_rules(c, text);
 }
 
 int json_schema_to_gbnf(const json_value *schema, unsigned flags, char **out, size_t *out_len)
@@ -1804,6 +1810,156 @@ int ollama_format_to_gbnf(const json_value *format, const char *raw, size_t raw_
             code = JSON_SCHEMA_LIMIT;
         }
     }
+    js_free_arena(c);
+    free(c);
+    return code;
+}
+
+/* ------------------------------------------------------------------ */
+/* b11669's build_grammar(cb) builder (common_grammar_builder over one   */
+/* converter), for the PEG grammar writer (peg_grammar.c)                 */
+
+struct gbnf_builder {
+    js_ctx c;
+};
+
+static int js_builder_start(gbnf_builder *b)
+{
+    if (setjmp(b->c.top)) return -1;
+    js_rule_put(&b->c, JS_S("space"), JS_S(JS_SPACE_RULE));         /* the converter's constructor */
+    return 0;
+}
+
+gbnf_builder *gbnf_builder_new(void)
+{
+    gbnf_builder *b = calloc(1, sizeof *b);
+    if (b && js_builder_start(b)) { gbnf_builder_free(b); return NULL; }
+    return b;
+}
+
+void gbnf_builder_free(gbnf_builder *b)
+{
+    if (!b) return;
+    js_free_arena(&b->c);
+    free(b);
+}
+
+static void js_out(jbuf *out, js_str s)
+{
+    if (out) { jbuf_reset(out); jbuf_put(out, s.p, s.n); }
+}
+
+int gbnf_builder_add_rule(gbnf_builder *b, const char *name, size_t name_len, const char *body, size_t body_len, jbuf *out)
+{
+    js_ctx *c = &b->c;
+    if (setjmp(c->top)) return -1;
+    js_str n = js_add_rule(c, js_dup(c, name, name_len), js_dup(c, body, body_len));
+    js_out(out, n);
+    return 0;
+}
+
+int gbnf_builder_add_schema(gbnf_builder *b, const char *name, size_t name_len, const json_value *schema, jbuf *out)
+{
+    js_ctx *c = &b->c;
+    if (setjmp(c->top)) {
+        js_str m = c->msg;
+        if (c->code == JSON_SCHEMA_REFUSED) m = js_cat(c, JS_S("JSON schema conversion failed:\n"), c->msg);
+        js_out(out, m);
+        return c->code;
+    }
+    c->root = schema;                           /* a document of its own: its $refs only */
+    c->refs = (js_map){ 0 };
+    c->npending = 0;
+    c->depth = 0;
+    js_node *root = js_build_node(c, schema, NULL, JS_S("#"));
+    for (size_t i = 0; i < c->npending; i++) c->pending[i]->target = *js_map_find(c, &c->refs, c->pending[i]->ref, 0);
+    js_str nm = js_dup(c, name, name_len);
+    if (js_eqs(nm, "root")) nm = JS_S("");     /* build_grammar's add_schema */
+    js_out(out, js_visit(c, root, nm));
+    return JSON_SCHEMA_OK;
+}
+
+static int js_builder_text(js_ctx *c, js_str *text)
+{
+    if (setjmp(c->top)) {
+        *text = c->msg;
+        return c->code;
+    }
+    return js_write_rules(c, text);
+}
+
+int gbnf_builder_finish(gbnf_builder *b, char **out, size_t *out_len)
+{
+    js_str text;
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    int code = js_builder_text(&b->c, &text);
+    char *d = malloc(text.n + 1);
+    if (!d) return JSON_SCHEMA_LIMIT;
+    if (text.n) memcpy(d, text.p, text.n);
+    d[text.n] = 0;
+    *out = d;
+    if (out_len) *out_len = text.n;
+    return code;
+}
+
+void gbnf_format_literal(jbuf *out, const char *s, size_t n)
+{
+    jbuf_putc(out, '"');
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (ch == '\r') jbuf_puts(out, "\\r");
+        else if (ch == '\n') jbuf_puts(out, "\\n");
+        else if (ch == '"') jbuf_puts(out, "\\\"");
+        else if (ch == '\\') jbuf_puts(out, "\\\\");
+        else jbuf_putc(out, ch);
+    }
+    jbuf_putc(out, '"');
+}
+
+/* common_chat_schema::may_be_string (a $ref cycle counts as not a string) */
+static int js_may_be_string(const js_node *s, int depth)
+{
+    if (depth > JSON_SCHEMA_MAX_DEPTH) return 0;
+    switch (s->kind) {
+    case JS_STRING: return 1;
+    case JS_CONST: return s->value->type == JSON_STRING;
+    case JS_ENUM:
+        for (size_t i = 0; i < s->nvalues; i++) if (s->values[i]->type == JSON_STRING) return 1;
+        return 0;
+    case JS_REF: return s->target ? js_may_be_string(s->target, depth + 1) : 0;
+    case JS_ANY_OF:
+        for (size_t i = 0; i < s->nkids; i++) if (js_may_be_string(s->kids[i], depth + 1)) return 1;
+        return 0;
+    case JS_ALL_OF: {
+        int any = 0;
+        for (size_t i = 0; i < s->nkids; i++) {
+            if (s->kids[i]->kind == JS_ANY) continue;
+            if (!js_may_be_string(s->kids[i], depth + 1)) return 0;
+            any = 1;
+        }
+        return any;
+    }
+    default: return 0;
+    }
+}
+
+static int js_run_may(js_ctx *c, const json_value *schema, int *out)
+{
+    if (setjmp(c->top)) return c->code;
+    c->root = schema;
+    js_node *root = js_build_node(c, schema, NULL, JS_S("#"));
+    for (size_t i = 0; i < c->npending; i++) c->pending[i]->target = *js_map_find(c, &c->refs, c->pending[i]->ref, 0);
+    *out = js_may_be_string(root, 0);
+    return JSON_SCHEMA_OK;
+}
+
+int json_schema_may_be_string(const json_value *schema, int *out)
+{
+    *out = 0;
+    js_ctx *c = calloc(1, sizeof *c);
+    if (!c) return JSON_SCHEMA_LIMIT;
+    int code = js_run_may(c, schema, out);
     js_free_arena(c);
     free(c);
     return code;

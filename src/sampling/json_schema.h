@@ -75,4 +75,27 @@ int json_schema_to_gbnf(const json_value *schema, unsigned flags, char **out, si
  * where Go writes \u escapes. */
 int ollama_format_to_gbnf(const json_value *format, const char *raw, size_t raw_len, char **out, size_t *out_len);
 
+/* b11669's build_grammar(cb) (common/json-schema-to-grammar.cpp): one converter that
+ * callers add rules and schemas to, written out sorted by name at the end. The
+ * PEG grammar writer (peg_grammar.h) drives it as b11669's common_peg_arena::
+ * build_grammar drives common_grammar_builder. Starts with the "space" rule. */
+typedef struct gbnf_builder gbnf_builder;
+gbnf_builder *gbnf_builder_new(void);                   /* NULL: out of memory */
+void gbnf_builder_free(gbnf_builder *b);
+/* add_rule: the escaped name (each run outside [a-zA-Z0-9-] becomes '-'), or name0,
+ * name1, ... when that name holds another body; written to *out. 0, or -1 out of memory. */
+int gbnf_builder_add_rule(gbnf_builder *b, const char *name, size_t name_len, const char *body, size_t body_len, jbuf *out);
+/* add_schema: converts schema (a document of its own: its $refs only) under name
+ * ("root" means "") and writes the rule text to reference it to *out. Returns
+ * JSON_SCHEMA_OK, or JSON_SCHEMA_REFUSED / JSON_SCHEMA_LIMIT with the reason in *out. */
+int gbnf_builder_add_schema(gbnf_builder *b, const char *name, size_t name_len, const json_value *schema, jbuf *out);
+/* check_errors + format_grammar: the grammar (or the collected errors, JSON_SCHEMA_REFUSED)
+ * in *out (malloc'd). Does not free b. */
+int gbnf_builder_finish(gbnf_builder *b, char **out, size_t *out_len);
+/* b11669's common_chat_schema::may_be_string of the typed schema built from schema:
+ * JSON_SCHEMA_OK with *out 0/1, or the builder's refusal code. */
+int json_schema_may_be_string(const json_value *schema, int *out);
+/* b11669's gbnf_format_literal: "..." with \r \n \" \\ escaped. */
+void gbnf_format_literal(jbuf *out, const char *s, size_t n);
+
 #endif
