@@ -19,9 +19,10 @@ protocol over --remote-debugging-pipe (Python's standard library only: no websoc
     the page does not scroll sideways.
 
 Before the browser, without one: GET / by Accept (the page, or the text line as before), the page's files byte
-for byte from src/api/ui/, /bankml/status (JSON = /bankml's, HTML for a browser), and `--no-webui` (the text
-line for a browser too). Without Chromium (testing/install_deps.sh installs Debian's `chromium`) the browser
-session is skipped with the reason, a failure under BANKML_REQUIRE_ORACLE=1."""
+for byte from src/api/ui/, /bankml/status (JSON = /bankml's, HTML for a browser), `--api-key` (the page and its
+files public, the routes it reads not) and `--no-webui` (the text line for a browser too). Without Chromium
+(testing/install_deps.sh installs Debian's `chromium`) the browser session is skipped with the reason, a
+failure under BANKML_REQUIRE_ORACLE=1."""
 import base64, json, os, queue, shutil, subprocess, sys, tempfile, threading, time, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -405,6 +406,12 @@ def t_http():
         st, body = b.get("/bankml/status", headers=html)
         S.check("GET /bankml/status (Accept: text/html): the status page", st == 200
                 and "<h1>bankml serve" in body and oracle.sha256_file(DEMO) in body, f"{st} {oracle.short(body)}")
+    with oracle.Server.bankml(DEMO, extra=("--fork", fork, "--api-key", "K"), name="bankml-ui-key") as b:
+        got = [b.get("/", headers=html)[0], b.get("/bankml/ui/chat.js")[0], b.get("/bankml/ui/chat.css")[0],
+               b.get("/bankml/status", headers=html)[0], b.get("/bankml")[0], b.get("/v1/models")[0],
+               b.get("/bankml", headers={"Authorization": "Bearer K"})[0]]
+        S.equal("--api-key: the page and its files are public, the routes it reads ask for the key",
+                got, [200, 200, 200, 401, 401, 401, 200])
     with oracle.Server.bankml(DEMO, extra=("--fork", fork, "--no-webui"), name="bankml-ui-off") as b:
         S.equal("--no-webui: GET / (Accept: text/html) is the text line", b.get("/", headers=html),
                 (200, "bankml is running (Ollama's API at /api, native only)\n"))
