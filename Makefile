@@ -10,7 +10,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2
 WARN    := -Wall -Wextra -Werror
-BASE    := -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -pthread
+BASE    := -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -Ibuild/gen -pthread
 LDLIBS  := -lm
 PYTHON  ?= python3
 
@@ -36,6 +36,14 @@ build/unit-tests: $(TESTOBJ) $(OBJ)
 	$(CC) -pthread -o $@ $^ $(LDLIBS)
 
 -include $(OBJ:.o=.d) $(TESTOBJ:.o=.d) build/obj/cli/main.d
+
+# the chat page (src/api/ui/) built into the binary as C arrays (src/api/ui.c)
+UI_FILES := src/api/ui/index.html src/api/ui/chat.css src/api/ui/chat.js
+build/gen/ui_assets.h: $(UI_FILES) src/api/ui/embed.sh
+	@mkdir -p build/gen
+	sh src/api/ui/embed.sh $@ ui_index_html=src/api/ui/index.html ui_chat_css=src/api/ui/chat.css \
+	    ui_chat_js=src/api/ui/chat.js
+build/obj/api/ui.o build/asan/api/ui.o: build/gen/ui_assets.h
 
 # ---- tests ----
 test: bankml build/unit-tests
@@ -83,7 +91,7 @@ FUZZ_SRC_chat_analyze := $(wildcard src/text/chat_analyze*.c) $(wildcard src/tex
 FUZZ_SRC_peg     := src/text/peg.c src/text/peg_parse.c src/text/chat_peg.c src/sampling/peg_grammar.c \
                     src/sampling/json_schema.c src/base/json.c src/base/base.c
 
-build/fuzz/fuzz_%: tests/fuzz_%.c $(SRC) $(wildcard src/*/*.h)
+build/fuzz/fuzz_%: tests/fuzz_%.c $(SRC) $(wildcard src/*/*.h) build/gen/ui_assets.h
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) $(BASE) $(FUZZ_DEF_$*) $(FUZZ_FLAGS) -o $@ $< $(or $(FUZZ_SRC_$*),$(SRC)) $(LDLIBS)
 

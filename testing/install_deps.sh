@@ -2,12 +2,13 @@
 # install_deps.sh -- system packages the test suites need beyond the kit:
 # nlohmann-json3-dev (the header testing/oracle_json_double.py and
 # testing/oracle_json_str.py compile their oracles against), golang-go (Go's
-# encoding/json, the oracle testing/oracle_json_str.py runs for Ollama's bytes)
-# and curl (testing/test_readme_curl.py runs README's curl
-# lines as written). Idempotent; does nothing where apt-get is absent (the
+# encoding/json, the oracle testing/oracle_json_str.py runs for Ollama's bytes),
+# curl (testing/test_readme_curl.py runs README's curl
+# lines as written) and chromium (Debian's, headless: testing/test_ui.py
+# drives the chat page through the DevTools protocol). Idempotent; does nothing where apt-get is absent (the
 # suites then skip, or fail under BANKML_REQUIRE_ORACLE=1).
 set -eu
-PKGS="nlohmann-json3-dev golang-go curl"
+PKGS="nlohmann-json3-dev golang-go curl chromium"
 if ! command -v apt-get >/dev/null 2>&1; then
     echo "install_deps.sh: no apt-get; install $PKGS (or their equivalents) by hand" >&2
     exit 0

@@ -31,7 +31,8 @@ S.check("help archs: exit 0, a line per architecture",
         rc == 0 and all(re.search(rf"^  {n} ", out, re.M) for n in names) and len(out.splitlines()) == 1 + len(names),
         out)
 rc, out, err = run(["help", "archs", "--json"])
-S.equal("help archs --json: exit 1, why", (rc, out, err), (1, "", "bankml help: unexpected argument --json\n"))
+S.equal("help archs --json: exit 1, why and help's usage line", (rc, out, err),
+        (1, "", "bankml help: unknown option --json\nusage: bankml help [COMMAND|archs] [--markdown]\n"))
 rc, out, _ = run(["help"])
 S.check("help lists `help archs`", "bankml help archs [--markdown]" in out, out[-400:])
 S.finish()

@@ -217,9 +217,11 @@ def tests(tmp):
            out='{"verdict": "play", "guard": "play", "engine": "mainline", "model_sha256": "%s", "bankml": "%s", '
                '"arch": "qwen3", "name": "Bonsai-1.7B", "types": {"F16": 1, "Q1_0": 1}}\n' % (sha, VERSION))
     expect("pin: no record", ["pin", b8, "--fork", forkjson], 2, err="",
-           out="refuse: Bonsai-8B.gguf has no sha256 record in FORK.json: unpinned, refused\n")
+           out="refuse: Bonsai-8B.gguf has no sha256 record in FORK.json: unpinned, refused (if it is the file you "
+               f"mean to run, pin it: bankml pin {b8} --fork {forkjson} --write)\n")
     expect("verify: no record", ["verify", b8, "--fork", forkjson], 2, err="",
-           out="refuse: Bonsai-8B.gguf has no sha256 record in FORK.json: unpinned, refused\n")
+           out="refuse: Bonsai-8B.gguf has no sha256 record in FORK.json: unpinned, refused (if it is the file you "
+               f"mean to run, pin it: bankml pin {b8} --fork {forkjson} --write)\n")
     wrong = "0" * 64
     with open(forkjson, "w") as f:
         json.dump({"kind": "test", "files": [{"path": "x/Bonsai-1.7B.gguf", "bytes": 1, "sha256": wrong}]}, f)
@@ -284,7 +286,8 @@ def tests(tmp):
            err="bankml bench: -t takes a whole number from 1 to 256, not 0\n"
                "usage: bankml bench MODEL [-p N] [-n N] [-t N] [-r N] [--fork F.json]\n")
     expect("bench refuses an unpinned model", ["bench", b8, "--fork", forkjson], 2, out="",
-           err="bankml bench: refuse: Bonsai-8B.gguf has no sha256 record in FORK.json: unpinned, refused\n")
+           err="bankml bench: refuse: Bonsai-8B.gguf has no sha256 record in FORK.json: unpinned, refused (if it is "
+               f"the file you mean to run, pin it: bankml pin {b8} --fork {forkjson} --write)\n")
 
     # --- create: a derived model over a pinned one, or a refusal ---
     reg = os.path.join(tmp, "registry")

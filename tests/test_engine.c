@@ -938,7 +938,9 @@ TEST(engine_acquire_errors_have_their_kinds)
     if (acquire_timed(e, 3, &a)) return;
     CHECK(a.m == NULL);
     CHECK_INT(a.er.kind, ENGINE_BAD_INPUT);
-    CHECK_STR(a.er.msg, "refuse: unpinned.gguf has no sha256 record in FORK.json: unpinned, refused");
+    snprintf(want, sizeof want, "refuse: unpinned.gguf has no sha256 record in FORK.json: unpinned, refused (if it "
+             "is the file you mean to run, pin it: bankml pin %s --fork %s --write)", up, fork_path);
+    CHECK_STR(a.er.msg, want);
     if (acquire_timed(e, 4, &a)) return;
     CHECK(a.m == NULL);
     CHECK_INT(a.er.kind, ENGINE_NOT_FOUND);

@@ -249,19 +249,23 @@ TEST(pin_check_mismatch_message)
 
 TEST(pin_check_no_record_message)
 {
-    char sha[65], err[256] = "";
+    char sha[65], err[512] = "", want[512];
     SETUP();
     CHECK_INT(put_file(in_tmp("a.gguf"), "abc"), 0);
     CHECK_INT(put_file(in_tmp("fork.json"),
                        "{\"files\": [{\"path\": \"b.gguf\", \"sha256\": \"" SHA_ABC "\"}]}"), 0);
     CHECK_INT(pin_check(in_tmp("a.gguf"), in_tmp("fork.json"), sha, err, sizeof err), 2);
-    CHECK_STR(err, "a.gguf has no sha256 record in FORK.json: unpinned, refused");
+    snprintf(want, sizeof want, "a.gguf has no sha256 record in FORK.json: unpinned, refused (if it is the file you "
+             "mean to run, pin it: bankml pin %s/a.gguf --fork %s/fork.json --write)", tmpdir, tmpdir);
+    CHECK_STR(err, want);
     CHECK_STR(sha, "");
     /* a malformed record is no record */
     CHECK_INT(put_file(in_tmp("fork.json"),
                        "{\"files\": [{\"path\": \"a.gguf\", \"sha256\": \"abc\"}]}"), 0);
     CHECK_INT(pin_check(in_tmp("a.gguf"), in_tmp("fork.json"), sha, err, sizeof err), 2);
-    CHECK_STR(err, "a.gguf has no sha256 record in FORK.json: unpinned, refused");
+    snprintf(want, sizeof want, "a.gguf has no sha256 record in FORK.json: unpinned, refused (if it is the file you "
+             "mean to run, pin it: bankml pin %s/a.gguf --fork %s/fork.json --write)", tmpdir, tmpdir);
+    CHECK_STR(err, want);
     rm_tmp();
 }
 

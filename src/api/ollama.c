@@ -295,8 +295,8 @@ static json_value options_object(opts *o)
 static int refusals(const json_value *body, int generate, char *err, size_t errlen)
 {
     if (present(json_get(body, "tools"))) {
-        bk_err(err, errlen, "tools: tool calling needs the template's tool rendering and a grammar (O6 in "
-                             "docs/OLLAMA.md); not reproduced yet");
+        bk_err(err, errlen, "tools: tool calling needs the template's tool rendering and a grammar; not "
+                             "reproduced yet (docs/modules/ollama.md, Limitations)");
         return -1;
     }
     if (present(json_get(body, "images"))) {
@@ -381,7 +381,7 @@ static int build_messages(const json_value *body, const json_value *layer, int g
                 return -1;
             }
             if (present(json_get(m, "tool_calls"))) {
-                bk_err(err, errlen, "tool_calls: tool calling is not reproduced yet (O6 in docs/OLLAMA.md)");
+                bk_err(err, errlen, "tool_calls: tool calling is not reproduced yet (docs/modules/ollama.md, Limitations)");
                 return -1;
             }
             if (present(json_get(m, "images"))) {
@@ -1416,10 +1416,11 @@ static void h_api_404(serve_req *req, serve_resp *resp, void *ud)
 }
 
 static const char MSG_EMBED[] = "embeddings need an encoder graph (bge-m3 is XLM-R: LayerNorm, bidirectional "
-                                "attention, CLS pooling), which bankML does not have yet (O7 in docs/OLLAMA.md); keep "
-                                "Ollama for embeddings";
-static const char MSG_PULL[] = "bankml does not pull: models are imported sha256-pinned with open licences only "
-                               "(sAGI/models.py import), then served by name";
+                                "attention, CLS pooling), which bankML does not have yet (docs/modules/ollama.md, "
+                                "Limitations); keep Ollama for embeddings";
+static const char MSG_PULL[] = "bankml does not pull: models are sha256-pinned files with open licences only; "
+                               "put the GGUF on this machine, pin it (bankml pin FILE --fork F --write) and it is "
+                               "served by name";
 static const char MSG_PUSH[] = "not offered: bankml publishes nothing; a model is shared by its pinned file and "
                                "FORK.json";
 

@@ -1,8 +1,9 @@
 /*
  * status.c -- bankML's own routes about the server: /bankml (what is
  * verified and resident), /metrics (llama-server's --metrics names),
- * /bankml/metrics (the last completions), /bankml/usage (/proc and RAPL)
- * and the page at /. See status.h.
+ * /bankml/metrics (the last completions), /bankml/usage (/proc and RAPL),
+ * /bankml/status (a page for a browser, /bankml's JSON otherwise) and / (the
+ * chat page of api/ui.c for a browser, a line otherwise). See status.h.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,12 +13,14 @@
 
 #include "api/llama_json.h"
 #include "api/status.h"
+#include "api/ui.h"
 #include "base/base.h"
 
 struct status_api {
     engine *e;
     const char *upstream;
     int metrics_off;           /* llama-server without --metrics */
+    int ui_off;                /* llama-server's --no-ui: no chat page at / */
 };
 
 static void h_bankml(serve_req *req, serve_resp *resp, void *ud)
@@ -274,12 +277,23 @@ static void put_html(jbuf *b, const char *s)
     }
 }
 
-/* GET /: a page for a browser (it asks for text/html), a line for others. */
+/* GET /: the chat page for a browser (it asks for text/html), a line for others. */
 static void h_root(serve_req *req, serve_resp *resp, void *ud)
 {
     const char *accept = serve_header_get(req, "Accept");
-    if (!accept || !strstr(accept, "text/html")) {
+    if (!accept || !strstr(accept, "text/html") || ((status_api *)ud)->ui_off) {
         serve_reply_text(resp, 200, "bankml is running (Ollama's API at /api, native only)\n");
+        return;
+    }
+    ui_page(resp);
+}
+
+/* GET /bankml/status: the status page for a browser, /bankml's JSON for others. */
+static void h_status(serve_req *req, serve_resp *resp, void *ud)
+{
+    const char *accept = serve_header_get(req, "Accept");
+    if (!accept || !strstr(accept, "text/html")) {
+        h_bankml(req, resp, ud);
         return;
     }
     jbuf out;
@@ -308,7 +322,7 @@ static void h_root(serve_req *req, serve_resp *resp, void *ud)
                     met->processing ? "generating now" : "idle");
         free(met);
     }
-    jbuf_puts(&out, "<p><a href=\"/bankml\">/bankml</a> &middot; <a href=\"/bankml/usage\">/bankml/usage</a> &middot; "
+    jbuf_puts(&out, "<p><a href=\"/\">chat</a> &middot; <a href=\"/bankml\">/bankml</a> &middot; <a href=\"/bankml/usage\">/bankml/usage</a> &middot; "
                     "<a href=\"/bankml/metrics\">/bankml/metrics</a> &middot; <a href=\"/metrics\">/metrics</a> "
                     "&middot; <a href=\"/v1/models\">/v1/models</a></p>\n</body></html>\n");
     serve_reply(resp, 200, "text/html; charset=utf-8", out.p, out.len);
@@ -328,10 +342,17 @@ status_api *status_register(serve_server *srv, engine *e, const char *upstream)
     serve_route(srv, "GET", "/metrics", h_metrics, api, 0);
     serve_route(srv, "GET", "/bankml/usage", h_bankml_usage, api, 0);
     serve_route(srv, "GET", "/bankml/metrics", h_bankml_metrics, api, 0);
+    serve_route(srv, "GET", "/bankml/status", h_status, api, 0);
     serve_route(srv, "GET", "/", h_root, api, SERVE_PUBLIC);
+    if (ui_register(srv)) {
+        free(api);
+        return NULL;
+    }
     return api;
 }
 
 void status_free(status_api *api) { free(api); }
 
 void status_set_metrics(status_api *api, int on) { api->metrics_off = !on; }
+
+void status_set_ui(status_api *api, int on) { api->ui_off = !on; }

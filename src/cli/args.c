@@ -232,6 +232,15 @@ static const char *kind_word(arg_kind k)
     }
 }
 
+/* A row that does something and exits (--help, --version, a listing) has no default to show. */
+static int args_is_action(const arg_opt *o)
+{
+    static const char *const acts[] = {"--help", "--version", "--list-devices", "--completion-bash", "--cache-list"};
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
+        if (has_word(o->names, acts[i], strlen(acts[i]))) return 1;
+    return 0;
+}
+
 void args_help(const command_spec *c)
 {
     printf("usage: bankml %s\n", c->usage);
@@ -249,6 +258,8 @@ void args_help(const command_spec *c)
         if (o->env) printf("   (env %s)", o->env);
         printf("\n        %s", o->help);
         if (o->def && *o->def) printf(" (default: %s)", o->def);
+        else if (!args_is_action(o) && !strstr(o->help, "(required)") && !strstr(o->help, "(default: "))
+            printf(" (default: %s)", o->arg ? "none" : "off");
         printf("\n");
         if (o->kind == ARG_SAME) printf("        llama-server's: reproduced\n");
         else if (o->kind == ARG_INERT) printf("        llama-server's: accepted, changes no answer: %s\n", o->why);

@@ -78,8 +78,10 @@ typedef struct {
 /* Prints "usage: bankml <usage>" to stderr. */
 void args_usage(const command_spec *c);
 /* The command's help on stdout: the usage line, its summary, then every
- * option with its spellings, value, default, meaning and, for llama-server's
- * options, what bankml does with it. */
+ * option with its spellings, value, default (the row's; else "none" for a
+ * valued option, "off" for a switch; none shown for a required one, for
+ * --help, --version and the listings that exit), meaning and, for llama-server's options, what
+ * bankml does with it. */
 void args_help(const command_spec *c);
 /* The options as a Markdown table (flag | bankml | why), for the docs. */
 void args_help_markdown(const command_spec *c);

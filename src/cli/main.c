@@ -579,6 +579,49 @@ done:
     return rc;
 }
 
+/* ---- create, version, help -------------------------------------------- */
+
+static const arg_opt create_opts[] = {
+    ARGS_HELP_ROW,
+    {"-f", NULL, "Modelfile", NULL, "", "the Ollama Modelfile to read (required); its FROM names a model pinned in DIR",
+     ARG_OWN, NULL, NULL},
+    {"--registry", NULL, "DIR", NULL, ".", "the folder of *.FORK.json pins FROM is found in; NAME.MODEL.json is "
+     "written there", ARG_OWN, NULL, NULL},
+};
+static const command_spec create_spec = {
+    "create", "create NAME -f Modelfile [--registry DIR]",
+    "a derived model from an Ollama Modelfile, as `ollama create` makes one", 1, 0, ARGS_TABLE(create_opts)};
+
+/* `bankml create`: read by the one parser, then made by api/ollama_store.c. */
+static int cmd_create(int argc, char **argv)
+{
+    parsed_args a;
+    if (args_parse(&create_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (a.help) return args_help(&create_spec), BANKML_OK;
+    const char *f = args_opt(&a, "-f"), *reg = args_opt(&a, "--registry");
+    if (!f) {
+        fprintf(stderr, "bankml create: -f Modelfile is required\n");
+        args_usage(&create_spec);
+        return BANKML_EXIT_IO;
+    }
+    char *v[] = {(char *)a.pos[0], "-f", (char *)f, "--registry", reg ? (char *)reg : "."};
+    return ollama_cmd_create(5, v);
+}
+
+static const arg_opt version_opts[] = {ARGS_HELP_ROW};
+static const command_spec version_spec = {"version", "version", "prints bankml's version (also --version, -V)", 0, 0,
+                                          ARGS_TABLE(version_opts)};
+
+static const arg_opt help_opts[] = {
+    ARGS_HELP_ROW,
+    {"--markdown", NULL, NULL, NULL, "", "the options (or archs' table) as a Markdown table, for the docs", ARG_OWN,
+     NULL, NULL},
+};
+static const command_spec help_spec = {
+    "help", "help [COMMAND|archs] [--markdown]",
+    "every command's usage; with COMMAND its options, each with its default and meaning (as COMMAND --help); with "
+    "archs the architectures that play", 0, 1, ARGS_TABLE(help_opts)};
+
 /* ---- dispatch ----------------------------------------------------------- */
 
 static const command_spec *const all_specs[] = {
@@ -586,12 +629,66 @@ static const command_spec *const all_specs[] = {
     &tokenize_spec, &detokenize_spec, &chat_template_spec, &bench_spec,
 };
 
+/* Levenshtein distance of a and b (each under 64 bytes; longer: 99). */
+static int main_edit_distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    int row[64], prev;
+    if (n >= 64 || m >= 64) return 99;
+    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= n; i++) {
+        prev = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= m; j++) {
+            int cur = row[j];
+            int best = prev + (a[i - 1] != b[j - 1]);
+            if (row[j] + 1 < best) best = row[j] + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            prev = cur;
+        }
+    }
+    return row[m];
+}
+
+/* The command nearest to s (a typo: at most 2 edits, fewer than s has
+ * letters; or s begins it), or NULL. */
+static const char *main_nearest_command(const char *s)
+{
+    static const char *const names[] = {"guard", "sha256", "pin", "verify", "tokenize", "detokenize",
+                                        "chat-template", "bench", "generate", "serve", "create", "version", "help"};
+    const char *best = NULL;
+    int bd = 3;
+    size_t sl = strlen(s);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        int d = main_edit_distance(s, names[i]);
+        if (sl >= 2 && !strncmp(names[i], s, sl) && d > 0) d = 1;
+        if (d < bd && d < (int)sl) {
+            bd = d;
+            best = names[i];
+        }
+    }
+    return best;
+}
+
+/* "unknown command X" with the nearest command when there is one. */
+static void main_unknown_command(const char *who, const char *cmd)
+{
+    const char *near = main_nearest_command(cmd);
+    if (near) fprintf(stderr, "%s: unknown command %s (did you mean bankml %s%s?)\n", who, cmd,
+                      strcmp(who, "bankml help") ? "" : "help ", near);
+    else fprintf(stderr, "%s: unknown command %s\n", who, cmd);
+}
+
 static const command_spec *find_spec(const char *name)
 {
     for (size_t i = 0; i < sizeof all_specs / sizeof all_specs[0]; i++)
         if (!strcmp(all_specs[i]->name, name)) return all_specs[i];
     if (!strcmp(name, "generate")) return &generate_spec;
     if (!strcmp(name, "serve")) return &serve_spec;
+    if (!strcmp(name, "create")) return &create_spec;
+    if (!strcmp(name, "version")) return &version_spec;
+    if (!strcmp(name, "help")) return &help_spec;
     return NULL;
 }
 
@@ -601,11 +698,10 @@ static void usage(FILE *f)
                "usage:\n", BANKML_VERSION);
     for (size_t i = 0; i < sizeof all_specs / sizeof all_specs[0]; i++)
         fprintf(f, "  bankml %s\n", all_specs[i]->usage);
-    fprintf(f, "  bankml %s\n  bankml %s\n", generate_spec.usage, serve_spec.usage);
+    fprintf(f, "  bankml %s\n  bankml %s\n  bankml %s\n  bankml %s\n", generate_spec.usage, serve_spec.usage,
+            create_spec.usage, version_spec.usage);
     fprintf(f,
-               "  bankml create NAME -f Modelfile [--registry DIR]\n"
-               "  bankml version\n"
-               "  bankml help [COMMAND]   (or bankml COMMAND --help: its options and defaults)\n"
+               "  bankml help [COMMAND]   (or bankml COMMAND --help: every option, its default and meaning)\n"
                "  bankml help archs [--markdown]   (the architectures that play)\n"
                "exit codes: 0 play/ok, 2 refuse, 3 need more header bytes, 1 usage or I/O\n");
 }
@@ -663,29 +759,37 @@ static int archs_print(int markdown)
 static int cmd_help(int argc, char **argv)
 {
     const command_spec *c;
-    if (argc == 0) {
+    parsed_args a;
+    if (args_parse(&help_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (a.help) return args_help(&help_spec), BANKML_OK;
+    int markdown = args_opt(&a, "--markdown") != NULL;
+    if (a.n_pos == 0) {
+        if (markdown) {
+            fprintf(stderr, "bankml help: --markdown needs a COMMAND (or archs)\n");
+            args_usage(&help_spec);
+            return BANKML_EXIT_IO;
+        }
         usage(stdout);
         return BANKML_OK;
     }
-    if (!strcmp(argv[0], "archs")) {
-        if (argc > 2 || (argc == 2 && strcmp(argv[1], "--markdown"))) {
-            fprintf(stderr, "bankml help: unexpected argument %s\n", argv[1]);
-            return BANKML_EXIT_IO;
-        }
-        return archs_print(argc == 2);
-    }
-    if (!strcmp(argv[0], "create")) {
-        printf("usage: bankml create NAME -f Modelfile [--registry DIR]\n"
-               "a derived model from an Ollama Modelfile, as `ollama create` makes one\n");
-        return BANKML_OK;
-    }
-    if (!(c = find_spec(argv[0])) || argc > 2 || (argc == 2 && strcmp(argv[1], "--markdown"))) {
-        fprintf(stderr, "bankml help: %s%s\n", c ? "unexpected argument " : "unknown command ", c ? argv[1] : argv[0]);
+    if (!strcmp(a.pos[0], "archs")) return archs_print(markdown);
+    if (!(c = find_spec(a.pos[0]))) {
+        main_unknown_command("bankml help", a.pos[0]);
         usage(stderr);
         return BANKML_EXIT_IO;
     }
-    if (argc == 2) args_help_markdown(c);
+    if (markdown) args_help_markdown(c);
     else args_help(c);
+    return BANKML_OK;
+}
+
+/* `bankml version` (also --version, -V). */
+static int cmd_version(int argc, char **argv)
+{
+    parsed_args a;
+    if (args_parse(&version_spec, argc, argv, &a)) return BANKML_EXIT_IO;
+    if (a.help) return args_help(&version_spec), BANKML_OK;
+    printf("bankml %s\n", BANKML_VERSION);
     return BANKML_OK;
 }
 
@@ -709,13 +813,10 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "bench")) return cmd_bench(rest, args);
     if (!strcmp(cmd, "generate")) return cmd_generate(rest, args);
     if (!strcmp(cmd, "serve")) return cmd_serve(rest, args);
-    if (!strcmp(cmd, "create")) return ollama_cmd_create(rest, args);
-    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
-        printf("bankml %s\n", BANKML_VERSION);
-        return BANKML_OK;
-    }
+    if (!strcmp(cmd, "create")) return cmd_create(rest, args);
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) return cmd_version(rest, args);
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) return cmd_help(rest, args);
-    fprintf(stderr, "bankml: unknown command %s\n", cmd);
+    main_unknown_command("bankml", cmd);
     usage(stderr);
     return BANKML_EXIT_IO;
 }

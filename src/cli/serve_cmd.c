@@ -524,6 +524,7 @@ static serve_server *open_server(engine *e, serve_cfg *c, const parsed_args *a, 
         return NULL;
     }
     status_set_metrics(*sa, c->lo.metrics);
+    status_set_ui(*sa, args_bool(a, "--ui", 1));
     /* each address of the list; with port 0 the later ones take the port the kernel gave the first */
     char one[320];
     for (const char *q = c->listen, *e; ; q = e + 1) {

@@ -256,7 +256,8 @@ int pin_check(const char *gguf_path, const char *fork_path, char sha_out[65],
         return 2;
     }
     if (rc == 0) {
-        bk_err(err, errlen, "%s has no sha256 record in FORK.json: unpinned, refused", name);
+        bk_err(err, errlen, "%s has no sha256 record in FORK.json: unpinned, refused (if it is the file you mean to "
+               "run, pin it: bankml pin %s --fork %s --write)", name, gguf_path, fork_path);
         return 2;
     }
     rc = hash_identified(gguf_path, name, got, &id, err, errlen);

@@ -50,7 +50,9 @@ int pin_lookup(const char *fork_json_text, size_t len, const char *name,
  *
  * Returns 0 when the sha256 equals the record; sha_out gets it.
  * Returns 2 (refused), err being exactly one of
- *   "<name> has no sha256 record in FORK.json: unpinned, refused"
+ *   "<name> has no sha256 record in FORK.json: unpinned, refused (if it is
+ *    the file you mean to run, pin it: bankml pin <gguf_path> --fork
+ *    <fork_path> --write)"
  *   "<name> sha256 <got> != pinned <want>: refused"
  *   "<gguf_path> changed while it was being hashed: refused"
  *   "<fork_path>: <reason from pin_lookup>: refused" (FORK.json not usable)
