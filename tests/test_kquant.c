@@ -111,6 +111,42 @@ TEST(q6_k_dequant_and_vec_dot)
     BOTH_PATHS(CHECK(q6_k_vec_dot(b, a, 1) == 5664.0f));
 }
 
+/* b11669's tiled K-quant product: the bsums are widened to int32 (no 16-bit
+ * wrap) for Q4_K's mins, and Q6_K's -32 offset comes from the codes, not
+ * the bsums, so activations whose bsums do not match their qs show it. */
+TEST(k_tiled_dot_blocks)
+{
+    uint8_t b[Q4_K_BYTES], a[Q8_K_BYTES], b6[Q6_K_BYTES];
+    q4k_block(b);
+    q8k_ones(a);
+    /* true bsums: r = 1*16800, fma(-0.5, 71*32, r) = 15664, acc = fma(r, 1, 0) */
+    BOTH_PATHS(CHECK(q4_k_tiled_dot(b, a, 1) == 15664.0f));
+    for (int g = 0; g < 16; g++)
+        put16(a + 260 + 2 * g, 0x7fff);
+    /* pairs 32767+32767 = 65534 (vec_dot's vphaddw wraps it to -2):
+     * 16800 - 0.5 * 71 * 65534 = -2309657; vec_dot 16800 + 0.5 * 71 * 2 */
+    BOTH_PATHS(CHECK(q4_k_tiled_dot(b, a, 1) == -2309657.0f));
+    BOTH_PATHS(CHECK(q4_k_vec_dot(b, a, 1) == 16871.0f));
+    q6k_block(b6);
+    q8k_ones(a);
+    BOTH_PATHS(CHECK(q6_k_tiled_dot(b6, a, 1) == 5664.0f));
+    for (int g = 0; g < 16; g++)
+        put16(a + 260 + 2 * g, 0);
+    /* bsums 0: vec_dot loses its -32 * sum(q8) term (0.5 * 7232), tiled keeps it */
+    BOTH_PATHS(CHECK(q6_k_tiled_dot(b6, a, 1) == 5664.0f));
+    BOTH_PATHS(CHECK(q6_k_vec_dot(b6, a, 1) == 3616.0f));
+    /* two blocks: acc = fma(r1, d8_1, fma(r0, d8_0, 0)) */
+    uint8_t bb[2 * Q4_K_BYTES], aa[2 * Q8_K_BYTES];
+    q4k_block(bb);
+    q4k_block(bb + Q4_K_BYTES);
+    q8k_ones(aa);
+    q8k_ones(aa + Q8_K_BYTES);
+    const float d8 = -0.25f;
+    memcpy(aa + Q8_K_BYTES, &d8, 4);
+    BOTH_PATHS(CHECK(q4_k_tiled_dot(bb, aa, 2) == 11748.0f));   /* 15664 - 0.25 * 15664 */
+    BOTH_PATHS(CHECK(q5_k_tiled_dot(NULL, aa, 0) == 0.0f));
+}
+
 TEST(q8_k_quantize_known_blocks)
 {
     float x[768] = {0};
