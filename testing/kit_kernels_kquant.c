@@ -40,6 +40,7 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 
+#include "ops/q2_k.h"
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
 #include "ops/q8_0.h"
@@ -183,6 +184,8 @@ static const Kind kinds[] = {
     {GGML_TYPE_Q4_1, GGML_TYPE_Q8_1, "Q4_1", 32, Q4_1_BYTES, Q8_1_BYTES, q4_1_dequantize, q4_1_vec_dot, {0, 2}},
     {GGML_TYPE_Q5_0, GGML_TYPE_Q8_0, "Q5_0", 32, Q5_0_BYTES, Q8_0_BYTES, q5_0_dequantize, q5_0_vec_dot, {0, -1}},
     {GGML_TYPE_Q5_1, GGML_TYPE_Q8_1, "Q5_1", 32, Q5_1_BYTES, Q8_1_BYTES, q5_1_dequantize, q5_1_vec_dot, {0, 2}},
+    {GGML_TYPE_Q2_K, GGML_TYPE_Q8_K, "Q2_K", 256, Q2_K_BYTES, Q8_K_BYTES, q2_k_dequantize, q2_k_vec_dot, {80, 82}},
+    {GGML_TYPE_Q3_K, GGML_TYPE_Q8_K, "Q3_K", 256, Q3_K_BYTES, Q8_K_BYTES, q3_k_dequantize, q3_k_vec_dot, {108, -1}},
 };
 
 static void fill_floats(float *x, size_t n)
@@ -874,7 +877,8 @@ static void tiled_case(const TK *p, ggml_backend_t be, int nt, size_t rows, size
 
 static void check_tiled(ggml_backend_t be)
 {
-    const TK tks[] = {{&kinds[0], q4_k_tiled_dot}, {&kinds[1], q5_k_tiled_dot}, {&kinds[2], q6_k_tiled_dot}};
+    const TK tks[] = {{&kinds[0], q4_k_tiled_dot}, {&kinds[1], q5_k_tiled_dot}, {&kinds[2], q6_k_tiled_dot},
+                      {&kinds[7], q2_k_tiled_dot}, {&kinds[8], q3_k_tiled_dot}};
     const size_t shapes[][2] = {{12, 1}, {33, 3}, {300, 8}}; /* rows (not in eights), super-blocks */
     const size_t cols_list[] = {7, 8, 9, 13, 16, 17, 31, 64, 65};
     for (size_t i = 0; i < sizeof tks / sizeof *tks; i++)
@@ -894,7 +898,8 @@ static void check_tiled(ggml_backend_t be)
  * (llama-model.cpp's buft_supported): the weight of a mul_mat placed in a
  * zero-size repack buffer, then ggml_backend_dev_supports_op. Expected: Q4_K,
  * Q4_0 (and IQ4_NL) with rows a multiple of 8; not Q5_K, Q6_K, Q4_1, Q5_0,
- * Q5_1, Q8_0, nor Q4_K / Q4_0 with other row counts. */
+ * Q5_1, Q8_0, Q2_K (AVX-512 only), Q3_K, nor Q4_K / Q4_0 with other row
+ * counts. */
 static void check_repack_choice(ggml_backend_t be)
 {
     struct { enum ggml_type type; size_t rows; int want; } cases[] = {
@@ -902,6 +907,7 @@ static void check_repack_choice(ggml_backend_t be)
         {GGML_TYPE_Q4_K, 12, 0},   {GGML_TYPE_Q4_0, 20, 0},  {GGML_TYPE_Q5_K, 16, 0},
         {GGML_TYPE_Q6_K, 16, 0},   {GGML_TYPE_Q4_1, 16, 0},  {GGML_TYPE_Q5_0, 16, 0},
         {GGML_TYPE_Q5_1, 16, 0},   {GGML_TYPE_Q8_0, 16, 0},  {GGML_TYPE_Q8_0, 64, 0},
+        {GGML_TYPE_Q2_K, 16, 0},   {GGML_TYPE_Q3_K, 16, 0},  {GGML_TYPE_Q2_K, 64, 0},
     };
     ggml_backend_dev_t dev = ggml_backend_get_device(be);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

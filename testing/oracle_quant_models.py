@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """oracle_quant_models.py -- models quantized by llama-quantize's mixes (not --pure) against llama.cpp b11669.
 
-The models (make quant-models; testing/make_models.py --quant): qwen3-e256 (every row a multiple of 256),
+The models (make quant-models; testing/make_models.py --quant): qwen3-e256 (every row a multiple of 256; also in
+Q3_K_M: Q3_K with Q4_K/Q5_K/Q6_K, and Q2_K: Q2_K with Q3_K/Q6_K),
 llama-e320 (rows of 320: Q4_K falls back to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, beside K-quant ffn_down rows of
 1024), llama-e512-untied (4 layers, 49,155 output rows: not a multiple of 8, so not repacked), each in Q4_K_M,
 Q5_K_M, Q6_K, Q4_0, Q5_0, Q4_1, Q5_1 and variants with token_embd/output in the base type (a tied Q4_0
@@ -14,7 +15,7 @@ embedding, repacked as the output's own copy; a Q4_K / Q4_0 output that is not r
       in the layers, and 300 tokens on three files (the tiled attention kernel; on qwen3-e256-q4_k_m also
       the tiled K-quant kernel over more than one 256-column window); every layer's tensors, result_norm,
       result_output and the logits bit-equal.
-  (b) answers, on 11 of the files: `bankml serve` beside llama-server (-t 2 -c 512 -np 1) on /completion with
+  (b) answers, on 13 of the files: `bankml serve` beside llama-server (-t 2 -c 512 -np 1) on /completion with
       token ids, greedy and seeded (temperature 0.8, seed 7), equal bodies (timings and id_slot aside), for
       a 6-token and a 12-token prompt, and a 40-token one where a plain K-quant is in the layers.
 
@@ -39,7 +40,7 @@ BIN = os.environ.get("BANKML_BIN") or os.path.join(ROOT, "bankml")
 MODELS = [
     ("qwen3-e256-q4_k_m", True), ("qwen3-e256-q5_k_m", True), ("qwen3-e256-q6_k", True),
     ("qwen3-e256-q4_0", False), ("qwen3-e256-q5_0", False), ("qwen3-e256-q4_1", False), ("qwen3-e256-q5_1", False),
-    ("qwen3-e256-q4_0-emb", False),
+    ("qwen3-e256-q4_0-emb", False), ("qwen3-e256-q3_k_m", True), ("qwen3-e256-q2_k", True),
     ("llama-e320-q4_k_m", False), ("llama-e320-q5_k_m", True), ("llama-e320-q6_k", True),
     ("llama-e320-q4_0", False), ("llama-e320-q5_0", False), ("llama-e320-q4_1", False), ("llama-e320-q5_1", False),
     ("llama-e512-untied-q4_k_m", True), ("llama-e512-untied-q4_0", False),
@@ -49,7 +50,8 @@ MODELS = [
 # K-quant, but its product has one column (the server's last token; the dumps' last layer computes one row)
 LONG = ["llama-e320-q5_0", "qwen3-e256-q4_0-emb", "qwen3-e256-q4_k_m"]
 # the files served side by side (one per graph and mix; the dumps hold every file)
-SERVED = ["qwen3-e256-q4_k_m", "qwen3-e256-q5_k_m", "qwen3-e256-q6_k", "qwen3-e256-q4_0", "qwen3-e256-q5_1",
+SERVED = ["qwen3-e256-q4_k_m", "qwen3-e256-q5_k_m", "qwen3-e256-q6_k", "qwen3-e256-q3_k_m", "qwen3-e256-q2_k",
+          "qwen3-e256-q4_0", "qwen3-e256-q5_1",
           "qwen3-e256-q4_0-emb", "llama-e320-q4_k_m", "llama-e320-q5_0", "llama-e320-q4_1",
           "llama-e512-untied-q4_k_m", "llama-e512-untied-q4_0-out"]
 

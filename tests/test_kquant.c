@@ -1,5 +1,6 @@
 /*
- * test_kquant.c -- unit tests of src/ops/q4_k.c (Q4_K, Q6_K, Q8_K) and
+ * test_kquant.c -- unit tests of src/ops/q4_k.c (Q4_K, Q6_K, Q8_K), q2_k.c
+ * (Q2_K, Q3_K) and
  * src/ops/q4_0.c (Q4_0, Q4_1, Q5_0, q8_1) and src/ops/repack.c (Q4_K and Q4_0
  * 8x8) on hand-built blocks with literal
  * expected values, each run with the AVX2 kernels (when the CPU has them)
@@ -8,6 +9,7 @@
  */
 #include "test.h"
 
+#include "ops/q2_k.h"
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
 #include "ops/q8_0.h"
@@ -145,6 +147,43 @@ TEST(k_tiled_dot_blocks)
     memcpy(aa + Q8_K_BYTES, &d8, 4);
     BOTH_PATHS(CHECK(q4_k_tiled_dot(bb, aa, 2) == 11748.0f));   /* 15664 - 0.25 * 15664 */
     BOTH_PATHS(CHECK(q5_k_tiled_dot(NULL, aa, 0) == 0.0f));
+}
+
+/* Q2_K: scales 2, mins 1 (0x12), codes t in chunk t (0xE4), d = 1, dmin =
+ * 0.5: y = 2t - 0.5. Q3_K: scales 33 - 32 = 1, third bits set but one,
+ * codes as Q2_K, d = 0.5: y = 0.5 * t, element 0 0.5 * (0 - 4). */
+TEST(q2_k_q3_k_blocks)
+{
+    uint8_t b2[Q2_K_BYTES], b3[Q3_K_BYTES], a[Q8_K_BYTES];
+    memset(b2, 0x12, 16);
+    memset(b2 + 16, 0xE4, 64);
+    put16(b2 + 80, 0x3c00);
+    put16(b2 + 82, 0x3800);
+    float y[256];
+    CHECK_INT(q2_k_dequantize(b2, sizeof b2, 256, y, NULL, 0), 0);
+    CHECK(y[0] == -0.5f && y[32] == 1.5f && y[64] == 3.5f && y[96] == 5.5f && y[128 + 96 + 17] == 5.5f);
+    q8k_ones(a);
+    /* sumi 2 * 64 * (0+1+2+3) = 768, mins 16 * 1 * 16 = 256: 768 - 0.5 * 256 */
+    BOTH_PATHS(CHECK(q2_k_vec_dot(b2, a, 1) == 640.0f));
+    BOTH_PATHS(CHECK(q2_k_tiled_dot(b2, a, 1) == 640.0f));
+    memset(b3, 0xff, 32);
+    b3[0] = 0xfe;
+    memset(b3 + 32, 0xE4, 64);
+    memset(b3 + 96, 0x11, 8);
+    memset(b3 + 104, 0xAA, 4);
+    put16(b3 + 108, 0x3800);
+    int8_t sc[16];
+    k3_scales(b3 + 96, sc);
+    CHECK_INT(sc[0], 1);
+    CHECK_INT(sc[15], 1);
+    CHECK_INT(q3_k_dequantize(b3, sizeof b3, 256, y, NULL, 0), 0);
+    CHECK(y[0] == -2.0f && y[1] == 0.0f && y[32] == 0.5f && y[96] == 1.5f && y[255] == 1.5f);
+    /* 64 * (0+1+2+3) - 4 = 380, times 0.5 */
+    BOTH_PATHS(CHECK(q3_k_vec_dot(b3, a, 1) == 190.0f));
+    BOTH_PATHS(CHECK(q3_k_tiled_dot(b3, a, 1) == 190.0f));
+    char err[128];
+    CHECK_INT(q3_k_dequantize(b3, sizeof b3 - 1, 256, y, err, sizeof err), -1);
+    CHECK_STR(err, "Q3_K row holds 109 bytes; 256 values need 110");
 }
 
 TEST(q8_k_quantize_known_blocks)
