@@ -18,7 +18,11 @@
  *             traits' vec_dot: ggml-made weights and activations, raw bytes
  *             (Q8_K bsums that do not match their qs), and hostile ones
  *             (a quarter of the activations -128, fp16/f32 specials among
- *             the scales).
+ *             the scales);
+ *   tiled     whole ggml_mul_mat graphs of plain Q4_K/Q5_K/Q6_K matrices
+ *             times 7..65 columns (b11669's tiled K-quant kernel from 8),
+ *             1 and 2 threads, f32 or hostile Q8_K activations, against
+ *             our quantizer + one *_tiled_dot per output.
  *
  * Build and run: testing/oracle_kernels_kquant.py (as kit_kernels_quant.c).
  * Prints each mismatch (a few per case) and ends with
@@ -36,6 +40,7 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 
+#include "ops/q2_k.h"
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
 #include "ops/q8_0.h"
@@ -179,6 +184,8 @@ static const Kind kinds[] = {
     {GGML_TYPE_Q4_1, GGML_TYPE_Q8_1, "Q4_1", 32, Q4_1_BYTES, Q8_1_BYTES, q4_1_dequantize, q4_1_vec_dot, {0, 2}},
     {GGML_TYPE_Q5_0, GGML_TYPE_Q8_0, "Q5_0", 32, Q5_0_BYTES, Q8_0_BYTES, q5_0_dequantize, q5_0_vec_dot, {0, -1}},
     {GGML_TYPE_Q5_1, GGML_TYPE_Q8_1, "Q5_1", 32, Q5_1_BYTES, Q8_1_BYTES, q5_1_dequantize, q5_1_vec_dot, {0, 2}},
+    {GGML_TYPE_Q2_K, GGML_TYPE_Q8_K, "Q2_K", 256, Q2_K_BYTES, Q8_K_BYTES, q2_k_dequantize, q2_k_vec_dot, {80, 82}},
+    {GGML_TYPE_Q3_K, GGML_TYPE_Q8_K, "Q3_K", 256, Q3_K_BYTES, Q8_K_BYTES, q3_k_dequantize, q3_k_vec_dot, {108, -1}},
 };
 
 static void fill_floats(float *x, size_t n)
@@ -803,11 +810,96 @@ static void check_repack(const RK *p, ggml_backend_t be, par_pool *pool2)
 }
 
 
+/* b11669's tiled K-quant product (ggml_compute_forward_mul_mat_tiled): whole
+ * ggml_mul_mat graphs of a plain (not repacked) Q4_K / Q5_K / Q6_K matrix
+ * times 7..65 columns at 1 and 2 threads, every output against ours: the
+ * columns through our Q8_K quantizer, then one q*_k_tiled_dot per output at
+ * 8+ columns (one vec_dot below: 7 columns show the threshold). Weights:
+ * ggml-made, raw bytes, and raw with fp16 specials (no NaN) among the
+ * scales; activations: f32 columns (ggml quantizes them with from_float) or
+ * hostile Q8_K rows handed to the graph as src1 directly (a quarter of the
+ * quants -128, bsums that do not match their qs, specials among the d). */
+typedef struct {
+    const Kind *t;
+    float (*tiled)(const uint8_t *, const uint8_t *, size_t);
+} TK;
+
+static void tiled_case(const TK *p, ggml_backend_t be, int nt, size_t rows, size_t nb, size_t cols, int wmode,
+                       int amode)
+{
+    const Kind *t = p->t;
+    const size_t k = nb * 256, wb = rows * nb * t->bytes, arow = nb * Q8_K_BYTES;
+    size_t mem = wb + cols * (k * sizeof(float) + arow) + rows * cols * sizeof(float) +
+                 4 * ggml_tensor_overhead() + ggml_graph_overhead() + 65536;
+    struct ggml_init_params ip = {mem, NULL, false};
+    struct ggml_context *ctx = ggml_init(ip);
+    struct ggml_tensor *W = ggml_new_tensor_2d(ctx, t->type, (int64_t)k, (int64_t)rows);
+    uint8_t *w = W->data;
+    if (wmode == 0)
+        make_weights(t, w, rows, k);
+    else
+        make_raw(t, w, rows * nb, wmode == 2 ? 1 : 0, 0);
+    uint8_t *act = malloc(cols * arow);
+    struct ggml_tensor *X;
+    if (amode == 0) {
+        X = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, (int64_t)k, (int64_t)cols);
+        for (size_t c = 0; c < cols; c++) {
+            fill_floats((float *)X->data + c * k, k);
+            q8_k_quantize((const float *)X->data + c * k, k, act + c * arow, arow, NULL, 0);
+        }
+    } else {
+        X = ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_K, (int64_t)k, (int64_t)cols);
+        make_act(GGML_TYPE_Q8_K, act, nb * cols, 1, 0);
+        memcpy(X->data, act, cols * arow);
+    }
+    struct ggml_tensor *Y = ggml_mul_mat(ctx, W, X);
+    struct ggml_cgraph *g = ggml_new_graph(ctx);
+    ggml_build_forward_expand(g, Y);
+    char name[160];
+    snprintf(name, sizeof name, "%s tiled mul_mat %s weights, %s %zux%zu cols=%zu threads=%d %s", t->name,
+             wmode == 0 ? "quantized" : wmode == 1 ? "raw" : "special scales",
+             amode ? "hostile Q8_K(-128, raw bsums)" : "f32", rows, k, cols, nt, mode_name());
+    set_n_threads(be, nt);
+    if (ggml_backend_graph_compute(be, g) != GGML_STATUS_SUCCESS) {
+        failed++;
+        printf("FAIL %s: compute failed\n", name);
+    } else {
+        float *yy = malloc(rows * cols * sizeof(float));
+        for (size_t c = 0; c < cols; c++)
+            for (size_t r = 0; r < rows; r++)
+                yy[c * rows + r] = (cols >= 8 ? p->tiled : t->vec_dot)(w + r * nb * t->bytes, act + c * arow, nb);
+        verdict(name, cmp_f32(name, yy, (const float *)Y->data, rows * cols), (long)(rows * cols));
+        free(yy);
+    }
+    free(act);
+    ggml_free(ctx);
+}
+
+static void check_tiled(ggml_backend_t be)
+{
+    const TK tks[] = {{&kinds[0], q4_k_tiled_dot}, {&kinds[1], q5_k_tiled_dot}, {&kinds[2], q6_k_tiled_dot},
+                      {&kinds[7], q2_k_tiled_dot}, {&kinds[8], q3_k_tiled_dot}};
+    const size_t shapes[][2] = {{12, 1}, {33, 3}, {300, 8}}; /* rows (not in eights), super-blocks */
+    const size_t cols_list[] = {7, 8, 9, 13, 16, 17, 31, 64, 65};
+    for (size_t i = 0; i < sizeof tks / sizeof *tks; i++)
+        for (int nt = 1; nt <= 2; nt++)
+            for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+                for (size_t ci = 0; ci < sizeof cols_list / sizeof *cols_list; ci++)
+                    for (int wmode = 0; wmode < 3; wmode++)
+                        for (int amode = 0; amode < 2; amode++) {
+                            /* the big shape: one weight/activation kind per column count */
+                            if (si == 2 && (wmode != 0 || amode != 0) && cols_list[ci] != 17)
+                                continue;
+                            tiled_case(&tks[i], be, nt, shapes[si][0], shapes[si][1], cols_list[ci], wmode, amode);
+                        }
+}
+
 /* Which weights b11669 repacks on this CPU, asked as llama.cpp's loader asks
  * (llama-model.cpp's buft_supported): the weight of a mul_mat placed in a
  * zero-size repack buffer, then ggml_backend_dev_supports_op. Expected: Q4_K,
  * Q4_0 (and IQ4_NL) with rows a multiple of 8; not Q5_K, Q6_K, Q4_1, Q5_0,
- * Q5_1, Q8_0, nor Q4_K / Q4_0 with other row counts. */
+ * Q5_1, Q8_0, Q2_K (AVX-512 only), Q3_K, nor Q4_K / Q4_0 with other row
+ * counts. */
 static void check_repack_choice(ggml_backend_t be)
 {
     struct { enum ggml_type type; size_t rows; int want; } cases[] = {
@@ -815,6 +907,7 @@ static void check_repack_choice(ggml_backend_t be)
         {GGML_TYPE_Q4_K, 12, 0},   {GGML_TYPE_Q4_0, 20, 0},  {GGML_TYPE_Q5_K, 16, 0},
         {GGML_TYPE_Q6_K, 16, 0},   {GGML_TYPE_Q4_1, 16, 0},  {GGML_TYPE_Q5_0, 16, 0},
         {GGML_TYPE_Q5_1, 16, 0},   {GGML_TYPE_Q8_0, 16, 0},  {GGML_TYPE_Q8_0, 64, 0},
+        {GGML_TYPE_Q2_K, 16, 0},   {GGML_TYPE_Q3_K, 16, 0},  {GGML_TYPE_Q2_K, 64, 0},
     };
     ggml_backend_dev_t dev = ggml_backend_get_device(be);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -911,6 +1004,7 @@ int main(int argc, char **argv)
         };
         for (size_t i = 0; i < sizeof rks / sizeof *rks; i++)
             check_repack(&rks[i], be, pool2);
+        check_tiled(be);
     }
     q8_set_simd(1);
     check_repack_choice(be);

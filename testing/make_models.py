@@ -65,7 +65,7 @@ BENCH = [
 QUANT_ALL = ["Q4_K_M", "Q5_K_M", "Q6_K", "Q4_0", "Q5_0", "Q4_1", "Q5_1"]
 QUANT = [
     dict(name="qwen3-e256", arch="qwen3", E=256, L=2, H=4, KV=2, hd=64, FF=768,
-         tied=True, extra=0, types=QUANT_ALL + ["Q4_0-emb"], seed=21, direct="F16"),
+         tied=True, extra=0, types=QUANT_ALL + ["Q4_0-emb", "Q3_K_M", "Q2_K"], seed=21, direct="F16"),
     dict(name="llama-e320", arch="llama", pre="smollm", E=320, L=2, H=5, KV=1, hd=64, FF=1024,
          tied=True, extra=0, types=QUANT_ALL, seed=22, direct="F16"),
     dict(name="llama-e512-untied", arch="llama", pre="starcoder", E=512, L=4, H=8, KV=2, hd=64, FF=1536,

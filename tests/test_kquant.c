@@ -1,5 +1,6 @@
 /*
- * test_kquant.c -- unit tests of src/ops/q4_k.c (Q4_K, Q6_K, Q8_K) and
+ * test_kquant.c -- unit tests of src/ops/q4_k.c (Q4_K, Q6_K, Q8_K), q2_k.c
+ * (Q2_K, Q3_K) and
  * src/ops/q4_0.c (Q4_0, Q4_1, Q5_0, q8_1) and src/ops/repack.c (Q4_K and Q4_0
  * 8x8) on hand-built blocks with literal
  * expected values, each run with the AVX2 kernels (when the CPU has them)
@@ -8,6 +9,7 @@
  */
 #include "test.h"
 
+#include "ops/q2_k.h"
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
 #include "ops/q8_0.h"
@@ -109,6 +111,79 @@ TEST(q6_k_dequant_and_vec_dot)
     CHECK(y[128 + 96 + 17] == 63.0f); /* 0.5 * 7 * 18 */
     q8k_ones(a);
     BOTH_PATHS(CHECK(q6_k_vec_dot(b, a, 1) == 5664.0f));
+}
+
+/* b11669's tiled K-quant product: the bsums are widened to int32 (no 16-bit
+ * wrap) for Q4_K's mins, and Q6_K's -32 offset comes from the codes, not
+ * the bsums, so activations whose bsums do not match their qs show it. */
+TEST(k_tiled_dot_blocks)
+{
+    uint8_t b[Q4_K_BYTES], a[Q8_K_BYTES], b6[Q6_K_BYTES];
+    q4k_block(b);
+    q8k_ones(a);
+    /* true bsums: r = 1*16800, fma(-0.5, 71*32, r) = 15664, acc = fma(r, 1, 0) */
+    BOTH_PATHS(CHECK(q4_k_tiled_dot(b, a, 1) == 15664.0f));
+    for (int g = 0; g < 16; g++)
+        put16(a + 260 + 2 * g, 0x7fff);
+    /* pairs 32767+32767 = 65534 (vec_dot's vphaddw wraps it to -2):
+     * 16800 - 0.5 * 71 * 65534 = -2309657; vec_dot 16800 + 0.5 * 71 * 2 */
+    BOTH_PATHS(CHECK(q4_k_tiled_dot(b, a, 1) == -2309657.0f));
+    BOTH_PATHS(CHECK(q4_k_vec_dot(b, a, 1) == 16871.0f));
+    q6k_block(b6);
+    q8k_ones(a);
+    BOTH_PATHS(CHECK(q6_k_tiled_dot(b6, a, 1) == 5664.0f));
+    for (int g = 0; g < 16; g++)
+        put16(a + 260 + 2 * g, 0);
+    /* bsums 0: vec_dot loses its -32 * sum(q8) term (0.5 * 7232), tiled keeps it */
+    BOTH_PATHS(CHECK(q6_k_tiled_dot(b6, a, 1) == 5664.0f));
+    BOTH_PATHS(CHECK(q6_k_vec_dot(b6, a, 1) == 3616.0f));
+    /* two blocks: acc = fma(r1, d8_1, fma(r0, d8_0, 0)) */
+    uint8_t bb[2 * Q4_K_BYTES], aa[2 * Q8_K_BYTES];
+    q4k_block(bb);
+    q4k_block(bb + Q4_K_BYTES);
+    q8k_ones(aa);
+    q8k_ones(aa + Q8_K_BYTES);
+    const float d8 = -0.25f;
+    memcpy(aa + Q8_K_BYTES, &d8, 4);
+    BOTH_PATHS(CHECK(q4_k_tiled_dot(bb, aa, 2) == 11748.0f));   /* 15664 - 0.25 * 15664 */
+    BOTH_PATHS(CHECK(q5_k_tiled_dot(NULL, aa, 0) == 0.0f));
+}
+
+/* Q2_K: scales 2, mins 1 (0x12), codes t in chunk t (0xE4), d = 1, dmin =
+ * 0.5: y = 2t - 0.5. Q3_K: scales 33 - 32 = 1, third bits set but one,
+ * codes as Q2_K, d = 0.5: y = 0.5 * t, element 0 0.5 * (0 - 4). */
+TEST(q2_k_q3_k_blocks)
+{
+    uint8_t b2[Q2_K_BYTES], b3[Q3_K_BYTES], a[Q8_K_BYTES];
+    memset(b2, 0x12, 16);
+    memset(b2 + 16, 0xE4, 64);
+    put16(b2 + 80, 0x3c00);
+    put16(b2 + 82, 0x3800);
+    float y[256];
+    CHECK_INT(q2_k_dequantize(b2, sizeof b2, 256, y, NULL, 0), 0);
+    CHECK(y[0] == -0.5f && y[32] == 1.5f && y[64] == 3.5f && y[96] == 5.5f && y[128 + 96 + 17] == 5.5f);
+    q8k_ones(a);
+    /* sumi 2 * 64 * (0+1+2+3) = 768, mins 16 * 1 * 16 = 256: 768 - 0.5 * 256 */
+    BOTH_PATHS(CHECK(q2_k_vec_dot(b2, a, 1) == 640.0f));
+    BOTH_PATHS(CHECK(q2_k_tiled_dot(b2, a, 1) == 640.0f));
+    memset(b3, 0xff, 32);
+    b3[0] = 0xfe;
+    memset(b3 + 32, 0xE4, 64);
+    memset(b3 + 96, 0x11, 8);
+    memset(b3 + 104, 0xAA, 4);
+    put16(b3 + 108, 0x3800);
+    int8_t sc[16];
+    k3_scales(b3 + 96, sc);
+    CHECK_INT(sc[0], 1);
+    CHECK_INT(sc[15], 1);
+    CHECK_INT(q3_k_dequantize(b3, sizeof b3, 256, y, NULL, 0), 0);
+    CHECK(y[0] == -2.0f && y[1] == 0.0f && y[32] == 0.5f && y[96] == 1.5f && y[255] == 1.5f);
+    /* 64 * (0+1+2+3) - 4 = 380, times 0.5 */
+    BOTH_PATHS(CHECK(q3_k_vec_dot(b3, a, 1) == 190.0f));
+    BOTH_PATHS(CHECK(q3_k_tiled_dot(b3, a, 1) == 190.0f));
+    char err[128];
+    CHECK_INT(q3_k_dequantize(b3, sizeof b3 - 1, 256, y, err, sizeof err), -1);
+    CHECK_STR(err, "Q3_K row holds 109 bytes; 256 values need 110");
 }
 
 TEST(q8_k_quantize_known_blocks)

@@ -74,7 +74,7 @@ typedef struct {
  * Returns 0 with *hp filled, or -1 with the first reason it does not in err
  * (one line, e.g. "architecture gemma3 is not supported (llama, qwen3)",
  * "blk.0.attn_q.weight: type Q3_K is not supported (F32, F16, BF16, Q8_0,
- * Q1_0, Q2_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)", "blk.0.attn_qkv.weight: fused QKV is not supported"). */
+ * Q1_0, Q2_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)", "blk.0.attn_qkv.weight: fused QKV is not supported"). */
 int fw_plan(const gguf_header *h, fw_hparams *hp, char *err, size_t errlen);
 
 typedef struct {

@@ -423,6 +423,165 @@ static float q6k_avx2(const float *h16, const uint8_t *w, const uint8_t *act, si
 }
 #endif
 
+/* ---------------------------------------------------------------- the tiled product */
+
+/* b11669's ggml_compute_forward_mul_mat_tiled (haswell: its AVX2 microtile)
+ * computes each output as one chain over the super-blocks, whatever the
+ * tiling and the thread split: exact integer sums s1 = sum_s scale_s *
+ * (q . q8)_s and (Q4_K/Q5_K) s2 = sum_s min_s * (bsum_2s + bsum_2s+1) (the
+ * Q8_K bsums widened to int32: no 16-bit wrap), then r = d * (float)s1 with
+ * the weight's own fp16 d (not d8*d as vec_dot), r -= dmin * (float)s2 in
+ * one vfnmadd, and acc = fma(r, d8, acc) from acc = +0. Q6_K's -32 offset
+ * is taken from the codes themselves (activations biased by +128 against
+ * q - 32, the bias taken out again), never from the bsums. */
+static inline float kt_step(float d, float dmin, int32_t s1, int32_t s2, float d8, float acc)
+{
+    float r = d * (float)s1;
+    r = fmaf(-dmin, (float)s2, r);
+    return fmaf(r, d8, acc);
+}
+
+/* s2: the 8 mins against the pairs of 16-value bsums, as int32. */
+static int32_t kt_mins(const uint8_t *act, const uint8_t mn[8])
+{
+    int32_t s = 0;
+    for (int k = 0; k < 8; k++)
+        s += mn[k] * (rd_i16(act + 260 + 4 * k) + rd_i16(act + 262 + 4 * k));
+    return s;
+}
+
+static int32_t kt_lane_sum(const int32_t lane[8])
+{
+    uint32_t s = 0;
+    for (int L = 0; L < 8; L++)
+        s += (uint32_t)lane[L];
+    return (int32_t)s;
+}
+
+static float q45k_tiled_portable(const uint8_t *w, const uint8_t *act, size_t nb, int five)
+{
+    float acc = 0.0f;
+    const size_t wb = five ? Q5_K_BYTES : Q4_K_BYTES;
+    for (size_t i = 0; i < nb; i++, w += wb, act += Q8_K_BYTES) {
+        uint8_t sc[8], mn[8];
+        int32_t lane[8];
+        k4_scales(w + 4, sc, mn);
+        k45_lanes(w + (five ? 48 : 16), five ? w + 16 : NULL, (const int8_t *)(act + 4), sc, lane);
+        acc = kt_step(f16_to_f32(q8_rd16(w)), f16_to_f32(q8_rd16(w + 2)), kt_lane_sum(lane),
+                      kt_mins(act, mn), rd_f32(act), acc);
+    }
+    return acc;
+}
+
+static float q6k_tiled_portable(const uint8_t *w, const uint8_t *act, size_t nb)
+{
+    float acc = 0.0f;
+    for (size_t i = 0; i < nb; i++, w += Q6_K_BYTES, act += Q8_K_BYTES) {
+        const int8_t *sc = (const int8_t *)(w + 192), *q8 = (const int8_t *)(act + 4);
+        int32_t s1 = 0;
+        for (int h = 0; h < 2; h++)
+            for (int c = 0; c < 4; c++)
+                for (int half = 0; half < 2; half++) {
+                    int32_t p = 0;
+                    for (int e = 16 * half; e < 16 * half + 16; e++)
+                        p += (q6_val(w + 64 * h, w + 128 + 32 * h, c, e) - 32) * q8[128 * h + 32 * c + e];
+                    s1 += sc[8 * h + 2 * c + half] * p;
+                }
+        acc = fmaf(f16_to_f32(q8_rd16(w + 208)) * (float)s1, rd_f32(act), acc);
+    }
+    return acc;
+}
+
+#if Q8_X86
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline int32_t kt_hsum_epi32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+__attribute__((target("avx2,f16c,fma")))
+static float q45k_tiled_avx2(const float *h16, const uint8_t *w, const uint8_t *act, size_t nb, int five)
+{
+    float acc = 0.0f;
+    const size_t wb = five ? Q5_K_BYTES : Q4_K_BYTES;
+    for (size_t i = 0; i < nb; i++, w += wb, act += Q8_K_BYTES) {
+        uint8_t u[16];
+        k4_pack(w + 4, u);
+        const __m256i ms = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u));
+        const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(ms));
+        const __m256i sumi = k45_sumi_avx2(w + (five ? 48 : 16), five ? w + 16 : NULL, act + 4, scales);
+        acc = kt_step(h16[q8_rd16(w)], h16[q8_rd16(w + 2)], kt_hsum_epi32(sumi), kt_mins(act, u + 8),
+                      rd_f32(act), acc);
+    }
+    return acc;
+}
+
+__attribute__((target("avx2,f16c,fma")))
+static float q6k_tiled_avx2(const float *h16, const uint8_t *w, const uint8_t *act, size_t nb)
+{
+    const __m256i m15 = _mm256_set1_epi8(15), b32 = _mm256_set1_epi8(32);
+    float acc = 0.0f;
+    for (size_t i = 0; i < nb; i++, w += Q6_K_BYTES, act += Q8_K_BYTES) {
+        const __m128i sc = _mm_loadu_si128((const __m128i *)(w + 192));
+        __m256i sumi = _mm256_setzero_si256();
+        for (int hf = 0; hf < 2; hf++) {
+            const __m256i b1 = _mm256_loadu_si256((const __m256i *)(w + 64 * hf));
+            const __m256i b2 = _mm256_loadu_si256((const __m256i *)(w + 64 * hf + 32));
+            const __m256i bh = _mm256_loadu_si256((const __m256i *)(w + 128 + 32 * hf));
+            __m256i v[4];
+            v[0] = _mm256_or_si256(_mm256_and_si256(b1, m15), _mm256_slli_epi16(_mm256_and_si256(bh, _mm256_set1_epi8(3)), 4));
+            v[1] = _mm256_or_si256(_mm256_and_si256(b2, m15), _mm256_slli_epi16(_mm256_and_si256(bh, _mm256_set1_epi8(12)), 2));
+            v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15), _mm256_and_si256(bh, _mm256_set1_epi8(48)));
+            v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15),
+                                   _mm256_srli_epi16(_mm256_and_si256(bh, _mm256_set1_epi8((char)0xC0)), 2));
+            for (int c = 0; c < 4; c++) {
+                const int k = 8 * hf + 2 * c; /* scales k (bytes 0..15) and k+1 */
+                const __m128i pick = _mm_set_epi64x((long long)(0x0101010101010101ULL * (uint64_t)(k + 1)),
+                                                    (long long)(0x0101010101010101ULL * (uint64_t)k));
+                const __m256i s16 = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, pick));
+                const __m256i q8 = _mm256_loadu_si256((const __m256i *)(act + 4 + 128 * hf + 32 * c));
+                /* scale * (q . q8 - 32 * sum q8), both exact */
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s16, _mm256_maddubs_epi16(v[c], q8)));
+                sumi = _mm256_sub_epi32(sumi, _mm256_madd_epi16(s16, _mm256_maddubs_epi16(b32, q8)));
+            }
+        }
+        acc = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(h16[q8_rd16(w + 208)] * (float)kt_hsum_epi32(sumi)),
+                                         _mm_set_ss(rd_f32(act)), _mm_set_ss(acc)));
+    }
+    return acc;
+}
+#endif
+
+float q4_k_tiled_dot(const uint8_t *w, const uint8_t *act, size_t nblocks)
+{
+#if Q8_X86
+    if (q8_simd())
+        return q45k_tiled_avx2(q8_f16_table(), w, act, nblocks, 0);
+#endif
+    return q45k_tiled_portable(w, act, nblocks, 0);
+}
+
+float q5_k_tiled_dot(const uint8_t *w, const uint8_t *act, size_t nblocks)
+{
+#if Q8_X86
+    if (q8_simd())
+        return q45k_tiled_avx2(q8_f16_table(), w, act, nblocks, 1);
+#endif
+    return q45k_tiled_portable(w, act, nblocks, 1);
+}
+
+float q6_k_tiled_dot(const uint8_t *w, const uint8_t *act, size_t nblocks)
+{
+#if Q8_X86
+    if (q8_simd())
+        return q6k_tiled_avx2(q8_f16_table(), w, act, nblocks);
+#endif
+    return q6k_tiled_portable(w, act, nblocks);
+}
+
 float q4_k_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks)
 {
 #if Q8_X86

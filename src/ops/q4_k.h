@@ -74,6 +74,20 @@ float q4_k_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks);
 float q5_k_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks);
 float q6_k_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks);
 
+/* The same output as b11669's tiled K-quant matrix product computes it
+ * (ggml_compute_forward_mul_mat_tiled, which the haswell backend takes for a
+ * plain -- not repacked -- Q4_K/Q5_K/Q6_K matrix times 8 or more columns;
+ * env GGML_CPU_TILED_MM, on by default). Per super-block exact integers s1 =
+ * sum of scale * (q . q8) (Q6_K: (q - 32) . q8 from the codes, never the
+ * bsums) and, for Q4_K/Q5_K, s2 = sum of min * (the two int16 bsums as
+ * int32: no 16-bit wrap); r = d * (float)s1 with the weight's fp16 d, then
+ * r = fma(-dmin, (float)s2, r); acc = fma(r, d8, acc) from +0, blocks in
+ * order. The tiling and the thread split never change these bits.
+ * Unchecked, as vec_dot. */
+float q4_k_tiled_dot(const uint8_t *w, const uint8_t *act, size_t nblocks);
+float q5_k_tiled_dot(const uint8_t *w, const uint8_t *act, size_t nblocks);
+float q6_k_tiled_dot(const uint8_t *w, const uint8_t *act, size_t nblocks);
+
 /* The 8 six-bit scales (sc[0..7]) and mins (mn[0..7]) of a Q4_K/Q5_K
  * super-block's 12 scale bytes (ggml's get_scale_min_k4 for j = 0..7). */
 void k4_scales(const uint8_t *s12, uint8_t sc[8], uint8_t mn[8]);

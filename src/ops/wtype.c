@@ -1,7 +1,7 @@
 /*
  * wtype.c -- the weight types' kernel table and the product driver that
  * reads it (see wtype.h). The kernels are the type files' (f16.c, q8_0.c,
- * q1_0.c, q2_0.c, q4_0.c, q4_k.c, repack.c); this file only says which one
+ * q1_0.c, q2_0.c, q4_0.c, q2_k.c, q4_k.c, repack.c); this file only says which one
  * each type takes, plus the plain vec_dot product driver of the K-quants and
  * the legacy 4/5-bit types.
  */
@@ -14,6 +14,7 @@
 #include "file/gguf.h"
 #include "ops/q1_0.h"
 #include "ops/q2_0.h"
+#include "ops/q2_k.h"
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
 
@@ -164,42 +165,35 @@ static int wt_vd_init(wt_mm *mm, par_job *job, const wt_matrix *w, const uint8_t
 }
 
 /* b11669's haswell backend multiplies a K-quant matrix that is not
- * repacked (Q5_K, Q6_K, a Q4_K whose rows are not in eights) by 8 or more
- * token columns with its tiled K-quant kernel (ggml_compute_forward_mul_mat_
- * tiled, GGML_CPU_TILED_MM), whose float order is not vec_dot's: measured on
- * whole models, 7 columns give vec_dot's bits and 8 do not (Q6_K and Q5_K
- * products differ in about 3 of 4 outputs). bankml does not reproduce that
- * kernel yet, so such a product is refused, never computed with other bits.
- * (Q4_0 / Q5_0 / Q4_1 / Q5_1 products keep vec_dot's bits at any column
- * count; a last layer's FFN and the output see one column after the output
- * selection, so a K-quant there never reaches the tiled kernel.) */
+ * repacked (Q2_K, Q3_K, Q5_K, Q6_K, a Q4_K whose rows are not in eights) by 8 or more
+ * token columns (src1->ne[1] >= 8) with its tiled K-quant kernel
+ * (ggml_compute_forward_mul_mat_tiled, GGML_CPU_TILED_MM on by default),
+ * whose float order is not vec_dot's: each output is then q4_k.h's
+ * (q2_k.h's) *_tiled_dot of the same Q8_K rows (measured on whole models: 7 columns
+ * give vec_dot's bits, 8 the tiled kernel's). The tiles and the thread
+ * split only decide who computes an output, never how. (Q4_0 / Q5_0 / Q4_1
+ * / Q5_1 products keep vec_dot's bits at any column count.) */
 #define WT_TILED_MIN_COLS 8
 
-#define VD_JOB(name, blk, bytes, abytes, dot, tiled)                                           \
+#define VD_JOB(name, blk, bytes, abytes, dot, tiled_dot)                                       \
     static int name(wt_mm *mm, par_job *job, const wt_matrix *w, const uint8_t *act,           \
                     size_t act_len, size_t n, float *y, const par_pool *pool, char *err,       \
                     size_t errlen)                                                             \
     {                                                                                          \
+        float (*tdot_)(const uint8_t *, const uint8_t *, size_t) = tiled_dot;                  \
         (void)pool;                                                                            \
-        if (tiled && n >= WT_TILED_MIN_COLS) {                                                 \
-            char tb_[16];                                                                      \
-            bk_err(err, errlen,                                                                \
-                   "a %s matrix times %zu token columns: llama.cpp b11669 computes %d or more " \
-                   "with its tiled K-quant kernel, whose bits bankml does not reproduce yet "  \
-                   "(prompts of up to %d tokens per micro-batch play)",                        \
-                   wt_type_name(w->type, tb_), n, WT_TILED_MIN_COLS, WT_TILED_MIN_COLS - 1);   \
-            return -1;                                                                         \
-        }                                                                                      \
-        return wt_vd_init(mm, job, w, act, act_len, n, y, blk, bytes, abytes, dot, err,        \
-                          errlen);                                                             \
+        return wt_vd_init(mm, job, w, act, act_len, n, y, blk, bytes, abytes,                  \
+                          tdot_ && n >= WT_TILED_MIN_COLS ? tdot_ : dot, err, errlen);         \
     }
-VD_JOB(q4_0_job, Q4_0_BLOCK, Q4_0_BYTES, Q8_0_BYTES, q4_0_vec_dot, 0)
-VD_JOB(q4_1_job, Q4_0_BLOCK, Q4_1_BYTES, Q8_1_BYTES, q4_1_vec_dot, 0)
-VD_JOB(q5_0_job, Q4_0_BLOCK, Q5_0_BYTES, Q8_0_BYTES, q5_0_vec_dot, 0)
-VD_JOB(q5_1_job, Q4_0_BLOCK, Q5_1_BYTES, Q8_1_BYTES, q5_1_vec_dot, 0)
-VD_JOB(q4_k_job, QK_K_BLOCK, Q4_K_BYTES, Q8_K_BYTES, q4_k_vec_dot, 1)
-VD_JOB(q5_k_job, QK_K_BLOCK, Q5_K_BYTES, Q8_K_BYTES, q5_k_vec_dot, 1)
-VD_JOB(q6_k_job, QK_K_BLOCK, Q6_K_BYTES, Q8_K_BYTES, q6_k_vec_dot, 1)
+VD_JOB(q4_0_job, Q4_0_BLOCK, Q4_0_BYTES, Q8_0_BYTES, q4_0_vec_dot, NULL)
+VD_JOB(q4_1_job, Q4_0_BLOCK, Q4_1_BYTES, Q8_1_BYTES, q4_1_vec_dot, NULL)
+VD_JOB(q5_0_job, Q4_0_BLOCK, Q5_0_BYTES, Q8_0_BYTES, q5_0_vec_dot, NULL)
+VD_JOB(q5_1_job, Q4_0_BLOCK, Q5_1_BYTES, Q8_1_BYTES, q5_1_vec_dot, NULL)
+VD_JOB(q4_k_job, QK_K_BLOCK, Q4_K_BYTES, Q8_K_BYTES, q4_k_vec_dot, q4_k_tiled_dot)
+VD_JOB(q5_k_job, QK_K_BLOCK, Q5_K_BYTES, Q8_K_BYTES, q5_k_vec_dot, q5_k_tiled_dot)
+VD_JOB(q6_k_job, QK_K_BLOCK, Q6_K_BYTES, Q8_K_BYTES, q6_k_vec_dot, q6_k_tiled_dot)
+VD_JOB(q2_k_job, QK_K_BLOCK, Q2_K_BYTES, Q8_K_BYTES, q2_k_vec_dot, q2_k_tiled_dot)
+VD_JOB(q3_k_job, QK_K_BLOCK, Q3_K_BYTES, Q8_K_BYTES, q3_k_vec_dot, q3_k_tiled_dot)
 
 #define TO_FLOAT(name, fn)                                                                     \
     static int name(const uint8_t *row, size_t len, size_t n, float *y, char *err,             \
@@ -214,6 +208,8 @@ TO_FLOAT(q5_1_to_float, q5_1_dequantize)
 TO_FLOAT(q4_k_to_float, q4_k_dequantize)
 TO_FLOAT(q5_k_to_float, q5_k_dequantize)
 TO_FLOAT(q6_k_to_float, q6_k_dequantize)
+TO_FLOAT(q2_k_to_float, q2_k_dequantize)
+TO_FLOAT(q3_k_to_float, q3_k_dequantize)
 
 /* The activation types: q8_1 (Q4_1, Q5_1) and Q8_K (the K-quants), each
  * token row alone (quantize_row_q8_1 AVX2, quantize_row_q8_K_ref). */
@@ -272,7 +268,7 @@ X8_JOB(q4_k_x8_job, Q4_K_TYPE)
 
 /* vec_dot_type as ggml-cpu's type_traits_cpu (b11669): F32 -> F32, F16 ->
  * F16, BF16 -> BF16, Q8_0 / Q1_0 / Q2_0 / Q4_0 / Q5_0 -> Q8_0, Q4_1 / Q5_1
- * -> Q8_1, Q4_K / Q5_K / Q6_K -> Q8_K; the repacked forms' (repack.cpp's
+ * -> Q8_1, Q2_K / Q3_K / Q4_K / Q5_K / Q6_K -> Q8_K; the repacked forms' (repack.cpp's
  * extra traits) the 4x8 interleaved quantizers. The order is the refusal's. */
 #define R_WEIGHT(type, act, to_float, job) \
     { type, 1, act, 1, to_float, NULL, NULL, NULL, job, 0, NULL }
@@ -293,6 +289,8 @@ static const wt_type table[] = {
     R_WEIGHT(GGUF_TYPE_Q4_1, GGUF_TYPE_Q8_1, q4_1_to_float, q4_1_job),
     R_WEIGHT(GGUF_TYPE_Q5_0, GGUF_TYPE_Q8_0, q5_0_to_float, q5_0_job),
     R_WEIGHT(GGUF_TYPE_Q5_1, GGUF_TYPE_Q8_1, q5_1_to_float, q5_1_job),
+    R_WEIGHT(GGUF_TYPE_Q2_K, GGUF_TYPE_Q8_K, q2_k_to_float, q2_k_job),
+    R_WEIGHT(GGUF_TYPE_Q3_K, GGUF_TYPE_Q8_K, q3_k_to_float, q3_k_job),
     { GGUF_TYPE_Q4_K, 1, GGUF_TYPE_Q8_K, 1, q4_k_to_float, NULL, NULL, NULL, q4_k_job,
       WT_Q4_K_X8, q4_k_repack8 },
     R_WEIGHT(GGUF_TYPE_Q5_K, GGUF_TYPE_Q8_K, q5_k_to_float, q5_k_job),
