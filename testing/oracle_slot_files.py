@@ -83,7 +83,9 @@ def running(L, B, label):
         t = threading.Thread(target=go, args=(name, srv))
         t.start()
         snap = None
-        for _ in range(400):
+        for i in range(100000):   # until the task shows, for as long as it runs (a loaded machine is slow to start)
+            if i >= 400 and not t.is_alive():
+                break
             st, js = srv.get("/slots")
             if st == 200 and any(s.get("is_processing") for s in js):
                 snap = js
