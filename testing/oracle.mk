@@ -73,3 +73,10 @@ build/kit-schema: testing/kit_schema.cpp $(LLAMA_SRC)/common/json-schema-to-gram
 	@mkdir -p build
 	$(CXX_KIT) -std=c++17 -O2 -Wall -I$(LLAMA_SRC)/common -o $@ testing/kit_schema.cpp \
 	    -L$(ORACLE_LIB) -l:libllama-common.so.0 -Wl,--allow-shlib-undefined
+
+# Template caps against b11669's own jinja::caps_get (testing/oracle_template_caps.py); the kit side
+# declares the two functions of common/chat.h it calls (std::string and std::map cross, nothing else).
+build/kit-caps: testing/kit_caps.cpp $(ORACLE_INC)/ggml.h
+	@mkdir -p build
+	$(CXX_KIT) -std=c++17 -O2 -Wall -o $@ testing/kit_caps.cpp \
+	    -L$(ORACLE_LIB) -l:libllama-common.so.0 -Wl,--allow-shlib-undefined

@@ -13,6 +13,7 @@
 #include "api/llama.h"
 #include "api/llama_json.h"
 #include "base/base.h"
+#include "text/template.h"
 
 struct llama_api {
     engine *e;
@@ -662,6 +663,25 @@ static void h_health(serve_req *req, serve_resp *resp, void *ud)
     serve_reply(resp, 200, SERVE_JSON, "{\"status\":\"ok\"}", 15);
 }
 
+/* ,"chat_template_caps":{...}: the template's caps (template_caps, b11669's
+ * jinja::caps_get) as common_chat_templates_get_caps's std::map writes them,
+ * names sorted; nothing when the template does not parse. */
+static void llama_put_caps(jbuf *out, const char *tmpl, size_t tl)
+{
+    tmpl_caps c;
+    char err[256];
+    if (template_caps(tmpl, tl, &c, err, sizeof err) != 0) return;
+    jbuf_printf(out, ",\"chat_template_caps\":{\"supports_object_arguments\":%s,\"supports_parallel_tool_calls\":%s,"
+                     "\"supports_preserve_reasoning\":%s,\"supports_reasoning_effort\":%s,"
+                     "\"supports_string_content\":%s,\"supports_system_role\":%s,\"supports_tool_calls\":%s,"
+                     "\"supports_tools\":%s,\"supports_typed_content\":%s}",
+                c.supports_object_arguments ? "true" : "false", c.supports_parallel_tool_calls ? "true" : "false",
+                c.supports_preserve_reasoning ? "true" : "false", c.supports_reasoning_effort ? "true" : "false",
+                c.supports_string_content ? "true" : "false", c.supports_system_role ? "true" : "false",
+                c.supports_tool_calls ? "true" : "false", c.supports_tools ? "true" : "false",
+                c.supports_typed_content ? "true" : "false");
+}
+
 /* /props' body for the resident model m, into out; it is also kept (with
  * the engine lock held, which guards props_cache) for the answers while the
  * model sleeps. 0, or -1 with the reason. */
@@ -695,6 +715,7 @@ static int props_body(llama_api *api, engine_model *m, jbuf *out, char *err, siz
                      "\"ui_settings\":{},\"chat_template\":",
                 api->o.slots ? "true" : "false", api->o.props ? "true" : "false", api->o.metrics ? "true" : "false");
     json_put_str_nl(out, tmpl, tl);
+    llama_put_caps(out, tmpl, tl);
     jbuf_puts(out, ",\"bos_token\":");
     json_put_cstr_nl(out, engine_model_bos(m));
     jbuf_puts(out, ",\"eos_token\":");

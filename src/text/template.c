@@ -36,72 +36,13 @@
 
 /* ------------------------------------------------------------ entry glue */
 
-/* JSON tree to values (llama.cpp's from_json): integers stay integers */
-static val *from_json(rt *R, const json_value *j) {
-    switch (j->type) {
-    case JSON_NULL: return tpl_mk_none(R);
-    case JSON_FALSE: return tpl_mk_bool(R, 0);
-    case JSON_TRUE: return tpl_mk_bool(R, 1);
-    case JSON_NUMBER: {
-        int64_t i;
-        if (!strpbrk(j->str, ".eE") && json_as_i64(j, &i)) return tpl_mk_int(R, i);
-        return tpl_mk_float(R, strtod(j->str, NULL));
-    }
-    case JSON_STRING: return tpl_mk_strn(R, j->str, j->len);
-    case JSON_ARRAY: {
-        val *a = tpl_mk_arr(R, VT_ARRAY);
-        for (size_t i = 0; i < j->n; i++) tpl_arr_push(R, a, from_json(R, j->items[i]));
-        return a;
-    }
-    default: {
-        val *o = tpl_mk_obj(R);
-        for (size_t i = 0; i < j->n; i++)
-            tpl_obj_set(R, o, tpl_mk_strn(R, j->keys[i], j->key_lens[i]), from_json(R, j->items[i]));
-        return o;
-    }
-    }
-}
 
-static env *base_env(rt *R) {
-    env *E = tpl_env_new(R);
-    tpl_env_set(R, E, "true", tpl_mk_bool(R, 1));
-    tpl_env_set(R, E, "True", tpl_mk_bool(R, 1));
-    tpl_env_set(R, E, "false", tpl_mk_bool(R, 0));
-    tpl_env_set(R, E, "False", tpl_mk_bool(R, 0));
-    tpl_env_set(R, E, "none", tpl_mk_none(R));
-    tpl_env_set(R, E, "None", tpl_mk_none(R));
-    return E;
-}
 
 static void env_from_obj(rt *R, env *E, val *o) {
     for (size_t i = 0; i < o->u.o.n; i++) tpl_env_set(R, E, tpl_to_str(R, o->u.o.k[i])->u.s.p, o->u.o.v[i]);
 }
 
-/* runs prog with E; returns 0 or -1 (reason in R->err), output in out */
-static int run(rt *R, const nlist *prog, env *E, sbuf *out) {
-    jmp_buf jb, *saved = R->on_error;
-    R->on_error = &jb;
-    R->on_signal = NULL;
-    R->signal = 0;
-    R->calls = 0;
-    R->steps = 0;
-    memset(out, 0, sizeof *out);
-    if (setjmp(jb)) {
-        R->on_error = saved;
-        return -1;
-    }
-    tpl_exec_list(R, E, prog, out);
-    R->on_error = saved;
-    return 0;
-}
 
-static void rt_init(rt *R, char *err, size_t errlen, int64_t now) {
-    memset(R, 0, sizeof *R);
-    R->err = err;
-    R->errlen = errlen;
-    R->now = now ? (time_t)now : time(NULL);
-    if (err && errlen) err[0] = 0;
-}
 
 /* common_chat_templates_init's default when the model has no template */
 const char template_chatml_fallback[] =
@@ -121,7 +62,7 @@ void template_opts_init(template_opts *o) {
 
 int template_check(const char *tmpl, size_t tmpl_len, char *err, size_t errlen) {
     rt R;
-    rt_init(&R, err, errlen, 0);
+    tpl_rt_init(&R, err, errlen, 0);
     jmp_buf jb;
     R.on_error = &jb;
     volatile int rc = 0;
@@ -138,17 +79,17 @@ int template_check(const char *tmpl, size_t tmpl_len, char *err, size_t errlen) 
 int template_render_globals(const char *tmpl, size_t tmpl_len, const json_value *globals,
                             int64_t now, jbuf *out, char *err, size_t errlen) {
     rt R;
-    rt_init(&R, err, errlen, now);
+    tpl_rt_init(&R, err, errlen, now);
     jmp_buf jb;
     R.on_error = &jb;
     volatile int rc = -1;
     if (setjmp(jb) == 0) {
         nlist prog;
         tpl_compile(&R, tmpl, tmpl_len, &prog);
-        env *E = base_env(&R);
-        if (globals && globals->type == JSON_OBJECT) env_from_obj(&R, E, from_json(&R, globals));
+        env *E = tpl_base_env(&R);
+        if (globals && globals->type == JSON_OBJECT) env_from_obj(&R, E, tpl_from_json(&R, globals));
         sbuf o;
-        if (run(&R, &prog, E, &o) == 0) {
+        if (tpl_run(&R, &prog, E, &o) == 0) {
             jbuf_put(out, o.p ? o.p : "", o.n);
             rc = out->oom ? -1 : 0;
             if (rc) snprintf(err, errlen, "out of memory");
@@ -165,74 +106,6 @@ int template_render_globals(const char *tmpl, size_t tmpl_len, const json_value 
  * common/chat.cpp common_chat_templates_apply_jinja and
  * common_chat_template_direct_apply_impl).
  */
-
-typedef struct {
-    int system_role;        /* reads messages[0].content of a system message */
-    int string_content;
-    int typed_content;
-} caps;
-
-static val *msg(rt *R, const char *role, val *content) {
-    val *m = tpl_mk_obj(R);
-    tpl_obj_set_s(R, m, "role", tpl_mk_str(R, role));
-    tpl_obj_set_s(R, m, "content", content);
-    return m;
-}
-
-/* one probe run, as caps_try_execute: stats on, errors ignored */
-static int probe(rt *R, const nlist *prog, val *messages, sbuf *out) {
-    env *E = base_env(R);
-    tpl_env_set(R, E, "messages", messages);
-    tpl_env_set(R, E, "tools", tpl_mk_arr(R, VT_ARRAY));
-    tpl_env_set(R, E, "bos_token", tpl_mk_str(R, ""));
-    tpl_env_set(R, E, "eos_token", tpl_mk_str(R, ""));
-    tpl_env_set(R, E, "add_generation_prompt", tpl_mk_bool(R, 1));
-    R->stats = 1;
-    char ebuf[256];
-    char *se = R->err;
-    size_t sl = R->errlen;
-    R->err = ebuf;
-    R->errlen = sizeof ebuf;
-    int rc = run(R, prog, E, out);
-    R->err = se;
-    R->errlen = sl;
-    R->stats = 0;
-    return rc == 0;
-}
-
-/* caps_get, for the capabilities that change how plain messages are prepared */
-static caps caps_get(rt *R, const nlist *prog) {
-    caps c = {1, 1, 0};
-    sbuf out;
-    int checks_for_string = 0;
-    {
-        val *content = tpl_mk_str(R, "STRING_MARKER");
-        val *ms = tpl_mk_arr(R, VT_ARRAY);
-        tpl_arr_push(R, ms, msg(R, "user", content));
-        int ok = probe(R, prog, ms, &out);
-        if (content->ops & OP_TEST_IS_STRING) checks_for_string = 1;
-        int as_array = (content->ops & (OP_SELECTATTR | OP_ARRAY_ACCESS)) != 0;
-        if (as_array) c.typed_content = 1;
-        if (!ok) c.string_content = 0;
-        else if (as_array && !(out.p && strstr(out.p, "STRING_MARKER"))) c.string_content = 0;
-    }
-    if (checks_for_string) {
-        val *content = tpl_mk_arr(R, VT_ARRAY);
-        val *ms = tpl_mk_arr(R, VT_ARRAY);
-        tpl_arr_push(R, ms, msg(R, "user", content));
-        int ok = probe(R, prog, ms, &out);
-        if ((content->ops & (OP_SELECTATTR | OP_ARRAY_ACCESS)) && ok) c.typed_content = 1;
-    }
-    {
-        val *content = tpl_mk_str(R, "System message");
-        val *ms = tpl_mk_arr(R, VT_ARRAY);
-        tpl_arr_push(R, ms, msg(R, "system", content));
-        tpl_arr_push(R, ms, msg(R, "user", tpl_mk_str(R, "User message")));
-        probe(R, prog, ms, &out);
-        if (!content->used) c.system_role = 0;
-    }
-    return c;
-}
 
 static const json_value *jget(const json_value *o, const char *k) {
     return o && o->type == JSON_OBJECT ? json_get(o, k) : NULL;
@@ -320,9 +193,9 @@ static val *prepare_messages(rt *R, const json_value *messages, int trim) {
 }
 
 /* messages_inp_normalizer: string <-> typed content by the template's caps */
-static void normalize(rt *R, val *ms, caps c) {
-    int only_string = c.string_content && !c.typed_content;
-    int only_typed = !c.string_content && c.typed_content;
+static void normalize(rt *R, val *ms, tmpl_caps c) {
+    int only_string = c.supports_string_content && !c.supports_typed_content;
+    int only_typed = !c.supports_string_content && c.supports_typed_content;
     if (!only_string && !only_typed) return;
     for (size_t i = 0; i < ms->u.a.n; i++) {
         val *m = ms->u.a.v[i];
@@ -349,20 +222,6 @@ static void normalize(rt *R, val *ms, caps c) {
 
 static int has(const char *src, const char *s) { return strstr(src, s) != NULL; }
 
-/* replaces every `from` in s by `to` (llama.cpp patches two known templates) */
-static char *replace_all(rt *R, const char *s, const char *from, const char *to) {
-    sbuf b = {0};
-    size_t fl = strlen(from);
-    const char *p = s, *h;
-    while ((h = strstr(p, from)) != NULL) {
-        tpl_sb_put(R, &b, p, (size_t)(h - p));
-        tpl_sb_puts(R, &b, to);
-        p = h + fl;
-    }
-    tpl_sb_puts(R, &b, p);
-    return b.p ? b.p : tpl_rstrdup(R, "", 0);
-}
-
 static val *text_block(rt *R, const char *type, const char *key, val *text) {
     val *p = tpl_mk_obj(R);
     tpl_obj_set_s(R, p, "type", tpl_mk_str(R, type));
@@ -386,9 +245,9 @@ static val *prepare_tools(rt *R, const json_value *tools) {
         if (!name || name->type != JSON_STRING) tpl_fail(R, "tool function name must be a string");
         if (desc && desc->type != JSON_STRING) tpl_fail(R, "tool description must be a string");
         val *fn = tpl_mk_obj(R);
-        tpl_obj_set_s(R, fn, "name", from_json(R, name));
-        tpl_obj_set_s(R, fn, "description", desc ? from_json(R, desc) : tpl_mk_str(R, ""));
-        tpl_obj_set_s(R, fn, "parameters", params && params->type != JSON_NULL ? from_json(R, params) : tpl_mk_obj(R));
+        tpl_obj_set_s(R, fn, "name", tpl_from_json(R, name));
+        tpl_obj_set_s(R, fn, "description", desc ? tpl_from_json(R, desc) : tpl_mk_str(R, ""));
+        tpl_obj_set_s(R, fn, "parameters", params && params->type != JSON_NULL ? tpl_from_json(R, params) : tpl_mk_obj(R));
         val *tv = tpl_mk_obj(R);
         tpl_obj_set_s(R, tv, "type", tpl_mk_str(R, "function"));
         tpl_obj_set_s(R, tv, "function", fn);
@@ -407,23 +266,12 @@ static int guess_thinking(const char *src) {
 /* the body of template_render; leaves through tpl_fail() on any error */
 static void render_chat(rt *R, const char *tmpl, size_t tmpl_len, const json_value *messages,
                         const template_opts *o, jbuf *out) {
-    char *src = tpl_rstrdup(R, tmpl, tmpl_len);
-    if (strlen(src) != tmpl_len) tpl_fail(R, "template contains a NUL byte");
     /* common_chat_templates_init patches two known-broken templates */
-    if (has(src, "<|channel|>") && has(src, "in message.content or"))
-        src = replace_all(R, src,
-                          "{%- if \"<|channel|>analysis<|message|>\" in message.content or "
-                          "\"<|channel|>final<|message|>\" in message.content %}",
-                          "{%- if false %}");
-    if (has(src, "[TOOL_CALLS]") && has(src, "if (message['content'] is none or"))
-        src = replace_all(R, src,
-                          "{%- if (message['content'] is none or message['content'] == '' or "
-                          "message['content']|length == 0) and (message['tool_calls'] is not defined or "
-                          "message['tool_calls'] is none or message['tool_calls']|length == 0) %}",
-                          "{%- if false %}");
+    char *src = tpl_chat_source(R, tmpl, tmpl_len);
     nlist prog;
     tpl_compile(R, src, strlen(src), &prog);
-    caps c = caps_get(R, &prog);
+    tmpl_caps c;
+    tpl_caps_probe(R, &prog, &c);
 
     int stepfun = has(src, "You have access to the following functions in JSONSchema format");
     val *ms = prepare_messages(R, messages, stepfun);
@@ -440,7 +288,7 @@ static void render_chat(rt *R, const char *tmpl, size_t tmpl_len, const json_val
             if (role && role->t == VT_STR && !strcmp(role->u.s.p, "developer"))
                 tpl_obj_set_s(R, ms->u.a.v[i], "role", tpl_mk_str(R, "system"));
         }
-    if (!c.system_role && ms->u.a.n) {
+    if (!c.supports_system_role && ms->u.a.n) {
         val *first = ms->u.a.v[0], *role = tpl_obj_get_s(first, "role");
         if (role && role->t == VT_STR && !strcmp(role->u.s.p, "system")) {
             if (ms->u.a.n > 1) {
@@ -494,7 +342,7 @@ static void render_chat(rt *R, const char *tmpl, size_t tmpl_len, const json_val
         }
     }
 
-    env *E = base_env(R);
+    env *E = tpl_base_env(R);
     tpl_env_set(R, E, "messages", ms);
     tpl_env_set(R, E, "bos_token", tpl_mk_str(R, o->bos_token ? o->bos_token : ""));
     tpl_env_set(R, E, "eos_token", tpl_mk_str(R, o->eos_token ? o->eos_token : ""));
@@ -503,7 +351,7 @@ static void render_chat(rt *R, const char *tmpl, size_t tmpl_len, const json_val
     val *kw = tpl_mk_obj(R);
     if (o->preserve_reasoning >= 0) tpl_obj_set_s(R, kw, "preserve_reasoning", tpl_mk_bool(R, o->preserve_reasoning));
     if (o->kwargs && o->kwargs->type == JSON_OBJECT) {
-        val *rk = from_json(R, o->kwargs);
+        val *rk = tpl_from_json(R, o->kwargs);
         for (size_t i = 0; i < rk->u.o.n; i++) tpl_obj_set(R, kw, rk->u.o.k[i], rk->u.o.v[i]);
     }
     if (kw) {
@@ -533,7 +381,7 @@ static void render_chat(rt *R, const char *tmpl, size_t tmpl_len, const json_val
     if (re && re->t == VT_STR && re->u.s.n) tpl_env_set(R, E, "reasoning_strength", re);
 
     sbuf res;
-    if (run(R, &prog, E, &res) != 0) longjmp(*R->on_error, 1);
+    if (tpl_run(R, &prog, E, &res) != 0) longjmp(*R->on_error, 1);
     const char *p = res.p ? res.p : "";
     size_t n = res.n;
     const char *bos = o->bos_token ? o->bos_token : "", *eos = o->eos_token ? o->eos_token : "";
@@ -561,7 +409,7 @@ int template_render(const char *tmpl, size_t tmpl_len, const json_value *message
     else template_opts_init(&dflt);
     const template_opts *o = &dflt;
     rt R;
-    rt_init(&R, err, errlen, o->now);
+    tpl_rt_init(&R, err, errlen, o->now);
     jmp_buf jb;
     R.on_error = &jb;
     volatile int rc = -1;

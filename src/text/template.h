@@ -113,4 +113,18 @@ int template_legacy_apply(int fmt, const template_legacy_msg *msgs, size_t n, in
  * refuses too: tool_calls, media parts, malformed messages. Appends to out. */
 int template_legacy_render(int fmt, const json_value *messages, int add_ass, jbuf *out, char *err, size_t errlen);
 
+/* What a template does with its inputs, as b11669's jinja::caps_get finds it by rendering probes. */
+typedef struct tmpl_caps {
+    int supports_tools, supports_tool_calls, supports_system_role, supports_parallel_tool_calls;
+    int supports_preserve_reasoning, supports_reasoning_effort;
+    int supports_string_content, supports_typed_content, supports_object_arguments;
+} tmpl_caps;
+
+/* b11669's caps of tmpl (common_chat_templates_init's patched source, then
+ * jinja::caps_get's eight probe renders: typed content, system role, tool
+ * calls with object then string arguments, parallel calls, preserved
+ * reasoning, reasoning effort), as /props' chat_template_caps reports them.
+ * 0, or -1 with the reason (the template does not parse). */
+int template_caps(const char *tmpl, size_t len, tmpl_caps *out, char *err, size_t errlen);
+
 #endif

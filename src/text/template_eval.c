@@ -605,3 +605,21 @@ static void exec(rt *R, env *E, const node *n, sbuf *out) {
         break;
     }
 }
+
+/* one run of prog in E (see template_int.h) */
+int tpl_run(rt *R, const nlist *prog, env *E, sbuf *out) {
+    jmp_buf jb, *saved = R->on_error;
+    R->on_error = &jb;
+    R->on_signal = NULL;
+    R->signal = 0;
+    R->calls = 0;
+    R->steps = 0;
+    memset(out, 0, sizeof *out);
+    if (setjmp(jb)) {
+        R->on_error = saved;
+        return -1;
+    }
+    tpl_exec_list(R, E, prog, out);
+    R->on_error = saved;
+    return 0;
+}
