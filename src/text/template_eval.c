@@ -364,7 +364,18 @@ static val *eval_call(rt *R, env *E, const node *n) {
     return call_func(R, f, &A);
 }
 
+/* eval_node with R->cur naming n while it runs (llama.cpp reports the
+ * innermost expression an exception leaves) */
+static val *eval_node(rt *R, env *E, const node *n);
 static val *eval(rt *R, env *E, const node *n) {
+    const node *saved = R->cur;
+    R->cur = n;
+    val *v = eval_node(R, E, n);
+    R->cur = saved;
+    return v;
+}
+
+static val *eval_node(rt *R, env *E, const node *n) {
     switch (n->t) {
     case N_TEXT: case N_STR: return tpl_mk_strn(R, n->s, n->sn);
     case N_INT: return tpl_mk_int(R, n->i);

@@ -53,8 +53,10 @@ typedef struct {
     int nest;              /* parser nesting */
     int stats;             /* record value usage (caps probing) */
     time_t now;
-    const char *src;       /* template source, for error positions */
+    const char *src;       /* template source as compiled (tpl_compile), for error positions */
     size_t srclen;
+    const struct node *cur; /* the innermost expression being evaluated (raise_exception's position) */
+    int raised;            /* the error is the template's raise_exception, in llama.cpp's words */
 } rt;
 
 /* Formats the reason into R->err and longjmps to R->on_error. */
