@@ -9,11 +9,15 @@
  * Output, one frame per input:
  *   "OK <n>\n<n bytes: name=0|1 lines in the map's order>\n"
  *   "ERR <n>\n<n bytes>\n"   the what() of the exception (the template does not parse)
+ * With KIT_CAPS_THINKING set, OK's text ends with supports_enable_thinking=0|1
+ * (common_chat_templates_support_enable_thinking: the template's
+ * supports_thinking, llama-server's default enable_thinking).
  * Exit 2 on a malformed frame. Built by testing/oracle.mk with llama.cpp's
- * common/chat.h only for the two declarations below (std::string and
+ * common/chat.h only for the declarations below (std::string and
  * std::map are the only types that cross), run under the kit's sid-run.
  */
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <map>
 #include <memory>
@@ -27,6 +31,7 @@ typedef std::unique_ptr<common_chat_templates, common_chat_templates_deleter> co
 common_chat_templates_ptr common_chat_templates_init(const llama_model *model, const std::string &tmpl,
                                                      const std::string &bos, const std::string &eos);
 std::map<std::string, bool> common_chat_templates_get_caps(const common_chat_templates *t);
+bool common_chat_templates_support_enable_thinking(const common_chat_templates *t);
 void common_chat_templates_free(common_chat_templates *t);
 void common_chat_templates_deleter::operator()(common_chat_templates *t) { common_chat_templates_free(t); }
 
@@ -52,6 +57,9 @@ int main()
             std::string out;
             for (const auto &kv : common_chat_templates_get_caps(t.get()))
                 out += kv.first + "=" + (kv.second ? "1" : "0") + "\n";
+            if (getenv("KIT_CAPS_THINKING"))
+                out += std::string("supports_enable_thinking=") +
+                       (common_chat_templates_support_enable_thinking(t.get()) ? "1" : "0") + "\n";
             put("OK", out);
         } catch (const std::exception &e) {
             put("ERR", e.what());

@@ -5,7 +5,10 @@ The oracle is b11669's common_chat_templates_init + common_chat_templates_get_ca
 renders, what llama-server's /props reports as chat_template_caps), called in process from the kit's
 libllama-common.so by testing/kit_caps.cpp (run under sid-run); bankml's side is testing/template_driver.c
 --caps (template_caps). For every template in ../shared/templates (llama.cpp's collection, from-gguf/, the
-top-level ones and ollama/), the nine caps must be equal, or both must refuse the template. /props' whole
+top-level ones and ollama/), the nine caps must be equal, or both must refuse the template; and for each template
+that reads enable_thinking, the value a request without it renders with (b11669's
+common_chat_templates_support_enable_thinking, from its template analysis; bankml's template_thinking_default, a
+guess until that analysis is reproduced) must be equal. /props' whole
 body (chat_template_caps included) against llama-server's is testing/oracle_routes.py's.
 
 Prints `N passed, N failed, N skipped`.
@@ -46,11 +49,13 @@ def main():
         with open(n, "rb") as f:
             t = f.read()
         blob += b"%d\n" % len(t) + t
-    r = subprocess.run([kit.tool("sid-run"), os.path.join(BUILD, "kit-caps")], input=blob, capture_output=True)
+    env = dict(os.environ, KIT_CAPS_THINKING="1")
+    r = subprocess.run([kit.tool("sid-run"), os.path.join(BUILD, "kit-caps")], input=blob, capture_output=True,
+                       env=env)
     if not s.check("kit-caps runs", r.returncode == 0, r.stderr[-500:].decode(errors="replace")):
         s.finish()
     want = unframe(r.stdout)
-    r = subprocess.run([driver, "--caps"] + names, capture_output=True)
+    r = subprocess.run([driver, "--caps"] + names, capture_output=True, env=env)
     got = unframe(r.stdout)
     if not s.check("template_driver --caps answers every template", r.returncode == 0 and len(got) == len(names),
                    r.stderr[-500:].decode(errors="replace")):
@@ -59,10 +64,19 @@ def main():
     for n, (wt, wv), (gt, gv) in zip(names, want, got):
         name = os.path.relpath(n, tdir)
         if wt == "OK":
-            for line in wv.split():
+            wl = wv.split()
+            gl = gv.split() if gt == "OK" else ["refused: " + gv]
+            # b11669's default enable_thinking (its analysis' supports_thinking) against bankml's guess, where
+            # the template reads enable_thinking (elsewhere it changes no prompt)
+            wt_think, gt_think = wl.pop(), gl.pop() if gt == "OK" else None
+            for line in wl:
                 k, v = line.split("=")
                 counts.setdefault(k, [0, 0])[int(v)] += 1
-            s.equal(f"{name}: caps", gv if gt == "OK" else "refused: " + gv, wv)
+            s.equal(f"{name}: caps", gl, wl)
+            with open(n, "rb") as f:
+                reads = b"enable_thinking" in f.read()
+            if reads:
+                s.equal(f"{name}: default enable_thinking", gt_think, wt_think)
         else:
             s.check(f"{name}: both refuse", gt == "ERR", f"b11669 refuses ({wv[:120]}) but bankml answers")
     # the suite can fail: each cap is false for some template and true for another (preserve/effort/typed...)

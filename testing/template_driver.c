@@ -15,7 +15,10 @@
  *
  * Prints each template's template_caps as kit_caps.cpp prints b11669's: a
  * frame "OK <n>\n" + lines name=0|1 in the names' sorted order, or
- * "ERR <n>\n" + the reason, each frame ending in a newline.
+ * "ERR <n>\n" + the reason, each frame ending in a newline. With
+ * KIT_CAPS_THINKING set, a last line supports_enable_thinking=0|1 (bankml's
+ * template_thinking_default, beside b11669's
+ * common_chat_templates_support_enable_thinking in kit_caps.cpp).
  *
  * Build (with every .c file of src/text, as testing/oracle_templates.py does):
  *   gcc -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -O2 -o template_driver \
@@ -74,6 +77,9 @@ static int caps_main(int argc, char **argv) {
                              c.supports_preserve_reasoning, c.supports_reasoning_effort,
                              c.supports_string_content, c.supports_system_role, c.supports_tool_calls,
                              c.supports_tools, c.supports_typed_content);
+            if (getenv("KIT_CAPS_THINKING") && n > 0 && (size_t)n < sizeof out)
+                n += snprintf(out + n, sizeof out - (size_t)n, "supports_enable_thinking=%d\n",
+                              template_thinking_default(tmpl, tl));
             printf("OK %d\n%s\n", n, out);
         } else {
             printf("ERR %zu\n%s\n", strlen(err), err);

@@ -13,7 +13,6 @@
 #include "api/llama.h"
 #include "api/llama_json.h"
 #include "base/base.h"
-#include "text/template.h"
 
 struct llama_api {
     engine *e;
@@ -67,6 +66,7 @@ typedef struct {
     jbuf lp;                   /* streamed logprobs entries joined (receipt) */
     size_t n_lp;
     jbuf ev;
+    jbuf prefill;              /* a continued message's content: the non-streamed content starts with it */
 } sctx;
 
 static int send_event(sctx *c)
@@ -262,6 +262,8 @@ static void chat_final(sctx *c, const engine_result *g)
     jbuf_init(&out);
     jbuf_init(&text);
     engine_content(c->m, g->text.p ? g->text.p : "", g->text.len, &content, &cl);
+    /* b11669 parses the generation prompt with a continuation's content after it (the content comes first) */
+    json_text_peg(&text, c->prefill.p ? c->prefill.p : "", c->prefill.len);
     json_text_peg(&text, content, cl);   /* the chat parser's UTF-8 walk: a character cut at the end dropped */
     content = text.p ? text.p : "";
     cl = text.len;
@@ -420,6 +422,8 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
             jbuf_init(&c.shown);
             jbuf_init(&c.lp);
             jbuf_init(&c.ev);
+            jbuf_init(&c.prefill);
+            if (chat && engine_model_jinja(m)) template_continued_content(pre.messages, &pre.topts, &c.prefill);
             c.resp = resp;
             c.req = req;
             c.m = m;
@@ -437,6 +441,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
             jbuf_free(&c.shown);
             jbuf_free(&c.lp);
             jbuf_free(&c.ev);
+            jbuf_free(&c.prefill);
         }
     }
     engine_release(api->e, api->o.keep_ms);
@@ -628,7 +633,11 @@ static void h_apply_template(serve_req *req, serve_resp *resp, void *ud)
         json_free(body);
         return;
     }
-    if (llama_check_messages(msgs, &st, err, sizeof err) != 0) {
+    llama_pre pre;
+    memset(&pre, 0, sizeof pre);
+    pre.messages = msgs;
+    if (llama_check_messages(msgs, &st, err, sizeof err) != 0 ||
+        llama_read_chat_inputs(body, &pre, &st, err, sizeof err) != 0) {
         llama_reply_err(resp, st, err);
         json_free(body);
         return;
@@ -641,7 +650,8 @@ static void h_apply_template(serve_req *req, serve_resp *resp, void *ud)
     jbuf p, out;
     jbuf_init(&p);
     jbuf_init(&out);
-    int rc = engine_render(m, msgs, &p, err, sizeof err);
+    int rc = llama_check_render(m, body, msgs, err, sizeof err) != 0
+                 ? -2 : engine_render_chat(m, msgs, &pre.topts, &p, err, sizeof err);
     if (rc != 0) {
         llama_reply_err(resp, rc == -2 ? 500 : 400, err);
     } else {
@@ -663,14 +673,12 @@ static void h_health(serve_req *req, serve_resp *resp, void *ud)
     serve_reply(resp, 200, SERVE_JSON, "{\"status\":\"ok\"}", 15);
 }
 
-/* ,"chat_template_caps":{...}: the template's caps (template_caps, b11669's
- * jinja::caps_get) as common_chat_templates_get_caps's std::map writes them,
- * names sorted; nothing when the template does not parse. */
-static void llama_put_caps(jbuf *out, const char *tmpl, size_t tl)
+/* ,"chat_template_caps":{...}: the template's caps (engine_model_caps:
+ * template_caps, b11669's jinja::caps_get) as common_chat_templates_get_caps's
+ * std::map writes them, names sorted. */
+static void llama_put_caps(jbuf *out, const engine_model *m)
 {
-    tmpl_caps c;
-    char err[256];
-    if (template_caps(tmpl, tl, &c, err, sizeof err) != 0) return;
+    tmpl_caps c = *engine_model_caps(m);
     jbuf_printf(out, ",\"chat_template_caps\":{\"supports_object_arguments\":%s,\"supports_parallel_tool_calls\":%s,"
                      "\"supports_preserve_reasoning\":%s,\"supports_reasoning_effort\":%s,"
                      "\"supports_string_content\":%s,\"supports_system_role\":%s,\"supports_tool_calls\":%s,"
@@ -715,7 +723,7 @@ static int props_body(llama_api *api, engine_model *m, jbuf *out, char *err, siz
                      "\"ui_settings\":{},\"chat_template\":",
                 api->o.slots ? "true" : "false", api->o.props ? "true" : "false", api->o.metrics ? "true" : "false");
     json_put_str_nl(out, tmpl, tl);
-    llama_put_caps(out, tmpl, tl);
+    llama_put_caps(out, m);
     jbuf_puts(out, ",\"bos_token\":");
     json_put_cstr_nl(out, engine_model_bos(m));
     jbuf_puts(out, ",\"eos_token\":");
