@@ -122,6 +122,18 @@ static int chat_partial(sctx *c, const engine_token *t, int stop_now, const engi
     jbuf_init(&delta);
     jbuf_init(&text);
     engine_content(c->m, c->raw.p ? c->raw.p : "", c->raw.len, &p, &n);
+    int opened = engine_reasoning_opened(c->m, p, n);
+    if (opened == 2 && !stop_now) n = 0;   /* it may still open one: nothing sent yet */
+    if (opened == 1) {   /* refused, never answered differently: an error event, the end */
+        jbuf_reset(&c->ev);
+        jbuf_puts(&c->ev, "{\"error\":");
+        json_put_cstr_nl(&c->ev, ENGINE_REASONING_REFUSED);
+        jbuf_putc(&c->ev, '}');
+        send_event(c);
+        jbuf_free(&delta);
+        jbuf_free(&text);
+        return -1;
+    }
     json_text_peg(&text, p, n);   /* the chat parser's UTF-8 walk */
     p = text.p ? text.p : "";
     n = text.len;
@@ -262,6 +274,12 @@ static void chat_final(sctx *c, const engine_result *g)
     jbuf_init(&out);
     jbuf_init(&text);
     engine_content(c->m, g->text.p ? g->text.p : "", g->text.len, &content, &cl);
+    if (engine_reasoning_opened(c->m, content, cl) == 1) {
+        llama_reply_err(c->resp, 500, ENGINE_REASONING_REFUSED);
+        jbuf_free(&out);
+        jbuf_free(&text);
+        return;
+    }
     /* b11669 parses the generation prompt with a continuation's content after it (the content comes first) */
     json_text_peg(&text, c->prefill.p ? c->prefill.p : "", c->prefill.len);
     json_text_peg(&text, content, cl);   /* the chat parser's UTF-8 walk: a character cut at the end dropped */

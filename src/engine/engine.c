@@ -698,6 +698,13 @@ void engine_content(const engine_model *m, const char *s, size_t n, const char *
     *len = n;
 }
 
+int engine_reasoning_opened(const engine_model *m, const char *s, size_t n)
+{
+    if (!m->reasoning || !n) return 0;
+    if (n >= 7) return !memcmp(s, "<think>", 7);
+    return memcmp(s, "<think>", n) ? 0 : 2;
+}
+
 static void put_sha_hex(jbuf *b, const void *p, size_t n)
 {
     uint8_t d[32];

@@ -237,6 +237,13 @@ int engine_detokenize(const engine_model *m, const int32_t *ids, size_t n, int r
  * (templates with a <think> block drop leading whitespace; trailing
  * whitespace stays). */
 void engine_content(const engine_model *m, const char *s, size_t n, const char **out, size_t *len);
+/* 1 when that content (engine_content's) opens a reasoning block on a template with a <think> block: b11669's
+ * chat parser answers it as reasoning_content (measured on Qwen3: "<think>abc</think>def" gives reasoning "abc",
+ * content "def"; "abc</think>def" stays content), which bankml does not reproduce yet; 2 when it is a proper
+ * prefix of "<think>" (a stream holds it back); else 0. */
+int engine_reasoning_opened(const engine_model *m, const char *s, size_t n);
+#define ENGINE_REASONING_REFUSED "the answer opens a reasoning block (<think>), which b11669's chat parser answers as " \
+    "reasoning_content; bankml does not reproduce that parser yet (/completion answers the raw text)"
 
 /* The bankml_receipt object (§2.5) of a finished answer: request_sha256 of
  * body[0..body_len), response_sha256 of text[0..tn), logprobs_sha256 of
