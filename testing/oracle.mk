@@ -100,3 +100,9 @@ build/kit-chat: testing/kit_chat.cpp $(LLAMA_SRC)/common/json-schema-to-grammar.
 build/peg-driver: testing/peg_driver.c $(OBJ)
 	@mkdir -p build
 	$(CC) $(BASE) -O2 $(WARN) -o $@ testing/peg_driver.c $(OBJ) $(LDLIBS)
+# Template caps against b11669's own jinja::caps_get (testing/oracle_template_caps.py); the kit side
+# declares the two functions of common/chat.h it calls (std::string and std::map cross, nothing else).
+build/kit-caps: testing/kit_caps.cpp $(ORACLE_INC)/ggml.h
+	@mkdir -p build
+	$(CXX_KIT) -std=c++17 -O2 -Wall -o $@ testing/kit_caps.cpp \
+	    -L$(ORACLE_LIB) -l:libllama-common.so.0 -Wl,--allow-shlib-undefined

@@ -256,16 +256,14 @@ MARKER = re.compile(r"^<__media_[0-9A-Za-z]{32}__>$")
 
 def props_equal(label, got, want):
     """GET /props whole, members in order: build_info is each server's own, media_marker random per start
-    (its shape checked), the top-level n_ctx bankML's own (Savante reads it; equal to the slot's), and
-    chat_template_caps not yet computed by bankml (issue #17: checked present on llama-server)."""
+    (its shape checked), the top-level n_ctx bankML's own (Savante reads it; equal to the slot's);
+    chat_template_caps (src/text/template_caps.c) equal with the rest."""
     got, want = dict(got), dict(want)
     for d in (got, want):
         d.pop("build_info", None)
         S.check(f"{label}: media_marker's shape", MARKER.match(d.pop("media_marker", "")) is not None, "")
     S.equal(f"{label}: bankML's n_ctx is the slot's", got.pop("n_ctx", None),
             want["default_generation_settings"]["n_ctx"])
-    S.check(f"{label}: llama-server's chat_template_caps (not computed by bankml yet)",
-            isinstance(want.pop("chat_template_caps", None), dict), "")
     S.equal(f"{label}: every other member, in order", list(got.items()), list(want.items()))
 
 

@@ -11,6 +11,15 @@
  * Prints one JSON object per case and line: {"ok": true, "prompt": "..."} or
  * {"ok": false, "error": "..."}.
  *
+ *   template_driver --caps TEMPLATE.jinja...
+ *
+ * Prints each template's template_caps as kit_caps.cpp prints b11669's: a
+ * frame "OK <n>\n" + lines name=0|1 in the names' sorted order, or
+ * "ERR <n>\n" + the reason, each frame ending in a newline. With
+ * KIT_CAPS_THINKING set, a last line supports_enable_thinking=0|1 (bankml's
+ * template_thinking_default, beside b11669's
+ * common_chat_templates_support_enable_thinking in kit_caps.cpp).
+ *
  * Build (with every .c file of src/text, as testing/oracle_templates.py does):
  *   gcc -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -O2 -o template_driver \
  *       testing/template_driver.c src/text/EACH.c src/file/gguf.c src/base/json.c \
@@ -49,7 +58,39 @@ static const char *str_or(const json_value *v, const char *d) {
     return json_as_str(v, &s, &n) ? s : d;
 }
 
+static int caps_main(int argc, char **argv) {
+    for (int i = 2; i < argc; i++) {
+        size_t tl;
+        char *tmpl = slurp(argv[i], &tl), err[512], out[512];
+        tmpl_caps c;
+        if (!tmpl) {
+            fprintf(stderr, "cannot read %s\n", argv[i]);
+            return 2;
+        }
+        if (template_caps(tmpl, tl, &c, err, sizeof err) == 0) {
+            int n = snprintf(out, sizeof out,
+                             "supports_object_arguments=%d\nsupports_parallel_tool_calls=%d\n"
+                             "supports_preserve_reasoning=%d\nsupports_reasoning_effort=%d\n"
+                             "supports_string_content=%d\nsupports_system_role=%d\n"
+                             "supports_tool_calls=%d\nsupports_tools=%d\nsupports_typed_content=%d\n",
+                             c.supports_object_arguments, c.supports_parallel_tool_calls,
+                             c.supports_preserve_reasoning, c.supports_reasoning_effort,
+                             c.supports_string_content, c.supports_system_role, c.supports_tool_calls,
+                             c.supports_tools, c.supports_typed_content);
+            if (getenv("KIT_CAPS_THINKING") && n > 0 && (size_t)n < sizeof out)
+                n += snprintf(out + n, sizeof out - (size_t)n, "supports_enable_thinking=%d\n",
+                              template_thinking_default(tmpl, tl));
+            printf("OK %d\n%s\n", n, out);
+        } else {
+            printf("ERR %zu\n%s\n", strlen(err), err);
+        }
+        free(tmpl);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "--caps")) return caps_main(argc, argv);
     if (argc != 3) {
         fprintf(stderr, "usage: %s TEMPLATE CASES.json\n", argv[0]);
         return 2;

@@ -80,16 +80,6 @@ REFUSED = [
     ("reasoning_budget_end_tags", ["</think>"], None, "reasoning_budget_end_tags: " + BUDGET, BOTH),
     ("reasoning_budget_end_tag", "</think>", None, "reasoning_budget_end_tag: " + BUDGET, BOTH),
     ("reasoning_budget_message", "stop", None, "reasoning_budget_message: " + BUDGET, BOTH),
-    ("tools", [{"type": "function", "function": {"name": "f", "parameters": {}}}], [],
-     "tools: tool calls are not reproduced yet; send the request without them", (CHAT,)),
-    ("add_generation_prompt", False, True, "add_generation_prompt: a prompt without the generation prompt is not "
-                                           "reproduced yet; send the request without it", (CHAT,)),
-    ("continue_final_message", True, False, "continue_final_message: continuing the last message is not reproduced "
-                                            "yet; send the request without it", (CHAT,)),
-    ("chat_template_kwargs", {"enable_thinking": False}, {}, "chat_template_kwargs: template arguments from the "
-                                                              "request are not reproduced yet; send the request "
-                                                              "without them", (CHAT,)),
-    ("reasoning_effort", "low", None, "reasoning_effort: not reproduced yet; send the request without it", (CHAT,)),
 ]
 
 # requests with llama-server's own errors, or bankml's that depend on two fields
@@ -113,6 +103,24 @@ OTHER = [
     # streamed per-token timings and progress events are reproduced (oracle_progress.py compares them)
     (CMPL, {"stream": True, "timings_per_token": True}, 200, None),
     (CHAT, {"stream": True, "return_progress": True}, 200, None),
+    # the chat's template inputs (oracle_chat_prompt.py compares them with llama-server); a chat with tools
+    # that b11669 would answer through its tool-call grammar and parser is refused with the reason
+    (CHAT, {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, 400,
+     'tools: b11669 answers a chat with tools (tool_choice other than "none") through its tool-call grammar and its '
+     'PEG answer parser (tool_calls, finish_reason "tool_calls"), which bankml does not reproduce yet; '
+     '/apply-template renders such a request, and tool_choice "none" is answered'),
+    (CHAT, {"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"}, 200, None),
+    (CHAT, {"tool_choice": "bogus"}, 400, "Invalid tool_choice: bogus"),
+    (CHAT, {"add_generation_prompt": False}, 200, None),
+    (CHAT, {"continue_final_message": True}, 400,
+     "Cannot set both add_generation_prompt and continue_final_message to true."),
+    (CHAT, {"continue_final_message": True, "add_generation_prompt": False}, 200, None),
+    (CHAT, {"chat_template_kwargs": {"enable_thinking": False}}, 200, None),
+    (CHAT, {"chat_template_kwargs": {"enable_thinking": "no"}}, 400,
+     'invalid type for "enable_thinking" (expected boolean, got string)'),
+    (CHAT, {"chat_template_kwargs": [1]}, 400, "chat_template_kwargs: bankml reads an object here (b11669 takes the "
+                                               "items of this array as template arguments); send an object"),
+    (CHAT, {"reasoning_effort": "low"}, 200, None),
     # what a route does not read cannot change its answer
     (CMPL, {"tools": [{"type": "function"}], "response_format": {"type": "bogus"}, "add_generation_prompt": False},
      200, None),

@@ -263,9 +263,52 @@ TEST(template_chat_layer) {
     CHECK(C(LOOP_T, "[{\"role\": \"user\"}]", &o) == NULL);
     ERR_HAS("content");
     CHECK(C(LOOP_T, "{\"role\": \"user\"}", &o) == NULL);
-    CHECK(C(LOOP_T, "[{\"role\": \"user\", \"content\": \"u\"}, {\"role\": \"assistant\", \"content\": \"a\"}]",
-            &o) == NULL);
-    ERR_HAS("prefill");
+    /* a final assistant message is continued: the rest without the generation prompt, the generation
+     * prompt, the content (b11669's autoparser continuation) */
+    CHECK_STR(C(LOOP_T, "[{\"role\": \"user\", \"content\": \"u\"}, {\"role\": \"assistant\", \"content\": \"a\"}]",
+                &o), "[user:u]>a");
+    CHECK(C(LOOP_T, "[{\"role\": \"user\", \"content\": \"u\"}, {\"role\": \"assistant\", \"content\": \"a\"},"
+                    " {\"role\": \"assistant\", \"content\": \"b\"}]", &o) == NULL);
+    ERR_HAS("2 or more assistant messages");
+    /* an empty continued message: no generation prompt follows */
+    CHECK_STR(C(LOOP_T, "[{\"role\": \"user\", \"content\": \"u\"}, {\"role\": \"assistant\", \"content\": \"\"}]",
+                &o), "[user:u]");
+    o.continue_final = TEMPLATE_CONTINUE_AUTO;
+    o.add_generation_prompt = 1;
+    CHECK(C(LOOP_T, "[{\"role\": \"user\", \"content\": \"u\"}]", &o) == NULL);
+    ERR_HAS("Cannot set both add_generation_prompt and continue_final_message");
+    o.add_generation_prompt = 0;
+    /* whatever its role, the last message leaves the list and is continued */
+    CHECK_STR(C(LOOP_T, "[{\"role\": \"user\", \"content\": \"u\"}]", &o), ">u");
+    CHECK(C(LOOP_T, "[{\"role\": \"user\", \"content\": \"u\"}, {\"role\": \"assistant\", \"tool_calls\": [{\"type\":"
+                    " \"function\", \"function\": {\"name\": \"f\", \"arguments\": {}}}]}]", &o) == NULL);
+    ERR_HAS("Cannot continue an assistant message that contains tool calls.");
+    /* a continuation on a template with reasoning markers waits for b11669's analysis */
+    CHECK(C("{# think #}" "{% for m in messages %}{{ m.content }}{% endfor %}",
+            "[{\"role\": \"user\", \"content\": \"u\"}, {\"role\": \"assistant\", \"content\": \"a\"}]", &o) == NULL);
+    ERR_HAS("reasoning");
+    o.continue_final = TEMPLATE_CONTINUE_NONE;
+    o.add_generation_prompt = 1;
+    /* tool calls: arguments as text (an object as nlohmann's compact dump), parsed back for a template that
+     * reads object arguments; the id after the function */
+    CHECK_STR(C("{% for m in messages %}{% for c in m.tool_calls %}{{ c.function.arguments is string }}"
+                "{{ c.function.arguments.arg | tojson }}{{ c | tojson }}{% endfor %}{% endfor %}",
+                "[{\"role\": \"user\", \"content\": \"u\"}, {\"role\": \"assistant\", \"content\": null,"
+                " \"tool_calls\": [{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"f\","
+                " \"arguments\": {\"arg\": [1, 2.50]}}}]}, {\"role\": \"tool\", \"content\": \"r\"}]", &o),
+              "False[1, 2.5]{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": {\"arg\": [1, 2.5]}},"
+              " \"id\": \"c1\"}");
+    CHECK_STR(C("{% for m in messages %}{% for c in m.tool_calls %}{{ c.function.arguments }}{% endfor %}{% endfor %}",
+                "[{\"role\": \"user\", \"content\": \"u\"}, {\"role\": \"assistant\", \"tool_calls\": [{\"type\":"
+                " \"function\", \"function\": {\"name\": \"f\", \"arguments\": {\"a\": \"\\n\"}}}]},"
+                " {\"role\": \"user\", \"content\": \"v\"}]", &o),
+              "{\"a\":\"\\n\"}");
+    /* the template's own raise_exception, in llama.cpp's words */
+    CHECK(C("ab\n  {{ raise_exception('no') }}", "[{\"role\": \"user\", \"content\": \"u\"}]", &o) == NULL);
+    CHECK_STR(g_err, "Unable to generate parser for this template. Automatic parser generation failed: \n"
+                     "------------\nWhile executing CallExpression at line 2, column 21 in source:\n"
+                     "...ab\xe2\x86\xb5  {{ raise_exception('no') }}...\n"
+                     "                          ^\nError: Jinja Exception: no");
 }
 
 TEST(template_render_request_input_forms) {

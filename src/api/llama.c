@@ -70,6 +70,7 @@ typedef struct {
     int index;                 /* the task's prompt among the request's */
     jbuf *collect;             /* several prompts, not streamed: the finals joined here, not sent */
     int replied;               /* an error was answered (or sent): nothing more goes out */
+    jbuf prefill;              /* a continued message's content: the non-streamed content starts with it */
 } sctx;
 
 static int send_event(sctx *c)
@@ -125,6 +126,18 @@ static int chat_partial(sctx *c, const engine_token *t, int stop_now, const engi
     jbuf_init(&delta);
     jbuf_init(&text);
     engine_content(c->m, c->raw.p ? c->raw.p : "", c->raw.len, &p, &n);
+    int opened = engine_reasoning_opened(c->m, p, n);
+    if (opened == 2 && !stop_now) n = 0;   /* it may still open one: nothing sent yet */
+    if (opened == 1) {   /* refused, never answered differently: an error event, the end */
+        jbuf_reset(&c->ev);
+        jbuf_puts(&c->ev, "{\"error\":");
+        json_put_cstr_nl(&c->ev, ENGINE_REASONING_REFUSED);
+        jbuf_putc(&c->ev, '}');
+        send_event(c);
+        jbuf_free(&delta);
+        jbuf_free(&text);
+        return -1;
+    }
     json_text_peg(&text, p, n);   /* the chat parser's UTF-8 walk */
     p = text.p ? text.p : "";
     n = text.len;
@@ -269,6 +282,14 @@ static void chat_final(sctx *c, const engine_result *g)
     jbuf_init(&out);
     jbuf_init(&text);
     engine_content(c->m, g->text.p ? g->text.p : "", g->text.len, &content, &cl);
+    if (engine_reasoning_opened(c->m, content, cl) == 1) {
+        llama_reply_err(c->resp, 500, ENGINE_REASONING_REFUSED);
+        jbuf_free(&out);
+        jbuf_free(&text);
+        return;
+    }
+    /* b11669 parses the generation prompt with a continuation's content after it (the content comes first) */
+    json_text_peg(&text, c->prefill.p ? c->prefill.p : "", c->prefill.len);
     json_text_peg(&text, content, cl);   /* the chat parser's UTF-8 walk: a character cut at the end dropped */
     content = text.p ? text.p : "";
     cl = text.len;
@@ -535,6 +556,8 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
             jbuf_init(&c.shown);
             jbuf_init(&c.lp);
             jbuf_init(&c.ev);
+            jbuf_init(&c.prefill);
+            if (chat && engine_model_jinja(m)) template_continued_content(pre.messages, &pre.topts, &c.prefill);
             c.resp = resp;
             c.req = req;
             c.m = m;
@@ -551,6 +574,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
             jbuf_free(&c.shown);
             jbuf_free(&c.lp);
             jbuf_free(&c.ev);
+            jbuf_free(&c.prefill);
         }
         llama_prompts_free(&ps);
     }
@@ -742,7 +766,11 @@ static void h_apply_template(serve_req *req, serve_resp *resp, void *ud)
         json_free(body);
         return;
     }
-    if (llama_check_messages(msgs, &st, err, sizeof err) != 0) {
+    llama_pre pre;
+    memset(&pre, 0, sizeof pre);
+    pre.messages = msgs;
+    if (llama_check_messages(msgs, &st, err, sizeof err) != 0 ||
+        llama_read_chat_inputs(body, &pre, &st, err, sizeof err) != 0) {
         llama_reply_err(resp, st, err);
         json_free(body);
         return;
@@ -755,7 +783,8 @@ static void h_apply_template(serve_req *req, serve_resp *resp, void *ud)
     jbuf p, out;
     jbuf_init(&p);
     jbuf_init(&out);
-    int rc = engine_render(m, msgs, &p, err, sizeof err);
+    int rc = llama_check_render(m, body, msgs, err, sizeof err) != 0
+                 ? -2 : engine_render_chat(m, msgs, &pre.topts, &p, err, sizeof err);
     if (rc != 0) {
         llama_reply_err(resp, rc == -2 ? 500 : 400, err);
     } else {
@@ -775,6 +804,23 @@ static void h_health(serve_req *req, serve_resp *resp, void *ud)
     (void)req;
     (void)ud;
     serve_reply(resp, 200, SERVE_JSON, "{\"status\":\"ok\"}", 15);
+}
+
+/* ,"chat_template_caps":{...}: the template's caps (engine_model_caps:
+ * template_caps, b11669's jinja::caps_get) as common_chat_templates_get_caps's
+ * std::map writes them, names sorted. */
+static void llama_put_caps(jbuf *out, const engine_model *m)
+{
+    tmpl_caps c = *engine_model_caps(m);
+    jbuf_printf(out, ",\"chat_template_caps\":{\"supports_object_arguments\":%s,\"supports_parallel_tool_calls\":%s,"
+                     "\"supports_preserve_reasoning\":%s,\"supports_reasoning_effort\":%s,"
+                     "\"supports_string_content\":%s,\"supports_system_role\":%s,\"supports_tool_calls\":%s,"
+                     "\"supports_tools\":%s,\"supports_typed_content\":%s}",
+                c.supports_object_arguments ? "true" : "false", c.supports_parallel_tool_calls ? "true" : "false",
+                c.supports_preserve_reasoning ? "true" : "false", c.supports_reasoning_effort ? "true" : "false",
+                c.supports_string_content ? "true" : "false", c.supports_system_role ? "true" : "false",
+                c.supports_tool_calls ? "true" : "false", c.supports_tools ? "true" : "false",
+                c.supports_typed_content ? "true" : "false");
 }
 
 /* /props' body for the resident model m, into out; it is also kept (with
@@ -810,6 +856,7 @@ static int props_body(llama_api *api, engine_model *m, jbuf *out, char *err, siz
                      "\"ui_settings\":{},\"chat_template\":",
                 api->o.slots ? "true" : "false", api->o.props ? "true" : "false", api->o.metrics ? "true" : "false");
     json_put_str_nl(out, tmpl, tl);
+    llama_put_caps(out, m);
     jbuf_puts(out, ",\"bos_token\":");
     json_put_cstr_nl(out, engine_model_bos(m));
     jbuf_puts(out, ",\"eos_token\":");

@@ -430,10 +430,16 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
         llama_reply_err(resp, status, err);
         goto out;
     }
+
     if (!(m = llama_lock_model(e, named, resp))) goto out;
     if (llama_read_request(m, lo, body, &pre, &rq, err, sizeof err) != 0) {
         if (!count_only) engine_task_ids(e, 1);   /* b11669 takes the task's id before it reads the fields */
         llama_reply_err(resp, 400, err);
+    } else if (!count_only && kind != CX_CMPL && engine_model_jinja(m) &&
+               pre.topts.continue_final != TEMPLATE_CONTINUE_NONE) {
+        llama_reply_err(resp, 400, "a conversation ending with an assistant message (prefill) is not reproduced on "
+                                   "this route yet with Jinja (b11669's answer parser starts the content with the "
+                                   "prefill); /v1/chat/completions answers it");
     } else if (llama_prompt_ids(m, &pre, resp, &ids, &n_ids) != 0) {
         /* answered */
     } else if (count_only) {

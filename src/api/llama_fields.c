@@ -64,10 +64,8 @@ int32_t llama_token_id(const json_value *v)
 /* ---- what "absent" is, per field (null is always absent) ---- */
 
 static int is_false(const json_value *v) { return v->type == JSON_FALSE; }
-static int is_true(const json_value *v) { return v->type == JSON_TRUE; }
 static int is_empty_string(const json_value *v) { return v->type == JSON_STRING && v->len == 0; }
 static int is_empty_array(const json_value *v) { return v->type == JSON_ARRAY && v->n == 0; }
-static int is_empty_object(const json_value *v) { return v->type == JSON_OBJECT && v->n == 0; }
 static int never(const json_value *v) { (void)v; return 0; }
 static int is_zero(const json_value *v) { return v->type == JSON_NUMBER && strtod(v->str, NULL) == 0.0; }
 static int is_minus_one(const json_value *v) { return v->type == JSON_NUMBER && strtod(v->str, NULL) == -1.0; }
@@ -244,17 +242,20 @@ static const llama_field FIELDS[] = {
     {"reasoning_budget_message", R_ALL, REF, "reasoning_budget_message: the reasoning budget is not reproduced "
                                              "yet; send the request without it", never},
     /* the chat route's own (oaicompat_chat_params_parse) */
-    {"tools", R_CHAT, REF, "tools: tool calls are not reproduced yet; send the request without them",
-     is_empty_array},
-    {"tool_choice", R_CHAT, ACC, "acts only with tools, which are refused", NULL},
-    {"parallel_tool_calls", R_CHAT, ACC, "acts only with tools, which are refused", NULL},
-    {"add_generation_prompt", R_CHAT, REF, "add_generation_prompt: a prompt without the generation prompt is not "
-                                           "reproduced yet; send the request without it", is_true},
-    {"continue_final_message", R_CHAT, REF, "continue_final_message: continuing the last message is not "
-                                            "reproduced yet; send the request without it", is_false},
-    {"chat_template_kwargs", R_CHAT, REF, "chat_template_kwargs: template arguments from the request are not "
-                                          "reproduced yet; send the request without them", is_empty_object},
-    {"reasoning_effort", R_CHAT, REF, "reasoning_effort: not reproduced yet; send the request without it", never},
+    {"tools", R_CHAT, REP, "llama_req.c llama_read_chat_inputs (common_chat_tools_parse_oaicompat), rendered by the "
+                           "template; a chat with tools and tool_choice other than \"none\" is refused in "
+                           "llama_read_pre (the tool-call grammar and answer parser are not reproduced yet)", NULL},
+    {"tool_choice", R_CHAT, REP, "llama_req.c llama_read_chat_inputs (auto, none, required; its 400)", NULL},
+    {"parallel_tool_calls", R_CHAT, ACC, "only b11669's tool-call grammar and parser read it, and a chat that "
+                                         "would use them (tools, tool_choice not none) is refused", NULL},
+    {"add_generation_prompt", R_CHAT, REP, "llama_req.c llama_read_chat_inputs, then the template", NULL},
+    {"continue_final_message", R_CHAT, REP, "llama_req.c llama_read_chat_inputs, template_continuation (a "
+                                            "continuation on a template with reasoning markers or a dedicated "
+                                            "handler is refused by the template layer with its reason)", NULL},
+    {"chat_template_kwargs", R_CHAT, REP, "llama_req.c llama_read_chat_inputs: the template's extra context "
+                                          "(enable_thinking among them)", NULL},
+    {"reasoning_effort", R_CHAT, REP, "llama_req.c llama_read_chat_inputs: the template's reasoning_effort "
+                                      "(\"none\": enable_thinking false)", NULL},
 };
 
 const llama_field *llama_fields(size_t *n)

@@ -12,6 +12,7 @@
 #include "api/serve.h"
 #include "api/llama.h"
 #include "engine/engine.h"
+#include "text/template.h"
 
 #define LLAMA_FINGERPRINT "bankml-" BANKML_VERSION
 
@@ -57,10 +58,34 @@ typedef struct {
     int chat;
     const char *route;         /* the route's name for the field table (llama_fields_check): llama_read_pre
                                 * sets "/v1/chat/completions" or "/completion"; another route sets its own */
+    const json_value *body;    /* the request's body (llama_read_pre) */
     const json_value *messages, *prompt;
     int32_t logprobs_n;
     int logprobs_set;
+    template_opts topts;       /* the chat's template inputs (llama_read_chat_inputs; defaults otherwise) */
+    int tool_choice;           /* LLAMA_TOOL_CHOICE_* */
+    int has_tools;             /* tools is a non-empty array */
 } llama_pre;
+
+enum { LLAMA_TOOL_CHOICE_AUTO, LLAMA_TOOL_CHOICE_NONE, LLAMA_TOOL_CHOICE_REQUIRED };
+
+/* oaicompat_chat_params_parse's template inputs, after the messages' checks:
+ * tools (common_chat_tools_parse_oaicompat: its 500s, the tools dumped as
+ * nlohmann's dump(2)), tool_choice ("auto", "none", "required"; another
+ * string is its 400 "Invalid tool_choice: X", any other value auto),
+ * add_generation_prompt (a boolean, else true), continue_final_message and
+ * the prefill of a final assistant message (template_continuation's 400s),
+ * tools beside a grammar (400), chat_template_kwargs (an object; another
+ * value refused by bankml), reasoning_effort (a string). Into pre->topts,
+ * tool_choice, has_tools. 0, or -1 with the status and message. */
+int llama_read_chat_inputs(const json_value *body, llama_pre *pre, int *status, char *err, size_t errlen);
+
+/* What llama-server checks on the model before it renders: with --no-jinja,
+ * tools or a tool_choice other than "auto" (its 500s); with a template whose
+ * caps take object arguments, each tool call's arguments text must be JSON
+ * (func_args_not_string's 500, nlohmann's words). 0, or -1 with the 500. */
+int llama_check_render(const engine_model *m, const json_value *body, const json_value *messages, char *err,
+                       size_t errlen);
 /* 0, or -1 with the status and llama-server's message. */
 int llama_read_pre(const json_value *body, int chat, llama_pre *pre, int *status, char *err, size_t errlen);
 
@@ -143,10 +168,6 @@ int llama_fields_read(const engine_model *m, const char *route, const json_value
 
 /* ---- writing (llama_out.c) ---- */
 
-/* v as nlohmann::ordered_json's dump() prints it (no spaces, members in
- * their order, integers as written, other numbers as its doubles); in
- * llama_req.c, where error messages quote request values. */
-void llama_put_nl_dump(jbuf *b, const json_value *v);
 /* response_fields (server-common.cpp json_get_nested_values): out, a final
  * /completion answer, replaced by an object with one member per path of
  * paths (an array of strings) that leads to a value: the path split at

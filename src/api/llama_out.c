@@ -297,7 +297,7 @@ void llama_select_fields(jbuf *out, const json_value *paths)
         if (n_put++) jbuf_putc(&r, ',');
         json_put_str_nl(&r, path->str, path->len);
         jbuf_putc(&r, ':');
-        llama_put_nl_dump(&r, cur);
+        json_put_nl_dump(&r, cur, -1);
     }
     jbuf_putc(&r, '}');
     if (!r.oom) {

@@ -171,77 +171,7 @@ static int field_n_cmpl(const json_value *o, char *err, size_t errlen)
     return field_i32(o, names, 2, 1, 1, &n, err, errlen);
 }
 
-/* v as nlohmann::ordered_json's dump() prints it, which llama-server puts
- * in some of its error messages: no spaces, members in their order,
- * integers as written, other numbers as its doubles, strings with
- * \b \f \n \r \t and \u00xx for the other control bytes. */
-void llama_put_nl_dump(jbuf *b, const json_value *v)
-{
-    switch (v->type) {
-    case JSON_NULL: jbuf_puts(b, "null"); return;
-    case JSON_FALSE: jbuf_puts(b, "false"); return;
-    case JSON_TRUE: jbuf_puts(b, "true"); return;
-    case JSON_NUMBER: {
-        int64_t x;
-        /* nlohmann keeps a literal without '.', 'e' or 'E' as an integer
-         * when it fits (uint64 for positive values), else a double */
-        if (!strpbrk(v->str, ".eE")) {
-            if (json_as_i64(v, &x)) {
-                jbuf_printf(b, "%lld", (long long)x);
-                return;
-            }
-            if (v->str[0] != '-') {
-                errno = 0;
-                unsigned long long u = strtoull(v->str, NULL, 10);
-                if (errno == 0) {
-                    jbuf_printf(b, "%llu", u);
-                    return;
-                }
-            }
-        }
-        json_put_double(b, strtod(v->str, NULL));
-        return;
-    }
-    case JSON_STRING:
-        jbuf_putc(b, '"');
-        for (size_t i = 0; i < v->len; i++) {
-            unsigned char c = (unsigned char)v->str[i];
-            switch (c) {
-            case '"': jbuf_puts(b, "\\\""); break;
-            case '\\': jbuf_puts(b, "\\\\"); break;
-            case '\b': jbuf_puts(b, "\\b"); break;
-            case '\f': jbuf_puts(b, "\\f"); break;
-            case '\n': jbuf_puts(b, "\\n"); break;
-            case '\r': jbuf_puts(b, "\\r"); break;
-            case '\t': jbuf_puts(b, "\\t"); break;
-            default:
-                if (c < 0x20) jbuf_printf(b, "\\u%04x", c);
-                else jbuf_putc(b, (char)c);
-            }
-        }
-        jbuf_putc(b, '"');
-        return;
-    case JSON_ARRAY:
-        jbuf_putc(b, '[');
-        for (size_t i = 0; i < v->n; i++) {
-            if (i) jbuf_putc(b, ',');
-            llama_put_nl_dump(b, v->items[i]);
-        }
-        jbuf_putc(b, ']');
-        return;
-    case JSON_OBJECT:
-        jbuf_putc(b, '{');
-        for (size_t i = 0; i < v->n; i++) {
-            json_value k = {.type = JSON_STRING, .str = v->keys[i], .len = v->key_lens[i]};
-            if (i) jbuf_putc(b, ',');
-            llama_put_nl_dump(b, &k);
-            jbuf_putc(b, ':');
-            llama_put_nl_dump(b, v->items[i]);
-        }
-        jbuf_putc(b, '}');
-        return;
-    }
-}
+static void put_nl_dump(jbuf *b, const json_value *v) { json_put_nl_dump(b, v, -1); }
 
 static int jis(const json_value *v, const char *s)
 {
@@ -254,6 +184,45 @@ static int jis(const json_value *v, const char *s)
  * status and body: 400 for its invalid_argument, 500 for the ones it wraps
  * in "Failed to parse messages: ". 0 when llama-server would go on (the
  * template may still refuse what bankml cannot render). msgs is an array. */
+/* common_chat_msgs_parse_oaicompat over one message's tool_calls (iterated
+ * as nlohmann iterates: an array's items, an object's values, nothing for
+ * null, a scalar once): type, function, its name (a string), arguments, id
+ * (a string), with its words. 0, or -1 with the 500 message. */
+static int check_tool_calls(const json_value *tcs, char *err, size_t errlen)
+{
+    size_t n = !tcs || tcs->type == JSON_NULL ? 0 : tcs->type == JSON_ARRAY || tcs->type == JSON_OBJECT ? tcs->n : 1;
+    for (size_t i = 0; i < n; i++) {
+        const json_value *tc = tcs->type == JSON_ARRAY || tcs->type == JSON_OBJECT ? tcs->items[i] : tcs;
+        const json_value *ty = json_get(tc, "type"), *fc = json_get(tc, "function");
+        const json_value *name = json_get(fc, "name"), *id = json_get(tc, "id");
+        const char *why = !ty ? "Missing tool call type: " : !jis(ty, "function") ? "Unsupported tool call type: "
+                        : !fc ? "Missing tool call function: " : !name ? "Missing tool call name: " : NULL;
+        if (why) {
+            jbuf d;
+            jbuf_init(&d);
+            put_nl_dump(&d, tc);
+            bk_err(err, errlen, "Failed to parse messages: %s%s", why, d.p ? d.p : "");
+            jbuf_free(&d);
+            return -1;
+        }
+        if (name->type != JSON_STRING) {
+            bk_err(err, errlen, "Failed to parse messages: [json.exception.type_error.302] type must be string, "
+                                 "but is %s", llama_jtype(name));
+            return -1;
+        }
+        if (!json_get(fc, "arguments")) {
+            bk_err(err, errlen, "Failed to parse messages: [json.exception.out_of_range.403] key 'arguments' not found");
+            return -1;
+        }
+        if (id && id->type != JSON_STRING) {
+            bk_err(err, errlen, "Failed to parse messages: [json.exception.type_error.302] type must be string, "
+                                 "but is %s", llama_jtype(id));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int llama_check_messages(const json_value *msgs, int *status, char *err, size_t errlen)
 {
     *status = 400;
@@ -299,7 +268,7 @@ int llama_check_messages(const json_value *msgs, int *status, char *err, size_t 
         if (!role) {
             jbuf d;
             jbuf_init(&d);
-            llama_put_nl_dump(&d, m);
+            put_nl_dump(&d, m);
             bk_err(err, errlen, "Failed to parse messages: Missing 'role' in message: %s", d.p ? d.p : "");
             jbuf_free(&d);
             return -1;
@@ -322,6 +291,7 @@ int llama_check_messages(const json_value *msgs, int *status, char *err, size_t 
                 return -1;
             }
         }
+        if (check_tool_calls(json_get(m, "tool_calls"), err, errlen) != 0) return -1;
         static const char *const strs[] = {"reasoning_content", "name", "tool_call_id"};
         for (size_t j = 0; j < 3; j++) {
             const json_value *v = json_get(m, strs[j]);
@@ -335,10 +305,136 @@ int llama_check_messages(const json_value *msgs, int *status, char *err, size_t 
     return 0;
 }
 
+/* common_chat_tools_parse_oaicompat's checks of one tool: the reason
+ * (without the prefix), or NULL when it reads. */
+static const char *tool_problem(const json_value *t, jbuf *why)
+{
+    const json_value *ty = json_get(t, "type"), *f = json_get(t, "function");
+    const char *head = !ty ? "Missing tool type: " : !jis(ty, "function") ? "Unsupported tool type: "
+                     : !f ? "Missing tool function: " : NULL;
+    if (head) {
+        jbuf_puts(why, head);
+        put_nl_dump(why, t);
+        return why->p;
+    }
+    if (f->type != JSON_OBJECT) {
+        jbuf_printf(why, "[json.exception.type_error.304] cannot use at() with %s", llama_jtype(f));
+        return why->p;
+    }
+    const json_value *name = json_get(f, "name"), *desc = json_get(f, "description");
+    if (!name) jbuf_puts(why, "[json.exception.out_of_range.403] key 'name' not found");
+    else if (name->type != JSON_STRING)
+        jbuf_printf(why, "[json.exception.type_error.302] type must be string, but is %s", llama_jtype(name));
+    else if (desc && desc->type != JSON_STRING)
+        jbuf_printf(why, "[json.exception.type_error.302] type must be string, but is %s", llama_jtype(desc));
+    return why->len ? why->p : NULL;
+}
+
+static int check_tools(const json_value *tools, char *err, size_t errlen)
+{
+    jbuf why;
+    jbuf_init(&why);
+    if (tools->type != JSON_ARRAY) {
+        jbuf_puts(&why, "Expected 'tools' to be an array, got ");
+        put_nl_dump(&why, tools);
+    }
+    for (size_t i = 0; !why.len && tools->type == JSON_ARRAY && i < tools->n; i++) tool_problem(tools->items[i], &why);
+    int rc = 0;
+    if (why.len) {
+        jbuf_puts(&why, "; tools = ");
+        json_put_nl_dump(&why, tools, 2);
+        bk_err(err, errlen, "Failed to parse tools: %s", why.p ? why.p : "");
+        rc = -1;
+    }
+    jbuf_free(&why);
+    return rc;
+}
+
+int llama_read_chat_inputs(const json_value *body, llama_pre *pre, int *status, char *err, size_t errlen)
+{
+    template_opts *o = &pre->topts;
+    template_opts_init(o);
+    const json_value *tools = json_get(body, "tools"), *tc = json_get(body, "tool_choice");
+    *status = 500;
+    if (tools && tools->type != JSON_NULL) {
+        if (check_tools(tools, err, errlen) != 0) return -1;
+        o->tools = tools;
+        pre->has_tools = tools->n > 0;
+    }
+    *status = 400;
+    pre->tool_choice = LLAMA_TOOL_CHOICE_AUTO;
+    if (tc && tc->type == JSON_STRING) {
+        if (jis(tc, "none")) pre->tool_choice = LLAMA_TOOL_CHOICE_NONE;
+        else if (jis(tc, "required")) pre->tool_choice = LLAMA_TOOL_CHOICE_REQUIRED;
+        else if (!jis(tc, "auto")) {
+            bk_err(err, errlen, "Invalid tool_choice: %.*s", (int)tc->len, tc->str);
+            return -1;
+        }
+    }
+    int b;
+    if (json_is_bool(json_get(body, "add_generation_prompt"), &b)) o->add_generation_prompt = b;
+    o->continue_final = template_continue_parse(json_get(body, "continue_final_message"));
+    if (template_continuation(pre->messages, o, err, errlen) != 0) return -1;
+    if (pre->has_tools && pre->tool_choice != LLAMA_TOOL_CHOICE_NONE && json_get(body, "grammar")) {
+        bk_err(err, errlen, "Cannot use custom grammar constraints with tools.");
+        return -1;
+    }
+    const json_value *kw = json_get(body, "chat_template_kwargs"), *re = json_get(body, "reasoning_effort");
+    if (kw && kw->type != JSON_NULL && kw->type != JSON_OBJECT) {
+        bk_err(err, errlen, "chat_template_kwargs: bankml reads an object here (b11669 takes the items of this %s "
+                            "as template arguments); send an object", llama_jtype(kw));
+        return -1;
+    }
+    if (kw && kw->type == JSON_OBJECT) o->kwargs = kw;
+    if (re && re->type == JSON_STRING) o->reasoning_effort = re->str;
+    return 0;
+}
+
+/* each tool call's arguments text of the messages, as nlohmann::json::parse
+ * reads it (func_args_not_string): 0, or -1 with the 500 message */
+static int check_tool_args(const json_value *messages, char *err, size_t errlen)
+{
+    for (size_t i = 0; messages && messages->type == JSON_ARRAY && i < messages->n; i++) {
+        const json_value *tcs = json_get(messages->items[i], "tool_calls");
+        for (size_t k = 0; tcs && tcs->type == JSON_ARRAY && k < tcs->n; k++) {
+            const json_value *a = json_get(json_get(tcs->items[k], "function"), "arguments");
+            if (!a || a->type != JSON_STRING) continue;
+            jbuf msg;
+            size_t st, en;
+            jbuf_init(&msg);
+            int r = serve_llama_json_check(a->str, a->len, &msg, &st, &en);
+            if (r == 1) bk_err(err, errlen, "Failed to parse tool call arguments as JSON: %s", msg.p ? msg.p : "");
+            else if (r < 0) bk_err(err, errlen, "out of memory");
+            jbuf_free(&msg);
+            if (r != 0) return -1;
+        }
+    }
+    return 0;
+}
+
+int llama_check_render(const engine_model *m, const json_value *body, const json_value *messages, char *err,
+                       size_t errlen)
+{
+    if (!engine_model_jinja(m)) {
+        const json_value *t = json_get(body, "tools"), *tc = json_get(body, "tool_choice");
+        if (t && t->type == JSON_ARRAY && t->n) {
+            bk_err(err, errlen, "tools param requires --jinja flag");
+            return -1;
+        }
+        if (tc && tc->type == JSON_STRING && !jis(tc, "auto")) {
+            bk_err(err, errlen, "tool_choice param requires --jinja flag");
+            return -1;
+        }
+        return 0;
+    }
+    return engine_model_caps(m)->supports_object_arguments ? check_tool_args(messages, err, errlen) : 0;
+}
+
 int llama_read_pre(const json_value *body, int chat, llama_pre *pre, int *status, char *err, size_t errlen)
 {
     memset(pre, 0, sizeof *pre);
     pre->chat = chat;
+    pre->body = body;
     pre->route = chat ? "/v1/chat/completions" : "/completion";
     *status = 400;
     pre->messages = json_get(body, "messages");
@@ -366,6 +462,16 @@ int llama_read_pre(const json_value *body, int chat, llama_pre *pre, int *status
         return -1;
     }
     if (chat && llama_check_messages(pre->messages, status, err, errlen) != 0) return -1;
+    if (!chat) template_opts_init(&pre->topts);
+    if (chat && llama_read_chat_inputs(body, pre, status, err, errlen) != 0) return -1;
+    if (chat && pre->has_tools && pre->tool_choice != LLAMA_TOOL_CHOICE_NONE) {
+        *status = 400;
+        bk_err(err, errlen, "tools: b11669 answers a chat with tools (tool_choice other than \"none\") through its "
+                            "tool-call grammar and its PEG answer parser (tool_calls, finish_reason \"tool_calls\"), "
+                            "which bankml does not reproduce yet; /apply-template renders such a request, and "
+                            "tool_choice \"none\" is answered");
+        return -1;
+    }
     *status = 400;
     if (chat && sampler_oai_logprobs(body, &pre->logprobs_n, &pre->logprobs_set, err, errlen) != 0) return -1;
     return 0;
@@ -597,7 +703,8 @@ int llama_prompt_list(const engine_model *m, const llama_pre *pre, serve_resp *r
         int32_t *ids = NULL;
         size_t n = 0;
         jbuf_init(&p);
-        rc = engine_render(m, pre->messages, &p, err, sizeof err);
+        rc = llama_check_render(m, pre->body, pre->messages, err, sizeof err) != 0 ? -2
+             : engine_render_chat(m, pre->messages, &pre->topts, &p, err, sizeof err);
         if (rc == 0) rc = engine_tokenize(m, p.p ? p.p : "", p.len, &ids, &n, err, sizeof err);
         jbuf_free(&p);
         if (rc == 0) {

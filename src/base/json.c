@@ -1407,3 +1407,89 @@ char *json_read_file(const char *path, size_t *len)
     if (len) *len = b.len;
     return b.p;
 }
+
+/* a newline and lvl * indent spaces (nothing when compact) */
+static void nl_newline(jbuf *b, int indent, int lvl)
+{
+    if (indent < 0) return;
+    jbuf_putc(b, '\n');
+    for (int i = 0; i < indent * lvl; i++) jbuf_putc(b, ' ');
+}
+
+/* v as nlohmann::ordered_json's dump() prints it, which llama-server puts
+ * in some of its error messages: no spaces, members in their order,
+ * integers as written, other numbers as its doubles, strings with
+ * \b \f \n \r \t and \u00xx for the other control bytes. */
+static void nl_dump(jbuf *b, const json_value *v, int indent, int lvl)
+{
+    switch (v->type) {
+    case JSON_NULL: jbuf_puts(b, "null"); return;
+    case JSON_FALSE: jbuf_puts(b, "false"); return;
+    case JSON_TRUE: jbuf_puts(b, "true"); return;
+    case JSON_NUMBER: {
+        int64_t x;
+        /* nlohmann keeps a literal without '.', 'e' or 'E' as an integer
+         * when it fits (uint64 for positive values), else a double */
+        if (!strpbrk(v->str, ".eE")) {
+            if (json_as_i64(v, &x)) {
+                jbuf_printf(b, "%lld", (long long)x);
+                return;
+            }
+            if (v->str[0] != '-') {
+                errno = 0;
+                unsigned long long u = strtoull(v->str, NULL, 10);
+                if (errno == 0) {
+                    jbuf_printf(b, "%llu", u);
+                    return;
+                }
+            }
+        }
+        json_put_double(b, strtod(v->str, NULL));
+        return;
+    }
+    case JSON_STRING:
+        jbuf_putc(b, '"');
+        for (size_t i = 0; i < v->len; i++) {
+            unsigned char c = (unsigned char)v->str[i];
+            switch (c) {
+            case '"': jbuf_puts(b, "\\\""); break;
+            case '\\': jbuf_puts(b, "\\\\"); break;
+            case '\b': jbuf_puts(b, "\\b"); break;
+            case '\f': jbuf_puts(b, "\\f"); break;
+            case '\n': jbuf_puts(b, "\\n"); break;
+            case '\r': jbuf_puts(b, "\\r"); break;
+            case '\t': jbuf_puts(b, "\\t"); break;
+            default:
+                if (c < 0x20) jbuf_printf(b, "\\u%04x", c);
+                else jbuf_putc(b, (char)c);
+            }
+        }
+        jbuf_putc(b, '"');
+        return;
+    case JSON_ARRAY:
+        jbuf_putc(b, '[');
+        for (size_t i = 0; i < v->n; i++) {
+            if (i) jbuf_putc(b, ',');
+            nl_newline(b, indent, lvl + 1);
+            nl_dump(b, v->items[i], indent, lvl + 1);
+        }
+        if (v->n) nl_newline(b, indent, lvl);
+        jbuf_putc(b, ']');
+        return;
+    case JSON_OBJECT:
+        jbuf_putc(b, '{');
+        for (size_t i = 0; i < v->n; i++) {
+            json_value k = {.type = JSON_STRING, .str = v->keys[i], .len = v->key_lens[i]};
+            if (i) jbuf_putc(b, ',');
+            nl_newline(b, indent, lvl + 1);
+            nl_dump(b, &k, indent, lvl + 1);
+            jbuf_puts(b, indent >= 0 ? ": " : ":");
+            nl_dump(b, v->items[i], indent, lvl + 1);
+        }
+        if (v->n) nl_newline(b, indent, lvl);
+        jbuf_putc(b, '}');
+        return;
+    }
+}
+
+void json_put_nl_dump(jbuf *b, const json_value *v, int indent) { nl_dump(b, v, indent, 0); }

@@ -144,5 +144,12 @@ void json_put_value(jbuf *b, const json_value *v);
  * "1e+300" (exponent signed, at least two digits). NaN and +-inf give null.
  * At most 24 bytes. */
 void json_put_double(jbuf *b, double v);
+/* v as nlohmann::ordered_json's dump(indent) prints it, which llama-server
+ * puts in some of its error messages: indent -1 compact (no spaces), else
+ * one member or item a line, indent spaces a level, ": " after keys;
+ * members in their order, integers as written, other numbers as its
+ * doubles, strings with \b \f \n \r \t and \u00xx for the other control
+ * bytes. */
+void json_put_nl_dump(jbuf *b, const json_value *v, int indent);
 
 #endif

@@ -186,6 +186,7 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
     m->no_jinja = e->o.no_jinja;
     m->legacy_fmt = m->no_jinja ? template_legacy_detect(m->tmpl) : -1;
     m->reasoning = !m->no_jinja && strstr(m->tmpl, "<think>") != NULL;
+    if (template_caps(m->tmpl, m->tmpl_len, &m->caps, why, sizeof why) != 0) memset(&m->caps, 0, sizeof m->caps);
     if (sampler_gguf_defaults(&m->defaults, h, why, sizeof why) != 0) {
         engine_err(er, ENGINE_INTERNAL, "%s: %s", path, why);
         goto fail;
@@ -577,9 +578,23 @@ const char *engine_model_template(const engine_model *m, size_t *len)
  * assistant message is continued (prefill: no generation prompt), two
  * assistant messages at the end are refused, as oaicompat_chat_params_parse
  * does; then the built-in format. */
-static int render_legacy(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen)
+static int render_legacy(const engine_model *m, const json_value *messages, const template_opts *req, jbuf *out,
+                         char *err, size_t errlen)
 {
     int add_ass = 1;
+    if (req) {   /* the request's inputs: tools need Jinja; the continuation rules decide the prefix */
+        template_opts o = *req;
+        if (o.tools && o.tools->type == JSON_ARRAY && o.tools->n) {
+            bk_err(err, errlen, "tools param requires --jinja flag");
+            return -2;
+        }
+        if (template_continuation(messages, &o, err, errlen) != 0) return -1;
+        if (m->legacy_fmt < 0) {
+            bk_err(err, errlen, "this custom template is not supported, try using --jinja");
+            return -2;
+        }
+        return template_legacy_render(m->legacy_fmt, messages, o.add_generation_prompt, out, err, errlen);
+    }
     size_t n = messages && messages->type == JSON_ARRAY ? messages->n : 0;
     const json_value *r1 = n ? json_get(messages->items[n - 1], "role") : NULL;
     if (r1 && r1->type == JSON_STRING && r1->len == 9 && !memcmp(r1->str, "assistant", 9)) {
@@ -599,9 +614,24 @@ static int render_legacy(const engine_model *m, const json_value *messages, jbuf
 
 int engine_render(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen)
 {
-    if (m->no_jinja) return render_legacy(m, messages, out, err, errlen);
+    if (m->no_jinja) return render_legacy(m, messages, NULL, out, err, errlen);
     return engine_render_jinja(m, messages, out, err, errlen);
 }
+
+int engine_render_chat(const engine_model *m, const json_value *messages, const template_opts *req, jbuf *out,
+                       char *err, size_t errlen)
+{
+    if (m->no_jinja) return render_legacy(m, messages, req, out, err, errlen);
+    template_opts o = *req;
+    o.bos_token = m->bos_piece;
+    o.eos_token = m->eos_piece;
+    o.add_bos = tok_add_bos(m->vocab);
+    o.add_eos = tok_add_eos(m->vocab);
+    return template_render(m->tmpl, m->tmpl_len, messages, &o, out, err, errlen);
+}
+
+const tmpl_caps *engine_model_caps(const engine_model *m) { return &m->caps; }
+int engine_model_jinja(const engine_model *m) { return !m->no_jinja; }
 
 int engine_render_jinja(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen)
 {
@@ -666,6 +696,13 @@ void engine_content(const engine_model *m, const char *s, size_t n, const char *
         while (n && isspace((unsigned char)*s)) s++, n--;
     *out = s;
     *len = n;
+}
+
+int engine_reasoning_opened(const engine_model *m, const char *s, size_t n)
+{
+    if (!m->reasoning || !n) return 0;
+    if (n >= 7) return !memcmp(s, "<think>", 7);
+    return memcmp(s, "<think>", n) ? 0 : 2;
 }
 
 static void put_sha_hex(jbuf *b, const void *p, size_t n)

@@ -33,6 +33,7 @@
 #include "base/json.h"
 #include "sampling/grammar.h"
 #include "sampling/sampler.h"
+#include "text/template.h"
 
 #include "bankml.h"
 
@@ -200,6 +201,15 @@ size_t engine_model_slot_tokens(const engine_model *m, int i);
  * no built-in format for the template (llama-server's 500 "this custom
  * template is not supported, try using --jinja", on every render). */
 int engine_render(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen);
+/* The same with the request's template inputs (req: tools, add_generation_prompt, continue_final,
+ * prefill_assistant, kwargs, reasoning_effort; its bos/eos members are the model's whatever req says).
+ * With --no-jinja, tools are llama-server's 500 "tools param requires --jinja flag" (-2). */
+int engine_render_chat(const engine_model *m, const json_value *messages, const template_opts *req, jbuf *out,
+                       char *err, size_t errlen);
+/* The model template's caps (template_caps, computed when the model was opened; all 0 when the
+ * template does not parse), and 1 when the model renders with Jinja (no --no-jinja). */
+const tmpl_caps *engine_model_caps(const engine_model *m);
+int engine_model_jinja(const engine_model *m);
 /* The generation prompt the template adds to that conversation (llama.cpp's
  * common_chat_template_generation_prompt: the render with it past the
  * longest common prefix of the render without it), appended to out. 0, or
@@ -227,6 +237,13 @@ int engine_detokenize(const engine_model *m, const int32_t *ids, size_t n, int r
  * (templates with a <think> block drop leading whitespace; trailing
  * whitespace stays). */
 void engine_content(const engine_model *m, const char *s, size_t n, const char **out, size_t *len);
+/* 1 when that content (engine_content's) opens a reasoning block on a template with a <think> block: b11669's
+ * chat parser answers it as reasoning_content (measured on Qwen3: "<think>abc</think>def" gives reasoning "abc",
+ * content "def"; "abc</think>def" stays content), which bankml does not reproduce yet; 2 when it is a proper
+ * prefix of "<think>" (a stream holds it back); else 0. */
+int engine_reasoning_opened(const engine_model *m, const char *s, size_t n);
+#define ENGINE_REASONING_REFUSED "the answer opens a reasoning block (<think>), which b11669's chat parser answers as " \
+    "reasoning_content; bankml does not reproduce that parser yet (/completion answers the raw text)"
 
 /* The bankml_receipt object (§2.5) of a finished answer: request_sha256 of
  * body[0..body_len), response_sha256 of text[0..tn), logprobs_sha256 of

@@ -60,6 +60,7 @@ struct engine_model {
     int reasoning;             /* the template has a <think> block: llama-server parses the answer (never with
                                   --no-jinja: its legacy path has no parser) */
     int no_jinja;              /* engine_opts.no_jinja: prompts in llama-server's built-in format legacy_fmt */
+    tmpl_caps caps;            /* template_caps(tmpl) (engine_model_caps) */
     int legacy_fmt;            /* template_legacy_detect(tmpl) with no_jinja; -1: none matches */
     char **pieces;             /* DRY's view of the vocabulary, built on first use */
     size_t *piece_lens;

@@ -36,72 +36,13 @@
 
 /* ------------------------------------------------------------ entry glue */
 
-/* JSON tree to values (llama.cpp's from_json): integers stay integers */
-static val *from_json(rt *R, const json_value *j) {
-    switch (j->type) {
-    case JSON_NULL: return tpl_mk_none(R);
-    case JSON_FALSE: return tpl_mk_bool(R, 0);
-    case JSON_TRUE: return tpl_mk_bool(R, 1);
-    case JSON_NUMBER: {
-        int64_t i;
-        if (!strpbrk(j->str, ".eE") && json_as_i64(j, &i)) return tpl_mk_int(R, i);
-        return tpl_mk_float(R, strtod(j->str, NULL));
-    }
-    case JSON_STRING: return tpl_mk_strn(R, j->str, j->len);
-    case JSON_ARRAY: {
-        val *a = tpl_mk_arr(R, VT_ARRAY);
-        for (size_t i = 0; i < j->n; i++) tpl_arr_push(R, a, from_json(R, j->items[i]));
-        return a;
-    }
-    default: {
-        val *o = tpl_mk_obj(R);
-        for (size_t i = 0; i < j->n; i++)
-            tpl_obj_set(R, o, tpl_mk_strn(R, j->keys[i], j->key_lens[i]), from_json(R, j->items[i]));
-        return o;
-    }
-    }
-}
 
-static env *base_env(rt *R) {
-    env *E = tpl_env_new(R);
-    tpl_env_set(R, E, "true", tpl_mk_bool(R, 1));
-    tpl_env_set(R, E, "True", tpl_mk_bool(R, 1));
-    tpl_env_set(R, E, "false", tpl_mk_bool(R, 0));
-    tpl_env_set(R, E, "False", tpl_mk_bool(R, 0));
-    tpl_env_set(R, E, "none", tpl_mk_none(R));
-    tpl_env_set(R, E, "None", tpl_mk_none(R));
-    return E;
-}
 
 static void env_from_obj(rt *R, env *E, val *o) {
     for (size_t i = 0; i < o->u.o.n; i++) tpl_env_set(R, E, tpl_to_str(R, o->u.o.k[i])->u.s.p, o->u.o.v[i]);
 }
 
-/* runs prog with E; returns 0 or -1 (reason in R->err), output in out */
-static int run(rt *R, const nlist *prog, env *E, sbuf *out) {
-    jmp_buf jb, *saved = R->on_error;
-    R->on_error = &jb;
-    R->on_signal = NULL;
-    R->signal = 0;
-    R->calls = 0;
-    R->steps = 0;
-    memset(out, 0, sizeof *out);
-    if (setjmp(jb)) {
-        R->on_error = saved;
-        return -1;
-    }
-    tpl_exec_list(R, E, prog, out);
-    R->on_error = saved;
-    return 0;
-}
 
-static void rt_init(rt *R, char *err, size_t errlen, int64_t now) {
-    memset(R, 0, sizeof *R);
-    R->err = err;
-    R->errlen = errlen;
-    R->now = now ? (time_t)now : time(NULL);
-    if (err && errlen) err[0] = 0;
-}
 
 /* common_chat_templates_init's default when the model has no template */
 const char template_chatml_fallback[] =
@@ -117,11 +58,12 @@ void template_opts_init(template_opts *o) {
     o->add_generation_prompt = 1;
     o->enable_thinking = -1;
     o->preserve_reasoning = 1;
+    o->prefill_assistant = 1;
 }
 
 int template_check(const char *tmpl, size_t tmpl_len, char *err, size_t errlen) {
     rt R;
-    rt_init(&R, err, errlen, 0);
+    tpl_rt_init(&R, err, errlen, 0);
     jmp_buf jb;
     R.on_error = &jb;
     volatile int rc = 0;
@@ -138,17 +80,17 @@ int template_check(const char *tmpl, size_t tmpl_len, char *err, size_t errlen) 
 int template_render_globals(const char *tmpl, size_t tmpl_len, const json_value *globals,
                             int64_t now, jbuf *out, char *err, size_t errlen) {
     rt R;
-    rt_init(&R, err, errlen, now);
+    tpl_rt_init(&R, err, errlen, now);
     jmp_buf jb;
     R.on_error = &jb;
     volatile int rc = -1;
     if (setjmp(jb) == 0) {
         nlist prog;
         tpl_compile(&R, tmpl, tmpl_len, &prog);
-        env *E = base_env(&R);
-        if (globals && globals->type == JSON_OBJECT) env_from_obj(&R, E, from_json(&R, globals));
+        env *E = tpl_base_env(&R);
+        if (globals && globals->type == JSON_OBJECT) env_from_obj(&R, E, tpl_from_json(&R, globals));
         sbuf o;
-        if (run(&R, &prog, E, &o) == 0) {
+        if (tpl_run(&R, &prog, E, &o) == 0) {
             jbuf_put(out, o.p ? o.p : "", o.n);
             rc = out->oom ? -1 : 0;
             if (rc) snprintf(err, errlen, "out of memory");
@@ -165,74 +107,6 @@ int template_render_globals(const char *tmpl, size_t tmpl_len, const json_value 
  * common/chat.cpp common_chat_templates_apply_jinja and
  * common_chat_template_direct_apply_impl).
  */
-
-typedef struct {
-    int system_role;        /* reads messages[0].content of a system message */
-    int string_content;
-    int typed_content;
-} caps;
-
-static val *msg(rt *R, const char *role, val *content) {
-    val *m = tpl_mk_obj(R);
-    tpl_obj_set_s(R, m, "role", tpl_mk_str(R, role));
-    tpl_obj_set_s(R, m, "content", content);
-    return m;
-}
-
-/* one probe run, as caps_try_execute: stats on, errors ignored */
-static int probe(rt *R, const nlist *prog, val *messages, sbuf *out) {
-    env *E = base_env(R);
-    tpl_env_set(R, E, "messages", messages);
-    tpl_env_set(R, E, "tools", tpl_mk_arr(R, VT_ARRAY));
-    tpl_env_set(R, E, "bos_token", tpl_mk_str(R, ""));
-    tpl_env_set(R, E, "eos_token", tpl_mk_str(R, ""));
-    tpl_env_set(R, E, "add_generation_prompt", tpl_mk_bool(R, 1));
-    R->stats = 1;
-    char ebuf[256];
-    char *se = R->err;
-    size_t sl = R->errlen;
-    R->err = ebuf;
-    R->errlen = sizeof ebuf;
-    int rc = run(R, prog, E, out);
-    R->err = se;
-    R->errlen = sl;
-    R->stats = 0;
-    return rc == 0;
-}
-
-/* caps_get, for the capabilities that change how plain messages are prepared */
-static caps caps_get(rt *R, const nlist *prog) {
-    caps c = {1, 1, 0};
-    sbuf out;
-    int checks_for_string = 0;
-    {
-        val *content = tpl_mk_str(R, "STRING_MARKER");
-        val *ms = tpl_mk_arr(R, VT_ARRAY);
-        tpl_arr_push(R, ms, msg(R, "user", content));
-        int ok = probe(R, prog, ms, &out);
-        if (content->ops & OP_TEST_IS_STRING) checks_for_string = 1;
-        int as_array = (content->ops & (OP_SELECTATTR | OP_ARRAY_ACCESS)) != 0;
-        if (as_array) c.typed_content = 1;
-        if (!ok) c.string_content = 0;
-        else if (as_array && !(out.p && strstr(out.p, "STRING_MARKER"))) c.string_content = 0;
-    }
-    if (checks_for_string) {
-        val *content = tpl_mk_arr(R, VT_ARRAY);
-        val *ms = tpl_mk_arr(R, VT_ARRAY);
-        tpl_arr_push(R, ms, msg(R, "user", content));
-        int ok = probe(R, prog, ms, &out);
-        if ((content->ops & (OP_SELECTATTR | OP_ARRAY_ACCESS)) && ok) c.typed_content = 1;
-    }
-    {
-        val *content = tpl_mk_str(R, "System message");
-        val *ms = tpl_mk_arr(R, VT_ARRAY);
-        tpl_arr_push(R, ms, msg(R, "system", content));
-        tpl_arr_push(R, ms, msg(R, "user", tpl_mk_str(R, "User message")));
-        probe(R, prog, ms, &out);
-        if (!content->used) c.system_role = 0;
-    }
-    return c;
-}
 
 static const json_value *jget(const json_value *o, const char *k) {
     return o && o->type == JSON_OBJECT ? json_get(o, k) : NULL;
@@ -257,6 +131,71 @@ static val *trim_ws(rt *R, const char *p, size_t n) {
     while (a < b && isspace((unsigned char)p[a])) a++;
     while (b > a && isspace((unsigned char)p[b - 1])) b--;
     return tpl_mk_strn(R, p + a, b - a);
+}
+
+/* the i-th element of a message's tool_calls as nlohmann iterates it: an
+ * array's items, an object's values, nothing for null, else the value itself */
+static size_t tool_calls_n(const json_value *tcs) {
+    if (!tcs || tcs->type == JSON_NULL) return 0;
+    return tcs->type == JSON_ARRAY || tcs->type == JSON_OBJECT ? tcs->n : 1;
+}
+static const json_value *tool_calls_at(const json_value *tcs, size_t i) {
+    return tcs->type == JSON_ARRAY || tcs->type == JSON_OBJECT ? tcs->items[i] : tcs;
+}
+
+/* a message's tool_calls as common_chat_msg::to_json_oaicompat writes them:
+ * {"type":"function","function":{"name","arguments"},"id"?}, arguments a
+ * string (an object or other value as nlohmann's compact dump); NULL when
+ * there are none. The API checked them with llama-server's words first. */
+static val *prepare_tool_calls(rt *R, const json_value *tcs) {
+    size_t n = tool_calls_n(tcs);
+    if (!n) return NULL;
+    val *out = tpl_mk_arr(R, VT_ARRAY);
+    for (size_t i = 0; i < n; i++) {
+        const json_value *tc = tool_calls_at(tcs, i);
+        if (!jstr_is(jget(tc, "type"), "function")) tpl_fail(R, "Failed to parse messages: a tool call's type must be \"function\"");
+        const json_value *fc = jget(tc, "function"), *name = jget(fc, "name"), *args = jget(fc, "arguments"),
+                         *id = jget(tc, "id");
+        if (!name || name->type != JSON_STRING) tpl_fail(R, "Failed to parse messages: a tool call needs a function name (a string)");
+        if (!args) tpl_fail(R, "Failed to parse messages: a tool call needs function arguments");
+        if (id && id->type != JSON_STRING) tpl_fail(R, "Failed to parse messages: a tool call's id must be a string");
+        val *f = tpl_mk_obj(R);
+        tpl_obj_set_s(R, f, "name", tpl_mk_strn(R, name->str, name->len));
+        if (args->type == JSON_STRING) {
+            tpl_obj_set_s(R, f, "arguments", tpl_mk_strn(R, args->str, args->len));
+        } else {
+            jbuf d;
+            jbuf_init(&d);
+            json_put_nl_dump(&d, args, -1);
+            if (d.oom) tpl_fail(R, "out of memory");
+            tpl_obj_set_s(R, f, "arguments", tpl_mk_strn(R, d.p ? d.p : "", d.len));
+            jbuf_free(&d);
+        }
+        val *v = tpl_mk_obj(R);
+        tpl_obj_set_s(R, v, "type", tpl_mk_str(R, "function"));
+        tpl_obj_set_s(R, v, "function", f);
+        if (id && id->len) tpl_obj_set_s(R, v, "id", tpl_mk_strn(R, id->str, id->len));
+        tpl_arr_push(R, out, v);
+    }
+    return out;
+}
+
+/* func_args_not_string: with object-argument caps, each call's arguments
+ * string parsed back into a value (the API sends nlohmann's words for text
+ * that is not JSON before it gets here) */
+static void args_to_objects(rt *R, val *ms) {
+    for (size_t i = 0; i < ms->u.a.n; i++) {
+        val *calls = tpl_obj_get_s(ms->u.a.v[i], "tool_calls");
+        for (size_t k = 0; calls && tpl_is_arr(calls) && k < calls->u.a.n; k++) {
+            val *f = tpl_obj_get_s(calls->u.a.v[k], "function"), *a = f ? tpl_obj_get_s(f, "arguments") : NULL;
+            if (!a || a->t != VT_STR) continue;
+            char e[256];
+            json_value *j = json_parse(a->u.s.p, a->u.s.n, e, sizeof e);
+            if (!j) tpl_fail(R, "Failed to parse tool call arguments as JSON: %s", e);
+            tpl_obj_set_s(R, f, "arguments", tpl_from_json(R, j));
+            json_free(j);
+        }
+    }
 }
 
 /* validates and rebuilds the messages as common_chat_msg::to_json_oaicompat */
@@ -285,7 +224,6 @@ static val *prepare_messages(rt *R, const json_value *messages, int trim) {
             }
         if (!role) tpl_fail(R, "failed to parse messages: missing 'role'");
         if (role->type != JSON_STRING) tpl_fail(R, "failed to parse messages: 'role' must be a string");
-        if (tcs) tpl_fail(R, "messages with tool_calls are not supported yet");
 
         val *jm = tpl_mk_obj(R);
         tpl_obj_set_s(R, jm, "role", tpl_mk_strn(R, role->str, role->len));
@@ -314,15 +252,17 @@ static val *prepare_messages(rt *R, const json_value *messages, int trim) {
         }
         if ((s = jstr_member(R, m, "name", &n)) && n) tpl_obj_set_s(R, jm, "name", tpl_mk_strn(R, s, n));
         if ((s = jstr_member(R, m, "tool_call_id", &n)) && n) tpl_obj_set_s(R, jm, "tool_call_id", tpl_mk_strn(R, s, n));
+        val *calls = prepare_tool_calls(R, tcs);
+        if (calls) tpl_obj_set_s(R, jm, "tool_calls", calls);
         tpl_arr_push(R, out, jm);
     }
     return out;
 }
 
 /* messages_inp_normalizer: string <-> typed content by the template's caps */
-static void normalize(rt *R, val *ms, caps c) {
-    int only_string = c.string_content && !c.typed_content;
-    int only_typed = !c.string_content && c.typed_content;
+static void normalize(rt *R, val *ms, tmpl_caps c) {
+    int only_string = c.supports_string_content && !c.supports_typed_content;
+    int only_typed = !c.supports_string_content && c.supports_typed_content;
     if (!only_string && !only_typed) return;
     for (size_t i = 0; i < ms->u.a.n; i++) {
         val *m = ms->u.a.v[i];
@@ -349,20 +289,6 @@ static void normalize(rt *R, val *ms, caps c) {
 
 static int has(const char *src, const char *s) { return strstr(src, s) != NULL; }
 
-/* replaces every `from` in s by `to` (llama.cpp patches two known templates) */
-static char *replace_all(rt *R, const char *s, const char *from, const char *to) {
-    sbuf b = {0};
-    size_t fl = strlen(from);
-    const char *p = s, *h;
-    while ((h = strstr(p, from)) != NULL) {
-        tpl_sb_put(R, &b, p, (size_t)(h - p));
-        tpl_sb_puts(R, &b, to);
-        p = h + fl;
-    }
-    tpl_sb_puts(R, &b, p);
-    return b.p ? b.p : tpl_rstrdup(R, "", 0);
-}
-
 static val *text_block(rt *R, const char *type, const char *key, val *text) {
     val *p = tpl_mk_obj(R);
     tpl_obj_set_s(R, p, "type", tpl_mk_str(R, type));
@@ -370,25 +296,29 @@ static val *text_block(rt *R, const char *type, const char *key, val *text) {
     return p;
 }
 
-/* tools as common_chat_tools_to_json_oaicompat rebuilds them */
+/* tools as common_chat_tools_parse_oaicompat reads them and
+ * common_chat_tools_to_json_oaicompat rebuilds them: type, then function
+ * {name, description ("" when absent), parameters ({} when absent; any JSON,
+ * null too)}; NULL when there are none. The API refuses malformed tools
+ * first with llama-server's words. */
 static val *prepare_tools(rt *R, const json_value *tools) {
     if (!tools || tools->type == JSON_NULL) return NULL;
-    if (tools->type != JSON_ARRAY) tpl_fail(R, "expected 'tools' to be an array");
+    if (tools->type != JSON_ARRAY) tpl_fail(R, "Failed to parse tools: Expected 'tools' to be an array");
     if (!tools->n) return NULL;
     val *out = tpl_mk_arr(R, VT_ARRAY);
     for (size_t i = 0; i < tools->n; i++) {
         const json_value *t = tools->items[i];
-        if (!jstr_is(jget(t, "type"), "function")) tpl_fail(R, "unsupported or missing tool type");
+        if (!jstr_is(jget(t, "type"), "function")) tpl_fail(R, "Failed to parse tools: unsupported or missing tool type");
         const json_value *f = jget(t, "function");
-        if (!f) tpl_fail(R, "missing tool function");
+        if (!f) tpl_fail(R, "Failed to parse tools: missing tool function");
         const json_value *name = jget(f, "name"), *desc = jget(f, "description"),
                          *params = jget(f, "parameters");
-        if (!name || name->type != JSON_STRING) tpl_fail(R, "tool function name must be a string");
-        if (desc && desc->type != JSON_STRING) tpl_fail(R, "tool description must be a string");
+        if (!name || name->type != JSON_STRING) tpl_fail(R, "Failed to parse tools: a tool's name must be a string");
+        if (desc && desc->type != JSON_STRING) tpl_fail(R, "Failed to parse tools: a tool's description must be a string");
         val *fn = tpl_mk_obj(R);
-        tpl_obj_set_s(R, fn, "name", from_json(R, name));
-        tpl_obj_set_s(R, fn, "description", desc ? from_json(R, desc) : tpl_mk_str(R, ""));
-        tpl_obj_set_s(R, fn, "parameters", params && params->type != JSON_NULL ? from_json(R, params) : tpl_mk_obj(R));
+        tpl_obj_set_s(R, fn, "name", tpl_from_json(R, name));
+        tpl_obj_set_s(R, fn, "description", desc ? tpl_from_json(R, desc) : tpl_mk_str(R, ""));
+        tpl_obj_set_s(R, fn, "parameters", params ? tpl_from_json(R, params) : tpl_mk_obj(R));
         val *tv = tpl_mk_obj(R);
         tpl_obj_set_s(R, tv, "type", tpl_mk_str(R, "function"));
         tpl_obj_set_s(R, tv, "function", fn);
@@ -397,50 +327,180 @@ static val *prepare_tools(rt *R, const json_value *tools) {
     return out;
 }
 
-static val *obj_get_s_env(env *E, const char *k) { return tpl_env_get(E, k); }
 
+static size_t count_of(const char *src, const char *s) {
+    size_t n = 0;
+    for (const char *h = src; (h = strstr(h, s)) != NULL; h += strlen(s)) n++;
+    return n;
+}
+
+/* bankml's stand-in for b11669's default enable_thinking (the template's
+ * supports_thinking, found by its analysis): a <think> tag, reasoning_content,
+ * or "thinking" other than in the variable enable_thinking itself */
 static int guess_thinking(const char *src) {
-    return has(src, "enable_thinking") || has(src, "<think>") || has(src, "reasoning_content") ||
-           has(src, "thinking");
+    return has(src, "<think>") || has(src, "reasoning_content") ||
+           count_of(src, "thinking") > count_of(src, "enable_thinking");
+}
+
+/* reasoning markers a template may have (bankml's guess, for what it refuses) */
+static int guess_reasoning(const char *src) { return strcasestr(src, "think") || strstr(src, "reasoning"); }
+
+/* common_chat_msg::empty() of a message as the API checked it */
+static int continue_is_empty(const json_value *m) {
+    static const char *const strs[] = {"reasoning_content", "name", "tool_call_id"};
+    const json_value *c = json_get(m, "content");
+    if (c && ((c->type == JSON_STRING && c->len) || (c->type == JSON_ARRAY && c->n))) return 0;
+    if (tool_calls_n(json_get(m, "tool_calls"))) return 0;
+    for (size_t i = 0; i < 3; i++) {
+        const json_value *v = json_get(m, strs[i]);
+        if (v && v->type == JSON_STRING && v->len) return 0;
+    }
+    return 1;
+}
+
+/* COMMON_CHAT_CONTINUATION_AUTO resolved: the reasoning when the message has
+ * reasoning and no content, else the content */
+static int continue_auto(const json_value *m) {
+    const json_value *c = json_get(m, "content"), *r = json_get(m, "reasoning_content");
+    int has_content = c && ((c->type == JSON_STRING && c->len) || (c->type == JSON_ARRAY && c->n));
+    return r && r->type == JSON_STRING && r->len && !has_content ? TEMPLATE_CONTINUE_REASONING
+                                                                 : TEMPLATE_CONTINUE_CONTENT;
+}
+
+/* the context common_chat_template_direct_apply_impl builds: messages,
+ * bos/eos, enable_thinking, tools (when there are any), the extra context
+ * (datetime, date_string, then the server's and the request's kwargs, which
+ * replace what they name); preserve_reasoning and reasoning_effort as
+ * caps_apply_* set them beneath those */
+static env *chat_env(rt *R, const char *src, val *ms, val *tools, const template_opts *o) {
+    env *E = tpl_base_env(R);
+    int think = o->enable_thinking >= 0 ? o->enable_thinking : guess_thinking(src);
+    /* the server's default kwargs, then the request's on top */
+    val *kw = tpl_mk_obj(R);
+    if (o->preserve_reasoning >= 0) tpl_obj_set_s(R, kw, "preserve_reasoning", tpl_mk_bool(R, o->preserve_reasoning));
+    if (o->kwargs && o->kwargs->type == JSON_OBJECT) {
+        val *rk = tpl_from_json(R, o->kwargs);
+        for (size_t i = 0; i < rk->u.o.n; i++) tpl_obj_set(R, kw, rk->u.o.k[i], rk->u.o.v[i]);
+    }
+    val *et = tpl_obj_get_s(kw, "enable_thinking");
+    if (et && et->t == VT_BOOL) think = et->u.b;
+    else if (et && et->t == VT_STR) tpl_fail(R, "invalid type for \"enable_thinking\" (expected boolean, got string)");
+    /* reasoning_effort: "none" turns thinking off and drops the kwarg */
+    if (o->reasoning_effort && !strcmp(o->reasoning_effort, "none")) {
+        think = 0;
+        val *nk = tpl_mk_obj(R);
+        for (size_t i = 0; i < kw->u.o.n; i++)
+            if (!(kw->u.o.k[i]->t == VT_STR && !strcmp(kw->u.o.k[i]->u.s.p, "reasoning_effort")))
+                tpl_obj_set(R, nk, kw->u.o.k[i], kw->u.o.v[i]);
+        kw = nk;
+    } else if (o->reasoning_effort && o->reasoning_effort[0]) {
+        tpl_obj_set_s(R, kw, "reasoning_effort", tpl_mk_str(R, o->reasoning_effort));
+    }
+    val *pr = tpl_obj_get_s(kw, "preserve_reasoning"), *re = tpl_obj_get_s(kw, "reasoning_effort");
+    if (pr && pr->t == VT_BOOL) {
+        tpl_env_set(R, E, "preserve_thinking", tpl_mk_bool(R, pr->u.b));
+        tpl_env_set(R, E, "clear_thinking", tpl_mk_bool(R, !pr->u.b));
+        tpl_env_set(R, E, "truncate_history_thinking", tpl_mk_bool(R, !pr->u.b));
+        tpl_env_set(R, E, "drop_thinking", tpl_mk_bool(R, !pr->u.b));
+    }
+    if (re && re->t == VT_STR && re->u.s.n) {
+        tpl_env_set(R, E, "reasoning_effort", re);
+        tpl_env_set(R, E, "reasoning_strength", re);
+    }
+    tpl_env_set(R, E, "messages", ms);
+    tpl_env_set(R, E, "bos_token", tpl_mk_str(R, o->bos_token ? o->bos_token : ""));
+    tpl_env_set(R, E, "eos_token", tpl_mk_str(R, o->eos_token ? o->eos_token : ""));
+    tpl_env_set(R, E, "enable_thinking", tpl_mk_bool(R, think));
+    if (tools) tpl_env_set(R, E, "tools", tools);
+    char date[64];
+    struct tm tm;
+    localtime_r(&R->now, &tm);
+    strftime(date, sizeof date, "%b %d %Y", &tm);
+    tpl_env_set(R, E, "datetime", tpl_mk_str(R, date));
+    strftime(date, sizeof date, "%d %b %Y", &tm);
+    tpl_env_set(R, E, "date_string", tpl_mk_str(R, date));
+    env_from_obj(R, E, kw);
+    return E;
+}
+
+/* one render of the prepared context, with or without the generation
+ * prompt, and the bos/eos the tokenizer adds again stripped */
+static void chat_run(rt *R, const nlist *prog, env *E0, int agp, const template_opts *o, sbuf *res) {
+    env *E = tpl_env_copy(R, E0);
+    if (agp) tpl_env_set(R, E, "add_generation_prompt", tpl_mk_bool(R, 1));
+    R->raised = 0;
+    if (tpl_run(R, prog, E, res) != 0) longjmp(*R->on_error, 1);
+    const char *bos = o->bos_token ? o->bos_token : "", *eos = o->eos_token ? o->eos_token : "";
+    size_t bl = strlen(bos), el = strlen(eos);
+    if (o->add_bos && res->n >= bl && !memcmp(res->p, bos, bl)) {
+        memmove(res->p, res->p + bl, res->n - bl);
+        res->n -= bl;
+    }
+    if (o->add_eos && res->n >= el && !memcmp(res->p + res->n - el, eos, el)) res->n -= el;
+}
+
+/* common_chat_msg::render_content of the continued message: its content
+ * string, else its text parts joined by a blank line */
+static void continue_content(rt *R, const json_value *m, sbuf *out) {
+    const json_value *c = json_get(m, "content");
+    if (c && c->type == JSON_STRING) {
+        tpl_sb_put(R, out, c->str, c->len);
+    } else if (c && c->type == JSON_ARRAY) {
+        int first = 1;
+        for (size_t i = 0; i < c->n; i++) {
+            const json_value *t = jget(c->items[i], "text");
+            if (!jstr_is(jget(c->items[i], "type"), "text") || !t || t->type != JSON_STRING) continue;
+            if (!first) tpl_sb_puts(R, out, "\n\n");
+            first = 0;
+            tpl_sb_put(R, out, t->str, t->len);
+        }
+    }
 }
 
 /* the body of template_render; leaves through tpl_fail() on any error */
 static void render_chat(rt *R, const char *tmpl, size_t tmpl_len, const json_value *messages,
                         const template_opts *o, jbuf *out) {
-    char *src = tpl_rstrdup(R, tmpl, tmpl_len);
-    if (strlen(src) != tmpl_len) tpl_fail(R, "template contains a NUL byte");
     /* common_chat_templates_init patches two known-broken templates */
-    if (has(src, "<|channel|>") && has(src, "in message.content or"))
-        src = replace_all(R, src,
-                          "{%- if \"<|channel|>analysis<|message|>\" in message.content or "
-                          "\"<|channel|>final<|message|>\" in message.content %}",
-                          "{%- if false %}");
-    if (has(src, "[TOOL_CALLS]") && has(src, "if (message['content'] is none or"))
-        src = replace_all(R, src,
-                          "{%- if (message['content'] is none or message['content'] == '' or "
-                          "message['content']|length == 0) and (message['tool_calls'] is not defined or "
-                          "message['tool_calls'] is none or message['tool_calls']|length == 0) %}",
-                          "{%- if false %}");
+    char *src = tpl_chat_source(R, tmpl, tmpl_len);
     nlist prog;
     tpl_compile(R, src, strlen(src), &prog);
-    caps c = caps_get(R, &prog);
+    tmpl_caps c;
+    tpl_caps_probe(R, &prog, &c);
+    R->raised = 0;   /* a probe's raise_exception is not this render's */
 
     int stepfun = has(src, "You have access to the following functions in JSONSchema format");
     val *ms = prepare_messages(R, messages, stepfun);
-    if (ms->u.a.n) {
-        val *last = tpl_obj_get_s(ms->u.a.v[ms->u.a.n - 1], "role");
-        if (last && last->t == VT_STR && !strcmp(last->u.s.p, "assistant"))
-            tpl_fail(R, "a conversation ending with an assistant message (prefill) is not supported yet");
-    }
     val *tools = prepare_tools(R, o->tools);
     normalize(R, ms, c);
+    /* continue_final_message (or the prefill of a final assistant message):
+     * the last message leaves the list and is continued after the render */
+    int cont = o->continue_final, cont_empty = 1;
+    if (cont != TEMPLATE_CONTINUE_NONE && ms->u.a.n) {
+        const json_value *last = messages->items[messages->n - 1];
+        cont_empty = continue_is_empty(last);
+        if (cont == TEMPLATE_CONTINUE_AUTO) cont = continue_auto(last);
+        ms->u.a.n--;
+        const char *h = template_handler(src, strlen(src));
+        if (!cont_empty && (h || guess_reasoning(src)))
+            tpl_fail(R, "continuing a final message (continue_final_message, or a final assistant message) on %s "
+                        "needs b11669's analysis of the template (where its reasoning starts and ends), which "
+                        "bankml does not reproduce yet", h ? h : "a template with a reasoning block");
+    }
     if (!has(src, "<|channel|>"))
         for (size_t i = 0; i < ms->u.a.n; i++) {
             val *role = tpl_obj_get_s(ms->u.a.v[i], "role");
             if (role && role->t == VT_STR && !strcmp(role->u.s.p, "developer"))
                 tpl_obj_set_s(R, ms->u.a.v[i], "role", tpl_mk_str(R, "system"));
         }
-    if (!c.system_role && ms->u.a.n) {
+    if (c.supports_object_arguments) args_to_objects(R, ms);
+    const char *handler = template_handler(src, strlen(src));
+    if (handler && !strcmp(handler, "Gemma4") && !has(src, "{#- OpenAI Chat Completions:"))
+        for (size_t i = 0; i < ms->u.a.n; i++)
+            if (tpl_obj_get_s(ms->u.a.v[i], "tool_calls"))
+                tpl_fail(R, "tool calls in the history of an older Gemma 4 template: b11669 rewrites them with "
+                            "their tool results into one model turn (convert_tool_responses_gemma4), which bankml "
+                            "does not reproduce yet");
+    if (!c.supports_system_role && ms->u.a.n) {
         val *first = ms->u.a.v[0], *role = tpl_obj_get_s(first, "role");
         if (role && role->t == VT_STR && !strcmp(role->u.s.p, "system")) {
             if (ms->u.a.n > 1) {
@@ -494,55 +554,28 @@ static void render_chat(rt *R, const char *tmpl, size_t tmpl_len, const json_val
         }
     }
 
-    env *E = base_env(R);
-    tpl_env_set(R, E, "messages", ms);
-    tpl_env_set(R, E, "bos_token", tpl_mk_str(R, o->bos_token ? o->bos_token : ""));
-    tpl_env_set(R, E, "eos_token", tpl_mk_str(R, o->eos_token ? o->eos_token : ""));
-    int think = o->enable_thinking >= 0 ? o->enable_thinking : guess_thinking(src);
-    /* the server's default kwargs, then the request's on top */
-    val *kw = tpl_mk_obj(R);
-    if (o->preserve_reasoning >= 0) tpl_obj_set_s(R, kw, "preserve_reasoning", tpl_mk_bool(R, o->preserve_reasoning));
-    if (o->kwargs && o->kwargs->type == JSON_OBJECT) {
-        val *rk = from_json(R, o->kwargs);
-        for (size_t i = 0; i < rk->u.o.n; i++) tpl_obj_set(R, kw, rk->u.o.k[i], rk->u.o.v[i]);
-    }
-    if (kw) {
-        val *et = tpl_obj_get_s(kw, "enable_thinking");
-        if (et && et->t == VT_BOOL) think = et->u.b;
-        else if (et && et->t == VT_STR) tpl_fail(R, "invalid type for \"enable_thinking\" (expected boolean, got string)");
-    }
-    tpl_env_set(R, E, "enable_thinking", tpl_mk_bool(R, think));
-    if (tools) tpl_env_set(R, E, "tools", tools);
-    char date[64];
-    struct tm tm;
-    localtime_r(&R->now, &tm);
-    strftime(date, sizeof date, "%b %d %Y", &tm);
-    tpl_env_set(R, E, "datetime", tpl_mk_str(R, date));
-    strftime(date, sizeof date, "%d %b %Y", &tm);
-    tpl_env_set(R, E, "date_string", tpl_mk_str(R, date));
-    if (kw) env_from_obj(R, E, kw);
-    if (o->add_generation_prompt) tpl_env_set(R, E, "add_generation_prompt", tpl_mk_bool(R, 1));
-    val *pr = obj_get_s_env(E, "preserve_reasoning");
-    if (pr && pr->t == VT_BOOL) {
-        tpl_env_set(R, E, "preserve_thinking", tpl_mk_bool(R, pr->u.b));
-        tpl_env_set(R, E, "clear_thinking", tpl_mk_bool(R, !pr->u.b));
-        tpl_env_set(R, E, "truncate_history_thinking", tpl_mk_bool(R, !pr->u.b));
-        tpl_env_set(R, E, "drop_thinking", tpl_mk_bool(R, !pr->u.b));
-    }
-    val *re = obj_get_s_env(E, "reasoning_effort");
-    if (re && re->t == VT_STR && re->u.s.n) tpl_env_set(R, E, "reasoning_strength", re);
-
+    env *E = chat_env(R, src, ms, tools, o);
+    int agp = o->add_generation_prompt && o->continue_final == TEMPLATE_CONTINUE_NONE;
     sbuf res;
-    if (run(R, &prog, E, &res) != 0) longjmp(*R->on_error, 1);
+    chat_run(R, &prog, E, agp, o, &res);
+    if (cont && !cont_empty) {
+        /* the autoparser's continuation: the generation prompt (the
+         * difference a generation prompt makes), then the content */
+        sbuf with;
+        chat_run(R, &prog, E, 1, o, &with);
+        size_t i = 0;
+        while (i < res.n && i < with.n && res.p[i] == with.p[i]) i++;
+        tpl_sb_put(R, &res, with.p + i, with.n - i);
+        if (cont == TEMPLATE_CONTINUE_CONTENT) continue_content(R, messages->items[messages->n - 1], &res);
+    }
+    /* Gemma 4: a generation prompt after a closed turn is the model's turn */
+    if (handler && !strcmp(handler, "Gemma4") && agp && res.n >= 8 && !memcmp(res.p + res.n - 8, "<turn|>\n", 8))
+        tpl_sb_puts(R, &res, "<|turn>model\n");
     const char *p = res.p ? res.p : "";
     size_t n = res.n;
-    const char *bos = o->bos_token ? o->bos_token : "", *eos = o->eos_token ? o->eos_token : "";
-    size_t bl = strlen(bos), el = strlen(eos);
-    if (o->add_bos && n >= bl && !memcmp(p, bos, bl)) { p += bl; n -= bl; }
-    if (o->add_eos && n >= el && !memcmp(p + n - el, eos, el)) n -= el;
     /* gpt-oss: without a generation prompt the final <|return|> becomes <|end|> */
     const char *ret = NULL;
-    if (has(src, "<|channel|>") && !o->add_generation_prompt)
+    if (has(src, "<|channel|>") && !agp)
         for (const char *h = p; (h = memmem(h, n - (size_t)(h - p), "<|return|>", 10)) != NULL; h++) ret = h;
     if (ret) {
         jbuf_put(out, p, (size_t)(ret - p));
@@ -561,13 +594,31 @@ int template_render(const char *tmpl, size_t tmpl_len, const json_value *message
     else template_opts_init(&dflt);
     const template_opts *o = &dflt;
     rt R;
-    rt_init(&R, err, errlen, o->now);
+    tpl_rt_init(&R, err, errlen, o->now);
     jmp_buf jb;
     R.on_error = &jb;
     volatile int rc = -1;
+    if (template_continuation(messages, &dflt, err, errlen) != 0) {
+        tpl_free_all(&R);
+        return -1;
+    }
     if (setjmp(jb) == 0) {
         render_chat(&R, tmpl, tmpl_len, messages, o, out);
         rc = 0;
+    } else if (R.raised && err && errlen) {
+        /* the template's raise_exception: b11669's autoparser path wraps it
+         * (invalid_argument, a 400); a dedicated handler lets it through (500) */
+        if (template_handler(tmpl, tmpl_len)) {
+            rc = -2;
+        } else {
+            static const char pre[] = "Unable to generate parser for this template. Automatic parser generation "
+                                      "failed: ";
+            size_t n = strlen(err), pl = sizeof pre - 1;
+            if (n + pl >= errlen) n = errlen - 1 - pl;
+            memmove(err + pl, err, n);
+            memcpy(err, pre, pl);
+            err[n + pl] = 0;
+        }
     }
     tpl_free_all(&R);
     return rc;
@@ -595,8 +646,97 @@ int template_render_request(const char *tmpl, size_t tmpl_len, const char *input
         if (json_is_bool(json_get(j, "add_generation_prompt"), &b)) opts.add_generation_prompt = b;
         const json_value *kw = json_get(j, "chat_template_kwargs");
         if (kw && kw->type == JSON_OBJECT) opts.kwargs = kw;
+        const json_value *cf = json_get(j, "continue_final_message");
+        if (cf) opts.continue_final = template_continue_parse(cf);
+        const json_value *re = json_get(j, "reasoning_effort");
+        if (re && re->type == JSON_STRING) opts.reasoning_effort = re->str;
     }
     int rc = template_render(tmpl, tmpl_len, ms, &opts, out, err, errlen);
     json_free(j);
+    return rc;
+}
+
+/* ------------------------------------------------------------ the request's inputs */
+
+int template_continue_parse(const json_value *v) {
+    if (!v) return TEMPLATE_CONTINUE_NONE;
+    if (v->type == JSON_TRUE) return TEMPLATE_CONTINUE_AUTO;
+    if (jstr_is(v, "reasoning_content")) return TEMPLATE_CONTINUE_REASONING;
+    if (jstr_is(v, "content")) return TEMPLATE_CONTINUE_CONTENT;
+    return TEMPLATE_CONTINUE_NONE;
+}
+
+int template_continuation(const json_value *messages, template_opts *o, char *err, size_t errlen) {
+    size_t n = messages && messages->type == JSON_ARRAY ? messages->n : 0;
+    const json_value *last = n ? messages->items[n - 1] : NULL;
+    int last_assistant = last && jstr_is(json_get(last, "role"), "assistant");
+    if (o->continue_final == TEMPLATE_CONTINUE_NONE && o->prefill_assistant && last_assistant) {
+        if (n >= 2 && jstr_is(json_get(messages->items[n - 2], "role"), "assistant")) {
+            snprintf(err, errlen, "Cannot have 2 or more assistant messages at the end of the list.");
+            return -1;
+        }
+        o->continue_final = TEMPLATE_CONTINUE_AUTO;
+        o->add_generation_prompt = 0;
+    }
+    if (o->continue_final != TEMPLATE_CONTINUE_NONE && o->add_generation_prompt) {
+        snprintf(err, errlen, "Cannot set both add_generation_prompt and continue_final_message to true.");
+        return -1;
+    }
+    if (o->continue_final != TEMPLATE_CONTINUE_NONE && last_assistant && tool_calls_n(json_get(last, "tool_calls"))) {
+        snprintf(err, errlen, "Cannot continue an assistant message that contains tool calls.");
+        return -1;
+    }
+    return 0;
+}
+
+const char *template_handler(const char *src, size_t len) {
+    (void)len;
+    if (has(src, "[SYSTEM_PROMPT]") && has(src, "[TOOL_CALLS]") && has(src, "[ARGS]") && !has(src, "[CALL_ID]"))
+        return "Ministral/Magistral Large 3";
+    if (has(src, "<|channel|>")) return "GPT-OSS";
+    if (has(src, "<atem:function_calls>") && has(src, "<|eom|>")) return "Muse Glimmer";
+    if (has(src, ">>>all") && has(src, ">>>${recipient}")) return "Functionary v3.2";
+    if (has(src, "<|tool_calls_section_begin|>") && has(src, "<|tool_call_begin|>")) return "Kimi K2 Thinking";
+    if (has(src, "<|open|>") && has(src, "<|close|>") && has(src, "<|end_of_msg|>")) return "Kimi K3";
+    if (has(src, "<role>ASSISTANT</role>") && has(src, "<arg_key>")) return "Ling 3.0";
+    if (has(src, "<|START_TEXT|>") && has(src, "<|START_ACTION|>")) return "Cohere2 MoE";
+    if (has(src, "<|tool_list_start|>") && has(src, "<|tool_list_end|>")) return "LFM2";
+    if (has(src, "List of tools: [") && !has(src, "<|tool_list_start|>")) return "LFM2.5";
+    if (has(src, "<|role_sep|>") && has(src, "<|message_sep|>") && !has(src, "<|function_call|>")) return "GigaChatV3";
+    if (has(src, "]<]minimax[>[") && has(src, "<tool_call>") && has(src, "<invoke name=")) return "MiniMax-M3";
+    if (has(src, "dsml_token") && has(src, "DSML") && (has(src, "function_calls") || has(src, "tool_calls")))
+        return "DeepSeek V3.2/V4";
+    if (has(src, "'<|tool_call>call:'")) return "Gemma4";
+    if (has(src, "Tool usage guidelines:") && has(src, "<function name=\"") && has(src, "<param name=\""))
+        return "MiniCPM5";
+    if (has(src, "<tool_call>") && has(src, "<function=") && has(src, "<parameter=") &&
+        !has(src, "'<tool_call><function=' ~ tool_call.name ~ '>'"))
+        return "Qwen3-Coder";
+    return NULL;
+}
+
+int template_thinking_default(const char *tmpl, size_t len) {
+    (void)len;
+    return guess_thinking(tmpl);
+}
+
+int template_continued_content(const json_value *messages, const template_opts *o, jbuf *out) {
+    size_t n = messages && messages->type == JSON_ARRAY ? messages->n : 0;
+    if (!n || o->continue_final == TEMPLATE_CONTINUE_NONE) return 0;
+    const json_value *last = messages->items[n - 1];
+    int mode = o->continue_final == TEMPLATE_CONTINUE_AUTO ? continue_auto(last) : o->continue_final;
+    if (mode != TEMPLATE_CONTINUE_CONTENT || continue_is_empty(last)) return 0;
+    rt R;
+    tpl_rt_init(&R, NULL, 0, 0);
+    jmp_buf jb;
+    R.on_error = &jb;
+    volatile int rc = -1;
+    if (setjmp(jb) == 0) {
+        sbuf b = {0};
+        continue_content(&R, last, &b);
+        jbuf_put(out, b.p ? b.p : "", b.n);
+        rc = 1;
+    }
+    tpl_free_all(&R);
     return rc;
 }

@@ -28,8 +28,19 @@
 
 #include "base/json.h"
 
+/* continue_final_message: none, true (auto), "content", "reasoning_content" */
+enum { TEMPLATE_CONTINUE_NONE, TEMPLATE_CONTINUE_AUTO, TEMPLATE_CONTINUE_CONTENT, TEMPLATE_CONTINUE_REASONING };
+
 typedef struct {
     int add_generation_prompt;      /* 1: ask the template for the assistant prefix */
+    int continue_final;             /* TEMPLATE_CONTINUE_*: the last message is continued (it leaves
+                                       the list; the generation prompt, then its content, follow the
+                                       render); template_continuation sets it for a prefill */
+    int prefill_assistant;          /* 1 (llama-server's default): a final assistant message is
+                                       continued (template_continuation) */
+    const char *reasoning_effort;   /* the request's reasoning_effort, NULL when absent: "none" turns
+                                       thinking off, another non-empty value is the kwarg
+                                       reasoning_effort (and reasoning_strength) */
     const char *bos_token;          /* the vocab's BOS piece ("" or NULL when none) */
     const char *eos_token;          /* the vocab's EOS piece */
     int add_bos, add_eos;           /* the vocab's add_bos/add_eos flags: llama-server strips a
@@ -45,13 +56,54 @@ typedef struct {
 } template_opts;
 
 /* Sets the defaults llama-server uses: add_generation_prompt 1, empty bos/eos,
- * no add_bos/add_eos, no tools, enable_thinking -1, now 0, preserve_reasoning 1. */
+ * no add_bos/add_eos, no tools, enable_thinking -1, now 0, preserve_reasoning 1,
+ * no continuation, prefill_assistant 1, no reasoning_effort. */
 void template_opts_init(template_opts *o);
 
-/* Renders messages (a JSON array of {role, content, ...}) exactly as
- * llama-server's /apply-template returns the "prompt". Appends to out.
+/* common_chat_continuation_parse: true is AUTO, "content" and
+ * "reasoning_content" name theirs, anything else (NULL too) is NONE. */
+int template_continue_parse(const json_value *v);
+
+/* oaicompat_chat_params_parse's continuation rules over the messages
+ * (checked JSON) and o: a final assistant message with prefill_assistant
+ * and no continue_final becomes AUTO without the generation prompt (two
+ * assistant messages at the end refused); a continuation beside
+ * add_generation_prompt, or of an assistant message with tool calls, is
+ * refused. Updates o; 0, or -1 with llama-server's 400 text. */
+int template_continuation(const json_value *messages, template_opts *o, char *err, size_t errlen);
+
+/* The text a continuation puts after the generation prompt (o after
+ * template_continuation): the continued message's content (its text parts
+ * joined by a blank line) when it is continued as content, which b11669's
+ * chat parser also puts at the start of a non-streamed answer's content.
+ * Appends it to out and returns 1; 0 when there is none; -1 out of memory. */
+int template_continued_content(const json_value *messages, const template_opts *o, jbuf *out);
+
+/* The name of b11669's specialized chat handler for a template source
+ * (common_chat_try_specialized_template's tests in its order: "GPT-OSS",
+ * "Qwen3-Coder", "LFM2", ...), or NULL when it goes to the differential
+ * autoparser. */
+const char *template_handler(const char *src, size_t len);
+
+/* The enable_thinking a request that does not set it renders with (its
+ * enable_thinking -1): b11669 takes the template's supports_thinking from its
+ * analysis, which bankml does not reproduce yet; this is bankml's guess (a
+ * <think> tag, reasoning_content, or "thinking" other than the variable
+ * enable_thinking), equal to b11669's for every template of ../shared/templates
+ * that reads enable_thinking (testing/oracle_template_caps.py). */
+int template_thinking_default(const char *tmpl, size_t len);
+
+/* Renders messages (a JSON array of {role, content, tool_calls, ...}) exactly
+ * as llama-server's /apply-template returns the "prompt" (the continuation
+ * rules of template_continuation applied first). Appends to out.
  * Returns 0, or -1 with a reason in err (the template raised, used a feature
- * we do not implement, exceeded a limit, or the messages are invalid). */
+ * we do not implement, exceeded a limit, or the messages are invalid), or -2
+ * when the template's raise_exception stops a template with a dedicated
+ * b11669 handler (template_handler: llama-server's 500). A raise_exception's
+ * reason is llama.cpp's text (the CallExpression's line and column, the
+ * source around it, "Error: Jinja Exception: ..."), behind "Unable to
+ * generate parser for this template. Automatic parser generation failed: "
+ * on the autoparser's path (llama-server's 400). */
 int template_render(const char *tmpl, size_t tmpl_len, const json_value *messages,
                     const template_opts *o, jbuf *out, char *err, size_t errlen);
 
@@ -120,6 +172,11 @@ typedef struct tmpl_caps {
     int supports_string_content, supports_typed_content, supports_object_arguments;
 } tmpl_caps;
 
+/* b11669's caps of tmpl (common_chat_templates_init's patched source, then
+ * jinja::caps_get's eight probe renders: typed content, system role, tool
+ * calls with object then string arguments, parallel calls, preserved
+ * reasoning, reasoning effort), as /props' chat_template_caps reports them.
+ * 0, or -1 with the reason (the template does not parse). */
 int template_caps(const char *tmpl, size_t len, tmpl_caps *out, char *err, size_t errlen);
 
 #endif

@@ -92,9 +92,35 @@ static val *f_tojson(rt *R, args *A) {
 
 /* ---- globals */
 
+/* raise_exception: llama.cpp's words, the CallExpression's place (line and
+ * column counted in bytes) and 40 bytes of source either side of it, newlines
+ * shown as U+21B5, a caret under it */
 static val *g_raise(rt *R, args *A) {
     tpl_ensure_vals(R, A, "S");
-    tpl_fail(R, "template raised an exception: %s", A0->u.s.p);
+    size_t pos = R->cur ? R->cur->pos : 0, line = 1, col = 1;
+    const char *src = R->src ? R->src : "";
+    size_t len = R->src ? R->srclen : 0;
+    for (size_t i = 0; i < pos && i < len; i++) {
+        if (src[i] == '\n') line++, col = 1;
+        else col++;
+    }
+    sbuf b = {0};
+    tpl_sb_printf(R, &b, "\n------------\nWhile executing CallExpression at line %zu, column %zu in source:\n", line, col);
+    if (!len) {
+        tpl_sb_puts(R, &b, "(no source available)");
+    } else {
+        size_t start = pos >= 40 ? pos - 40 : 0, end = pos + 40 < len ? pos + 40 : len;
+        tpl_sb_puts(R, &b, "...");
+        for (size_t i = start; i < end; i++) {
+            if (src[i] == '\n') tpl_sb_puts(R, &b, "\xe2\x86\xb5");
+            else tpl_sb_putc(R, &b, src[i]);
+        }
+        tpl_sb_puts(R, &b, "...\n");
+        for (size_t i = 0; i < pos - start + 3; i++) tpl_sb_putc(R, &b, ' ');
+        tpl_sb_putc(R, &b, '^');
+    }
+    R->raised = 1;
+    tpl_fail(R, "%s\nError: Jinja Exception: %s", b.p ? b.p : "", A0->u.s.p);
 }
 
 static val *g_namespace(rt *R, args *A) {

@@ -364,7 +364,18 @@ static val *eval_call(rt *R, env *E, const node *n) {
     return call_func(R, f, &A);
 }
 
+/* eval_node with R->cur naming n while it runs (llama.cpp reports the
+ * innermost expression an exception leaves) */
+static val *eval_node(rt *R, env *E, const node *n);
 static val *eval(rt *R, env *E, const node *n) {
+    const node *saved = R->cur;
+    R->cur = n;
+    val *v = eval_node(R, E, n);
+    R->cur = saved;
+    return v;
+}
+
+static val *eval_node(rt *R, env *E, const node *n) {
     switch (n->t) {
     case N_TEXT: case N_STR: return tpl_mk_strn(R, n->s, n->sn);
     case N_INT: return tpl_mk_int(R, n->i);
@@ -604,4 +615,22 @@ static void exec(rt *R, env *E, const node *n, sbuf *out) {
         gather(R, out, eval(R, E, n));
         break;
     }
+}
+
+/* one run of prog in E (see template_int.h) */
+int tpl_run(rt *R, const nlist *prog, env *E, sbuf *out) {
+    jmp_buf jb, *saved = R->on_error;
+    R->on_error = &jb;
+    R->on_signal = NULL;
+    R->signal = 0;
+    R->calls = 0;
+    R->steps = 0;
+    memset(out, 0, sizeof *out);
+    if (setjmp(jb)) {
+        R->on_error = saved;
+        return -1;
+    }
+    tpl_exec_list(R, E, prog, out);
+    R->on_error = saved;
+    return 0;
 }

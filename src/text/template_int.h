@@ -8,6 +8,8 @@
  *   template_parse.c     source text to tokens to an AST (compile)
  *   template_eval.c      expressions, statements, calls, argument helpers
  *   template_builtins.c  filters, tests, methods and global functions
+ *   template_caps.c      jinja::caps_get's probes, the template patches of
+ *                        common_chat_templates_init
  *   template.c           the entry glue and llama-server's chat layer
  *
  * Errors leave a render by longjmp through tpl_fail(); every allocation lives in
@@ -51,8 +53,10 @@ typedef struct {
     int nest;              /* parser nesting */
     int stats;             /* record value usage (caps probing) */
     time_t now;
-    const char *src;       /* template source, for error positions */
+    const char *src;       /* template source as compiled (tpl_compile), for error positions */
     size_t srclen;
+    const struct node *cur; /* the innermost expression being evaluated (raise_exception's position) */
+    int raised;            /* the error is the template's raise_exception, in llama.cpp's words */
 } rt;
 
 /* Formats the reason into R->err and longjmps to R->on_error. */
@@ -205,6 +209,14 @@ val *tpl_obj_get_s(const val *o, const char *k);
 void tpl_mark_used(rt *R, val *v, int deep);
 void tpl_mark_op(rt *R, val *v, const char *op);
 
+/* Entry helpers: a JSON tree as values (integers stay integers, as
+ * llama.cpp's from_json); the base scope (true/false/none and their
+ * capitalized names); a runtime ready for one render (err cleared, now 0
+ * meaning time(NULL)). */
+val *tpl_from_json(rt *R, const json_value *j);
+env *tpl_base_env(rt *R);
+void tpl_rt_init(rt *R, char *err, size_t errlen, int64_t now);
+
 /* Scopes: a new empty one, set name (replacing), get name (NULL when
  * absent), a copy of P (values shared) for a new inner scope. */
 env *tpl_env_new(rt *R);
@@ -245,6 +257,10 @@ void tpl_compile(rt *R, const char *tmpl, size_t len, nlist *prog);
 /* Executes the statements of l in scope E, appending their output to out. */
 void tpl_exec_list(rt *R, env *E, const nlist *l, sbuf *out);
 
+/* One run of prog in E: 0 with the output in out, or -1 with the reason in
+ * R->err (the error does not leave through R->on_error, which is restored). */
+int tpl_run(rt *R, const nlist *prog, env *E, sbuf *out);
+
 /* in: needle in an array, a string (substring) or an object (key); fails on
  * other haystacks. */
 int tpl_test_in(rt *R, val *needle, val *hay);
@@ -276,5 +292,15 @@ extern const builtin tpl_global_builtins[];
 
 /* The methods and filters of v's type; fails for kinds that have none. */
 const builtin *tpl_type_builtins(rt *R, const val *v);
+
+/* ---------------------------------------------------- caps (template_caps.c) */
+
+/* The template source common_chat_templates_init keeps: tmpl with its two
+ * patches (gpt-oss's channel check, Mistral's empty-content raise); fails on
+ * a NUL byte. */
+char *tpl_chat_source(rt *R, const char *tmpl, size_t len);
+
+/* jinja::caps_get over the compiled prog: its probe renders, with stats on. */
+void tpl_caps_probe(rt *R, const nlist *prog, tmpl_caps *c);
 
 #endif

@@ -816,6 +816,8 @@ static void parse(rt *R, toklist *L, nlist *prog) {
 
 void tpl_compile(rt *R, const char *tmpl, size_t len, nlist *prog) {
     toklist L;
+    R->src = tmpl;
+    R->srclen = len;
     lex(R, tmpl, len, &L);
     parse(R, &L, prog);
 }

@@ -594,3 +594,50 @@ int tpl_test_in(rt *R, val *needle, val *hay) {
     if (hay->t == VT_OBJECT) return tpl_obj_find(R, hay, needle) >= 0;
     tpl_fail(R, "'in' test expects an iterable, got %s", tpl_type_name(hay));
 }
+
+/* ------------------------------------------------------------ entry helpers */
+
+/* JSON tree to values (llama.cpp's from_json): integers stay integers */
+val *tpl_from_json(rt *R, const json_value *j) {
+    switch (j->type) {
+    case JSON_NULL: return tpl_mk_none(R);
+    case JSON_FALSE: return tpl_mk_bool(R, 0);
+    case JSON_TRUE: return tpl_mk_bool(R, 1);
+    case JSON_NUMBER: {
+        int64_t i;
+        if (!strpbrk(j->str, ".eE") && json_as_i64(j, &i)) return tpl_mk_int(R, i);
+        return tpl_mk_float(R, strtod(j->str, NULL));
+    }
+    case JSON_STRING: return tpl_mk_strn(R, j->str, j->len);
+    case JSON_ARRAY: {
+        val *a = tpl_mk_arr(R, VT_ARRAY);
+        for (size_t i = 0; i < j->n; i++) tpl_arr_push(R, a, tpl_from_json(R, j->items[i]));
+        return a;
+    }
+    default: {
+        val *o = tpl_mk_obj(R);
+        for (size_t i = 0; i < j->n; i++)
+            tpl_obj_set(R, o, tpl_mk_strn(R, j->keys[i], j->key_lens[i]), tpl_from_json(R, j->items[i]));
+        return o;
+    }
+    }
+}
+
+env *tpl_base_env(rt *R) {
+    env *E = tpl_env_new(R);
+    tpl_env_set(R, E, "true", tpl_mk_bool(R, 1));
+    tpl_env_set(R, E, "True", tpl_mk_bool(R, 1));
+    tpl_env_set(R, E, "false", tpl_mk_bool(R, 0));
+    tpl_env_set(R, E, "False", tpl_mk_bool(R, 0));
+    tpl_env_set(R, E, "none", tpl_mk_none(R));
+    tpl_env_set(R, E, "None", tpl_mk_none(R));
+    return E;
+}
+
+void tpl_rt_init(rt *R, char *err, size_t errlen, int64_t now) {
+    memset(R, 0, sizeof *R);
+    R->err = err;
+    R->errlen = errlen;
+    R->now = now ? (time_t)now : time(NULL);
+    if (err && errlen) err[0] = 0;
+}
