@@ -21,6 +21,23 @@ makes Q8_0 from it.
                        RoPE base 500000 with rope_freqs.weight computed as convert_hf_to_gguf computes
                        Llama 3.2's "llama3" rope_scaling (factor 32, low 1, high 4, original 8192),
                        eps 1e-5, llama-bpe, Llama 3.2 Instruct's template and specials
+  granite-3.3-2b-shape granite: E 2048, 32 heads, 8 KV heads, head 64, FF 2048 (real 8192, cut), tied, RoPE
+                       base 1e7, eps 1e-5, embedding_scale 12, residual_scale 0.22, attention.scale 1/64,
+                       logit_scale 8 (Granite 3.3 2B's); the refact vocabulary (Granite 3.x's pre-tokenizer
+                       is refact; its 49,155-token vocabulary is not in ../shared/vocab) with token 0 renamed
+                       <|end_of_text|>, Granite 3.3 Instruct's template
+  smollm3-3b-shape     smollm3: E 2048, 16 heads, 4 KV heads, head 128, FF 2048 (real 11008, cut), 4 layers
+                       (real 36; layer 3 without RoPE), tied, RoPE base 5e6, eps 1e-6, llama-bpe (SmolLM3's
+                       is Llama 3's), SmolLM3-3B's template
+  phi-3-mini-shape     phi3: E 3072, 32 heads, 32 KV heads, head 96, FF 2048 (real 8192, cut), fused attn_qkv and
+                       ffn_up (gate then up), tied (real: untied), RoPE base 10000 (NeoX), eps 1e-5,
+                       sliding_window 2047 (ignored by llama.cpp), the phi-3 SPM vocabulary, Phi-3.5-mini's
+                       template
+  gemma-3-1b-shape     gemma3: E 1152, 4 heads, 1 KV head, head 256 (key_length), FF 2048 (real 6912, cut),
+                       6 layers (real 26; the default pattern 6 makes 0-4 window layers, 5 global), window
+                       128 (real 512), RoPE base 1e6 (window layers: the default 10000), eps 1e-6, tied,
+                       Q/K norms and the two post-norms; Llama 2's SPM vocabulary (llama-spm: Gemma 3's own
+                       is not in ../shared/vocab) with gemma-2-2b-it's template
 
 Incremental: DIR/.generator holds the sha256 of both scripts and the quantizer; when it matches, only
 missing files are written.
@@ -41,6 +58,22 @@ GRAPHS = [
          ctx=32768, base=1000000.0, eps=1e-6, bias=True, llama3=False, types=["F16", "Q8_0"], seed=21),
     dict(name="llama-3.2-1b-shape", arch="llama", vocab="llama-bpe", E=2048, L=2, H=32, KV=8, hd=64, FF=2048,
          ctx=131072, base=500000.0, eps=1e-5, bias=False, llama3=True, types=["F16", "Q8_0"], seed=22),
+    # Gemma 3 1B: 26 layers (pattern 6: five window layers, then a global one) cut to 6, so one of each kind
+    # plays; the window cut from 512 to 128 so that the suite's prompts cross it; its 262,144-token SPM
+    # vocabulary is not in ../shared/vocab (gemma-4's is another tokenizer), so Llama 2's SPM one stands in.
+    dict(name="gemma-3-1b-shape", arch="gemma3", vocab="llama-spm", E=1152, L=6, H=4, KV=1, hd=256, FF=2048,
+         ctx=32768, base=1000000.0, eps=1e-6, bias=False, llama3=False, swa=128, types=["F16", "Q8_0"], seed=23),
+    # Granite 3.3 2B: 40 layers cut to 2, FF 8192 cut to 2048; its four multipliers as the real file has them
+    dict(name="granite-3.3-2b-shape", arch="granite", vocab="refact", E=2048, L=2, H=32, KV=8, hd=64, FF=2048,
+         ctx=131072, base=10000000.0, eps=1e-5, bias=False, llama3=False, types=["F16", "Q8_0"], seed=24,
+         scales=dict(embedding=12.0, residual=0.22, attention=0.015625, logit=8.0)),
+    # SmolLM3 3B: 36 layers cut to 4 (layer 3 has no RoPE), FF 11008 cut to 2048
+    dict(name="smollm3-3b-shape", arch="smollm3", vocab="llama-bpe", E=2048, L=4, H=16, KV=4, hd=128, FF=2048,
+         ctx=65536, base=5000000.0, eps=1e-6, bias=False, llama3=False, types=["F16", "Q8_0"], seed=25),
+    # Phi-3 mini 4k: 32 layers cut to 2, FF 8192 cut to 2048, output tied (the real one has its own); the
+    # sliding_window key it carries (2047), which llama.cpp reads and drops
+    dict(name="phi-3-mini-shape", arch="phi3", vocab="phi-3", E=3072, L=2, H=32, KV=32, hd=96, FF=2048,
+         ctx=4096, base=10000.0, eps=1e-5, bias=False, llama3=False, swa=2047, types=["F16", "Q8_0"], seed=26),
 ]
 
 
@@ -69,13 +102,52 @@ def llama3_factors(base, dim, factor=32.0, low=1.0, high=4.0, old_ctx=8192):
     return np.array(out, dtype=np.float32)
 
 
+def spm_vocab(path):
+    """Every tokenizer.* key of an SPM vocab GGUF (tokens, scores, types, special ids, flags)."""
+    r = gguf.GGUFReader(path)
+    out = []
+    for name, f in r.fields.items():
+        if not name.startswith("tokenizer.") or name == "tokenizer.chat_template":
+            continue
+        vt = f.types[0]
+        if vt == gguf.GGUFValueType.ARRAY:
+            vals = [f.parts[i] for i in f.data]
+            if f.types[1] == gguf.GGUFValueType.STRING:
+                out.append((name, "arr", [bytes(v).decode("utf-8", "surrogateescape") for v in vals]))
+            else:
+                out.append((name, "arr", [v.tolist()[0] for v in vals]))
+        elif vt == gguf.GGUFValueType.STRING:
+            out.append((name, "str", bytes(f.parts[f.data[0]]).decode("utf-8")))
+        elif vt == gguf.GGUFValueType.BOOL:
+            out.append((name, "bool", bool(f.parts[f.data[0]][0])))
+        else:
+            out.append((name, "u32", int(f.parts[f.data[0]][0])))
+    return out
+
+
 def vocab_of(spec, shared):
+    if spec["vocab"] in ("llama-spm", "phi-3"):
+        keys = spm_vocab(os.path.join(shared, "vocab", f"ggml-vocab-{spec['vocab']}.gguf"))
+        tokens = dict((k, v) for k, _, v in keys)["tokenizer.ggml.tokens"]
+        tpl = "google-gemma-2-2b-it.jinja" if spec["vocab"] == "llama-spm" else "microsoft-Phi-3.5-mini-instruct.jinja"
+        with open(os.path.join(shared, "templates", "llama.cpp", tpl), encoding="utf-8") as fh:
+            template = fh.read()
+        return dict(spm=keys, tokens=tokens, template=template)
     v = mm.read_vocab(os.path.join(shared, "vocab", f"ggml-vocab-{spec['vocab']}.gguf"))
     tokens = v["tokenizer.ggml.tokens"]
     if spec["vocab"] == "qwen2":
         assert tokens[151643] == "<|endoftext|>" and tokens[151645] == "<|im_end|>"
         tpl = "Qwen-Qwen2.5-7B-Instruct.jinja"
         ids = dict(bos=151643, eos=151645, pad=151643, add_bos=False)
+    elif spec["vocab"] == "refact":
+        assert tokens[0] == "<|endoftext|>"
+        tokens = ["<|end_of_text|>"] + list(tokens[1:])
+        tpl = "ibm-granite-granite-3.3-2B-Instruct.jinja"
+        ids = dict(bos=0, eos=0, pad=0, add_bos=False)
+    elif spec["arch"] == "smollm3":
+        assert tokens[128000] == "<|begin_of_text|>" and tokens[128009] == "<|eot_id|>"
+        tpl = "HuggingFaceTB-SmolLM3-3B.jinja"
+        ids = dict(bos=128000, eos=128009, pad=None, add_bos=False)
     else:
         assert tokens[128000] == "<|begin_of_text|>" and tokens[128009] == "<|eot_id|>"
         tpl = "meta-llama-Llama-3.2-3B-Instruct.jinja"
@@ -92,10 +164,18 @@ def tensor_plan(spec, n_vocab):
     plan = []
     if spec["llama3"]:
         plan.append(("rope_freqs.weight", (hd // 2,), None, None))
-    plan.append(("token_embd.weight", (n_vocab, E), 1.0, 0.0))
+    # gemma3 scales the embedding by sqrt(E): rows of std 1/sqrt(E) keep the logits O(1), as in Gemma 3
+    plan.append(("token_embd.weight", (n_vocab, E), 1 / math.sqrt(E) if spec["arch"] == "gemma3" else 1.0, 0.0))
     for i in range(L):
         p = f"blk.{i}."
         plan.append((p + "attn_norm.weight", (E,), 0.1, 1.0))
+        if spec["arch"] == "phi3":   # fused, as convert_hf_to_gguf keeps Phi-3's qkv_proj and gate_up_proj
+            plan.append((p + "attn_qkv.weight", ((H + 2 * KV) * hd, E), 1 / math.sqrt(E), 0.0))
+            plan.append((p + "attn_output.weight", (E, H * hd), 1 / math.sqrt(H * hd), 0.0))
+            plan.append((p + "ffn_norm.weight", (E,), 0.1, 1.0))
+            plan.append((p + "ffn_up.weight", (2 * FF, E), 1 / math.sqrt(E), 0.0))
+            plan.append((p + "ffn_down.weight", (E, FF), 1 / math.sqrt(FF), 0.0))
+            continue
         plan.append((p + "attn_q.weight", (H * hd, E), 1 / math.sqrt(E), 0.0))
         plan.append((p + "attn_k.weight", (KV * hd, E), 1 / math.sqrt(E), 0.0))
         plan.append((p + "attn_v.weight", (KV * hd, E), 1 / math.sqrt(E), 0.0))
@@ -103,11 +183,18 @@ def tensor_plan(spec, n_vocab):
             plan.append((p + "attn_q.bias", (H * hd,), 0.5, 0.0))
             plan.append((p + "attn_k.bias", (KV * hd,), 0.5, 0.0))
             plan.append((p + "attn_v.bias", (KV * hd,), 0.1, 0.0))
+        if spec["arch"] == "gemma3":
+            plan.append((p + "attn_q_norm.weight", (hd,), 0.1, 1.0))
+            plan.append((p + "attn_k_norm.weight", (hd,), 0.1, 1.0))
         plan.append((p + "attn_output.weight", (E, H * hd), 1 / math.sqrt(H * hd), 0.0))
+        if spec["arch"] == "gemma3":
+            plan.append((p + "post_attention_norm.weight", (E,), 0.1, 1.0))
         plan.append((p + "ffn_norm.weight", (E,), 0.1, 1.0))
         plan.append((p + "ffn_gate.weight", (FF, E), 1 / math.sqrt(E), 0.0))
         plan.append((p + "ffn_up.weight", (FF, E), 1 / math.sqrt(E), 0.0))
         plan.append((p + "ffn_down.weight", (E, FF), 1 / math.sqrt(FF), 0.0))
+        if spec["arch"] == "gemma3":
+            plan.append((p + "post_ffw_norm.weight", (E,), 0.1, 1.0))
     plan.append(("output_norm.weight", (E,), 0.1, 1.0))
     return plan
 
@@ -124,12 +211,30 @@ def write_f16(spec, voc, path):
     w.add_head_count_kv(spec["KV"])
     w.add_rope_freq_base(spec["base"])
     w.add_layer_norm_rms_eps(spec["eps"])
-    if arch == "llama":   # what a converted Llama 3.2 carries beyond qwen2's keys
+    if "scales" in spec:  # granite's multipliers
+        sc = spec["scales"]
+        w.add_embedding_scale(sc["embedding"])
+        w.add_residual_scale(sc["residual"])
+        w.add_attention_scale(sc["attention"])
+        w.add_logit_scale(sc["logit"])
+    if arch in ("llama", "granite", "smollm3"):   # what a converted Llama 3.2 carries beyond qwen2's keys
         w.add_vocab_size(len(voc["tokens"]))
         w.add_rope_dimension_count(spec["hd"])
         w.add_key_length(spec["hd"])
         w.add_value_length(spec["hd"])
+    if arch == "gemma3":  # what convert_hf_to_gguf's Gemma3Model writes
+        w.add_key_length(spec["hd"])
+        w.add_value_length(spec["hd"])
+        w.add_sliding_window(spec["swa"])
+    if arch == "phi3":    # Phi3MiniModel's
+        w.add_rope_dimension_count(spec["hd"])
+        w.add_sliding_window(spec["swa"])
     w.add_file_type(1)
+    if "spm" in voc:
+        for name, kind, val in voc["spm"]:
+            {"arr": w.add_array, "str": w.add_string, "bool": w.add_bool, "u32": w.add_uint32}[kind](name, val)
+        w.add_chat_template(voc["template"])
+        return finish_f16(spec, voc, w)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre(voc["pre"])
     w.add_token_list(voc["tokens"])
@@ -141,6 +246,10 @@ def write_f16(spec, voc, path):
         w.add_pad_token_id(voc["pad"])
     w.add_add_bos_token(voc["add_bos"])
     w.add_chat_template(voc["template"])
+    return finish_f16(spec, voc, w)
+
+
+def finish_f16(spec, voc, w):
     plan = tensor_plan(spec, len(voc["tokens"]))
     for name, shape, _, _ in plan:
         dt = np.float16 if len(shape) == 2 else np.float32

@@ -1,20 +1,29 @@
 #!/usr/bin/env python3
-"""oracle_graphs.py -- the qwen2 and Llama 3.x graphs in real models' shapes against llama.cpp b11669 (issue 20).
+"""oracle_graphs.py -- the qwen2, Llama 3.x, Gemma 3, Granite, SmolLM3 and Phi-3 graphs in real models' shapes against
+llama.cpp b11669 (issue 20).
 
 The models are testing/make_graph_models.py's (`make graph-models`, into build/graph-models): Qwen2.5-0.5B's
 shape (qwen2: Q/K/V biases, NeoX RoPE, the qwen2 vocabulary) and Llama-3.2-1B's (llama with rope_freqs.weight,
-the llama-bpe vocabulary), two layers each, in F16 and Q8_0. For each of the four files:
+the llama-bpe vocabulary), two layers each, and Gemma-3-1B's (gemma3: six layers, five of them with a sliding
+window cut to 128, GeGLU, four norms per layer, Q/K norms, the embedding scale; Llama 2's SPM vocabulary),
+Granite-3.3-2B's (its four multipliers; refact), SmolLM3-3B's (four layers, the 4th without RoPE; llama-bpe) and
+Phi-3-mini's (fused attn_qkv and ffn_up; phi-3), in F16 and Q8_0. For each of the twelve files (--full: every
+file in (b) and (c) too; ORACLE_GRAPHS_ONLY=a,b keeps the models whose names contain a or b):
 
   (a) per-layer dumps: build/kit-llama-dump (libllama) against testing/forward_driver.c, every layer's
       attn_norm, Qcur (after the biases and RoPE), kqv_out, attn_out (llama), ffn_inp, ffn_out, l_out, then
       result_norm, result_output and the logits byte for byte, for a 300-token prompt (tiled attention) and
-      two decode steps; a 20-token prompt (reference kernel) and one step on the F16 files.
-  (b) HTTP (qwen2 F16, llama Q8_0), `bankml serve` and llama-server side by side (`-t 2 -c 4096 -np 1 --jinja`; testing/oracle_e2e.py's
-      helpers): five greedy chat conversations (one multi-turn), a prompt of more than 512 tokens (two
+      two decode steps; a 20-token prompt (reference kernel) and one step on qwen2's, llama's and gemma3's F16
+      files; on gemma3 F16 also
+      200 tokens + 2 one-row steps past the window (the reference kernel masked below it) and 150 tokens
+      with the portable kernels, and `bankml serve` without --swa-full refused with its reason.
+  (b) HTTP (qwen2 F16, llama Q8_0, gemma3 F16 with --swa-full on both), `bankml serve` and llama-server side by side (`-t 2 -c 4096 -np 1 --jinja`; testing/oracle_e2e.py's
+      helpers; --full: granite F16 too): five greedy chat conversations (one multi-turn), a prompt of more than 512 tokens (two
       micro-batches), a seeded sampled chat and a seeded sampled /completion, all with cache_prompt false,
       then a conversation continued with cache_prompt true (the second turn reuses the first's cells):
       status and the whole body equal but ids, times and the receipt.
-  (c) greedy ids (qwen2 Q8_0, llama F16): llama-server /completion on a 530-token id prompt against
+  (c) greedy ids (qwen2 Q8_0, llama F16, gemma3 Q8_0 with llama-server --swa-full; --full: smollm3 F16, phi3
+      Q8_0 too): llama-server /completion on a 530-token id prompt against
       forward_driver's argmax (the prompt crosses a micro-batch; the decode runs past 512 cells with the split-KV kernel).
 
 Prints `N passed, N failed, N skipped`; exits 1 on a failure. Skipped without the kit or ../shared (a failure
@@ -38,13 +47,45 @@ import oracle_forward as fwd  # noqa: E402
 S = oracle.Suite("oracle_graphs")
 e2e.S = S   # the e2e helpers count into this suite
 MODELS_DIR = os.path.join(ROOT, "build", "graph-models")
-MODELS = ["qwen2.5-0.5b-shape-f16", "qwen2.5-0.5b-shape-q8_0", "llama-3.2-1b-shape-f16", "llama-3.2-1b-shape-q8_0"]
+MODELS = ["qwen2.5-0.5b-shape-f16", "qwen2.5-0.5b-shape-q8_0", "llama-3.2-1b-shape-f16", "llama-3.2-1b-shape-q8_0",
+          "gemma-3-1b-shape-f16", "gemma-3-1b-shape-q8_0", "granite-3.3-2b-shape-f16", "granite-3.3-2b-shape-q8_0",
+          "smollm3-3b-shape-f16", "smollm3-3b-shape-q8_0", "phi-3-mini-shape-f16", "phi-3-mini-shape-q8_0"]
+FULL = "--full" in sys.argv[1:]   # HTTP and greedy ids on every file
 # Each graph in both weight types over HTTP or through the greedy ids, one each (the dumps run on all four):
 # CI time (loading 0.2-0.6 GB files into two servers is most of a case's cost).
-HTTP = {"qwen2.5-0.5b-shape-f16", "llama-3.2-1b-shape-q8_0"}
-GREEDY = {"qwen2.5-0.5b-shape-q8_0", "llama-3.2-1b-shape-f16"}
+# CI time: granite, smollm3 and phi3 only by their dumps (their walks are llama's with options); --full adds
+# granite F16 over HTTP and the greedy ids of smollm3 F16 and phi3 Q8_0 (measured equal: docs/oracles.md)
+HTTP = {"qwen2.5-0.5b-shape-f16", "llama-3.2-1b-shape-q8_0", "gemma-3-1b-shape-f16"}
+GREEDY = {"qwen2.5-0.5b-shape-q8_0", "llama-3.2-1b-shape-f16", "gemma-3-1b-shape-q8_0"}
+if FULL:
+    HTTP = GREEDY = set(MODELS)
+elif os.environ.get("ORACLE_GRAPHS_EXTRA"):   # the --full cases of the three (development)
+    HTTP = HTTP | {"granite-3.3-2b-shape-f16"}
+    GREEDY = GREEDY | {"smollm3-3b-shape-f16", "phi-3-mini-shape-q8_0"}
+# gemma3's sliding window: both servers with --swa-full (bankml refuses a window model without it; without it
+# llama-server cuts prompts around its context checkpoints: other bits, measured)
+SWA = {"gemma-3-1b-shape-f16", "gemma-3-1b-shape-q8_0"}
+
+
 def n_vocab(name):
-    return 151936 if name.startswith("qwen2.5") else 128256
+    for prefix, n in (("qwen2.5", 151936), ("gemma", 32000), ("granite", 49216), ("phi-3", 32064)):
+        if name.startswith(prefix):
+            return n
+    return 128256
+
+
+def start_pair(kit, model, fork, extra=()):
+    return oracle.start_both(oracle.Server.llama(kit, model, ctx=e2e.CTX, extra=list(extra)),
+                             oracle.Server.bankml(model, ctx=e2e.CTX, extra=["--fork", fork, *extra]))
+
+
+def swa_refusal(model, fork):
+    """bankml serve on a window model without --swa-full: refused at start, with the reason and the flag."""
+    p = subprocess.run([e2e.BIN, "serve", model, "--fork", fork, "--listen", "127.0.0.1:%d" % oracle.free_port()],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", timeout=60)
+    S.check(f"{os.path.basename(model)}: serve without --swa-full refuses with the reason",
+            p.returncode != 0 and "sliding-window model (window of 128)" in p.stdout and "--swa-full" in p.stdout,
+            f"exit {p.returncode}: {p.stdout[-600:]}")
 
 
 def ensure_graph_models():
@@ -112,21 +153,30 @@ def main():
     if not S.check("build/kit-llama-dump builds", p.returncode == 0, p.stdout[-2000:]):
         S.finish()
     ensure_graph_models()
-    paths = {m: os.path.join(MODELS_DIR, m + ".gguf") for m in MODELS}
+    only = os.environ.get("ORACLE_GRAPHS_ONLY")   # comma-separated substrings of model names (development)
+    models = [m for m in MODELS if not only or any(o in m for o in only.split(","))]
+    paths = {m: os.path.join(MODELS_DIR, m + ".gguf") for m in models}
     tmp = tempfile.mkdtemp(prefix="oracle-graphs-")
     fork = os.path.join(tmp, "graphs.FORK.json")
     e2e.pin(list(paths.values()), fork)
     n_http = 0
     try:
-        for m in MODELS:
+        for m in models:
             t0 = time.time()
             nv = n_vocab(m)
             fwd.dump_case(S, kit, tmp, f"{m} 300 tokens (tiled; decode)", paths[m], fwd.rand_ids(7, 300, 3, nv - 3), 2)
-            if m.endswith("f16"):
+            if m.endswith("f16") and (FULL or m.startswith(("qwen", "llama", "gemma"))):
                 fwd.dump_case(S, kit, tmp, f"{m} 20 tokens (reference)", paths[m], fwd.rand_ids(9, 20, 3, nv - 3), 1)
+            if m == "gemma-3-1b-shape-f16":   # window 128: a decode of one row past it (reference), portable
+                fwd.dump_case(S, kit, tmp, f"{m} 200 tokens + 2 steps (window; reference decode)", paths[m],
+                              fwd.rand_ids(11, 200, 3, nv - 3), 2)
+                fwd.dump_case(S, kit, tmp, f"{m} 150 tokens (portable kernels; tiled past the window)", paths[m],
+                              fwd.rand_ids(13, 150, 3, nv - 3), 1, extra=("-portable", "1"))
+                swa_refusal(paths[m], fork)
+            extra = ["--swa-full"] if m in SWA else []
             if m in HTTP:
                 try:
-                    L, B = e2e.start_pair(kit, paths[m], fork)
+                    L, B = start_pair(kit, paths[m], fork, extra)
                 except oracle.ServerError as e:
                     S.fail(f"servers {m}", str(e)[:800])
                     continue
@@ -137,7 +187,7 @@ def main():
                     B.stop()
             if m in GREEDY:
                 fwd.greedy_case(S, kit, f"{m} (prompt crosses 512, decode past 512 cells)", paths[m],
-                                fwd.rand_ids(19, 530, 3, nv - 3), 32, 1024)
+                                fwd.rand_ids(19, 530, 3, nv - 3), 32, 1024, server_extra=extra)
             print(f"({m}: {time.time() - t0:.1f} s)", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

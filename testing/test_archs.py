@@ -20,7 +20,7 @@ rc, md, err = run(["help", "archs", "--markdown"])
 S.equal("help archs --markdown: exit 0, nothing on stderr", (rc, err), (0, ""))
 rows = [l for l in md.splitlines() if l.startswith("| `")]
 names = [re.match(r"\| `([^`]+)`", l).group(1) for l in rows[1:]] if rows else []
-S.equal("help archs --markdown: one row per architecture, in table order", names, ["llama", "qwen2", "qwen3"])
+S.equal("help archs --markdown: one row per architecture, in table order", names, ["llama", "qwen2", "qwen3", "gemma3", "granite", "smollm3", "phi3"])
 S.check("help archs --markdown: qwen2's optional biases and llama's rope_freqs are listed",
         "`blk.N.attn_q.bias` (optional)" in md and "`rope_freqs.weight` (optional)" in md, md)
 readme = open(os.path.join(oracle.ROOT, "README.md"), encoding="utf-8").read()

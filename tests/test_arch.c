@@ -136,14 +136,106 @@ TEST(arch_table_qwen2)
 
 TEST(arch_table_names_and_lookups)
 {
-    char buf[64];
-    CHECK_INT(fw_arch_count(), 3);
-    CHECK(fw_arch_at(3) == NULL);
-    CHECK_STR(fw_arch_names(buf, sizeof buf), "llama, qwen2, qwen3");
+    char buf[96];
+    CHECK_INT(fw_arch_count(), 7);
+    CHECK(fw_arch_at(7) == NULL);
+    CHECK_STR(fw_arch_names(buf, sizeof buf), "llama, qwen2, qwen3, gemma3, granite, smollm3, phi3");
     CHECK(fw_arch_find("llam", 4) == NULL);
     CHECK(fw_arch_find("llama2", 6) == NULL);
     CHECK(fw_arch_find("llama\0x", 7) == NULL);   /* the length counts */
     CHECK(fw_arch_find("qwen2", 5) == fw_arch_at(1));
     CHECK(fw_arch_find("qwen2moe", 8) == NULL);
-    CHECK(fw_arch_find("gemma3", 6) == NULL);
+    CHECK(fw_arch_find("gemma3", 6) == fw_arch_at(3));
+    CHECK(fw_arch_find("gemma2", 6) == NULL);
+}
+
+TEST(arch_table_gemma3)
+{
+    const fw_arch *a = fw_arch_find("gemma3", 6);
+    CHECK(a != NULL);
+    if (!a) return;
+    CHECK_STR(a->name, "gemma3");
+    CHECK_STR(a->models, "Gemma 3 (270M, 1B, 4B, 12B, 27B text; GeGLU, sliding window: --swa-full)");
+    CHECK_INT(a->id, FW_ARCH_GEMMA3);
+    CHECK_INT(a->rope_neox, 1);
+    CHECK_INT(a->qk_norm, 1);
+    CHECK_INT(a->gemma, 1);
+    CHECK_INT(a->n_layer, 13);
+    check_llama_layer(a);
+    check_top(a, 0);
+    check_desc(&a->layer[9], "attn_q_norm.weight", FW_NORM, FW_DIM_HEAD, FW_DIM_NONE,
+               FW_REQUIRED, offsetof(fw_layer, q_norm));
+    check_desc(&a->layer[10], "attn_k_norm.weight", FW_NORM, FW_DIM_HEAD, FW_DIM_NONE,
+               FW_REQUIRED, offsetof(fw_layer, k_norm));
+    check_desc(&a->layer[11], "post_attention_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE,
+               FW_REQUIRED, offsetof(fw_layer, attn_post_norm));
+    check_desc(&a->layer[12], "post_ffw_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE,
+               FW_REQUIRED, offsetof(fw_layer, ffn_post_norm));
+    CHECK(fw_arch_layer_tensor(a, "attn_q.bias") == NULL);
+    /* the other graphs have none of gemma3's steps */
+    CHECK_INT(fw_arch_at(0)->gemma + fw_arch_at(1)->gemma + fw_arch_at(2)->gemma, 0);
+    CHECK_INT(a->scales + a->nope_step, 0);
+}
+
+/* granite and smollm3: llama's block with options (multipliers; layers
+ * without RoPE). */
+TEST(arch_table_granite_smollm3)
+{
+    const fw_arch *a = fw_arch_find("granite", 7);
+    CHECK(a != NULL);
+    if (!a) return;
+    CHECK(a == fw_arch_at(4));
+    CHECK_STR(a->models, "Granite 3.x (dense)");
+    CHECK_INT(a->id, FW_ARCH_GRANITE);
+    CHECK_INT(a->rope_neox, 0);
+    CHECK_INT(a->qk_norm, 0);
+    CHECK_INT(a->gemma, 0);
+    CHECK_INT(a->scales, 1);
+    CHECK_INT(a->nope_step, 0);
+    CHECK_INT(a->n_layer, 9);
+    check_llama_layer(a);
+    check_top(a, 1);                                 /* rope_freqs, as llama */
+    a = fw_arch_find("smollm3", 7);
+    CHECK(a != NULL);
+    if (!a) return;
+    CHECK(a == fw_arch_at(5));
+    CHECK_STR(a->models, "SmolLM3");
+    CHECK_INT(a->id, FW_ARCH_SMOLLM3);
+    CHECK_INT(a->rope_neox, 0);
+    CHECK_INT(a->scales, 0);
+    CHECK_INT(a->nope_step, 4);
+    CHECK_INT(a->n_layer, 9);
+    check_llama_layer(a);
+    check_top(a, 0);
+    CHECK_INT(fw_arch_at(0)->scales + fw_arch_at(0)->nope_step, 0);
+}
+
+/* phi3: the fused matrices, bound whole (the walk uses row views). */
+TEST(arch_table_phi3)
+{
+    const fw_arch *a = fw_arch_find("phi3", 4);
+    CHECK(a != NULL);
+    if (!a) return;
+    CHECK(a == fw_arch_at(6));
+    CHECK_STR(a->models, "Phi-3 mini 4k, Phi-3 medium 4k (no LongRoPE)");
+    CHECK_INT(a->id, FW_ARCH_PHI3);
+    CHECK_INT(a->rope_neox, 1);
+    CHECK_INT(a->qk_norm + a->gemma + a->scales + a->nope_step, 0);
+    CHECK_INT(a->fused, 1);
+    CHECK_INT(a->n_layer, 6);
+    check_desc(&a->layer[0], "attn_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, FW_REQUIRED,
+               offsetof(fw_layer, attn_norm));
+    check_desc(&a->layer[1], "attn_qkv.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_QKV, FW_REQUIRED,
+               offsetof(fw_layer, wqkv));
+    check_desc(&a->layer[2], "attn_output.weight", FW_MATRIX, FW_DIM_Q, FW_DIM_EMBD, FW_REQUIRED,
+               offsetof(fw_layer, wo));
+    check_desc(&a->layer[3], "ffn_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, FW_REQUIRED,
+               offsetof(fw_layer, ffn_norm));
+    check_desc(&a->layer[4], "ffn_up.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_FF2, FW_REQUIRED,
+               offsetof(fw_layer, gate_up));
+    check_desc(&a->layer[5], "ffn_down.weight", FW_MATRIX, FW_DIM_FF, FW_DIM_EMBD, FW_REQUIRED,
+               offsetof(fw_layer, down));
+    CHECK(fw_arch_layer_tensor(a, "attn_q.weight") == NULL);
+    check_top(a, 0);
+    for (size_t i = 0; i < 6; i++) CHECK_INT(fw_arch_at(i)->fused, 0);
 }

@@ -10,6 +10,7 @@
 
 #include "graph/forward.h"
 #include "file/gguf.h"
+#include "ops/f16.h"
 #include "ops/vec.h"
 #include "test.h"
 
@@ -57,6 +58,23 @@ static void kv_f32(gb *g, const char *k, float v)
     put(g->b, &g->n, &v, 4);
     g->n_kv++;
 }
+static void kv_bool(gb *g, const char *k, int v)
+{
+    put_str(g->b, &g->n, k);
+    put_u32(g->b, &g->n, GGUF_VT_BOOL);
+    g->b[g->n++] = (uint8_t)v;
+    g->n_kv++;
+}
+/* An array of n bools (the per-layer form of a key). */
+static void kv_bools(gb *g, const char *k, size_t n)
+{
+    put_str(g->b, &g->n, k);
+    put_u32(g->b, &g->n, GGUF_VT_ARRAY);
+    put_u32(g->b, &g->n, GGUF_VT_BOOL);
+    put_u64(g->b, &g->n, n);
+    for (size_t i = 0; i < n; i++) g->b[g->n++] = (uint8_t)(i % 2);
+    g->n_kv++;
+}
 static void tensor(gb *g, const char *name, uint32_t type, uint64_t d0, uint64_t d1)
 {
     put_str(g->t, &g->tn, name);
@@ -97,6 +115,15 @@ typedef struct {
     int out_bias, wo_bias;     /* output.bias, blk.0.attn_output.bias */
     uint64_t rope_freqs;       /* rope_freqs.weight of this many floats (0: none) */
     uint32_t rope_freqs_type;  /* its type (0: F32) */
+    uint32_t layers;           /* block_count (0: 1) */
+    uint32_t swa, swa_pattern; /* gemma3: attention.sliding_window, its pattern (0: absent) */
+    int swa_pattern_arr;       /* the pattern as a per-layer array */
+    float swa_base, softcap;   /* rope.freq_base_swa, final_logit_softcapping (0: absent) */
+    int no_post_norm;          /* gemma3 without blk.0.post_ffw_norm.weight */
+    float logit, residual, embd, att;   /* granite's multipliers (0: absent) */
+    int finetuned;             /* granite: rope.scaling.finetuned 1 true, 2 false (0: absent) */
+    int deepstack;             /* granite: a deepstack_mapping key */
+    int longrope;              /* phi3: rope_factors_long/short.weight */
 } spec;
 
 /* A one-layer model (E 64, 2 heads of 32, FFN 128, vocab 32, every weight
@@ -126,13 +153,24 @@ static int build_ok(const spec *s, gguf_header *h)
 #define K(x) (snprintf(k, sizeof k, "%s." x, a), k)
     kv_u32(g, K("context_length"), 2048);
     kv_u32(g, K("embedding_length"), 64);
-    kv_u32(g, K("block_count"), 1);
+    kv_u32(g, K("block_count"), s->layers ? s->layers : 1);
     kv_u32(g, K("feed_forward_length"), 128);
     kv_u32(g, K("attention.head_count"), 2);
     kv_u32(g, K("attention.head_count_kv"), s->n_kv_heads ? s->n_kv_heads : 1);
     if (!s->no_eps) kv_f32(g, K("attention.layer_norm_rms_epsilon"), 1e-5f);
     if (s->rope_dims) kv_u32(g, K("rope.dimension_count"), s->rope_dims);
     if (s->experts) kv_u32(g, K("expert_count"), s->experts);
+    if (s->swa) kv_u32(g, K("attention.sliding_window"), s->swa);
+    if (s->swa_pattern) kv_u32(g, K("attention.sliding_window_pattern"), s->swa_pattern);
+    if (s->swa_pattern_arr) kv_bools(g, K("attention.sliding_window_pattern"), s->layers);
+    if (s->swa_base != 0.0f) kv_f32(g, K("rope.freq_base_swa"), s->swa_base);
+    if (s->softcap != 0.0f) kv_f32(g, K("final_logit_softcapping"), s->softcap);
+    if (s->logit != 0.0f) kv_f32(g, K("logit_scale"), s->logit);
+    if (s->residual != 0.0f) kv_f32(g, K("residual_scale"), s->residual);
+    if (s->embd != 0.0f) kv_f32(g, K("embedding_scale"), s->embd);
+    if (s->att != 0.0f) kv_f32(g, K("attention.scale"), s->att);
+    if (s->finetuned) kv_bool(g, K("rope.scaling.finetuned"), s->finetuned == 1);
+    if (s->deepstack) kv_u32(g, K("deepstack_mapping"), 0);
     if (s->scaling) {
         kv_str(g, K("rope.scaling.type"), s->scaling);
         kv_f32(g, K("rope.scaling.factor"), s->factor);
@@ -146,6 +184,20 @@ static int build_ok(const spec *s, gguf_header *h)
     tensor(g, "output_norm.weight", GGUF_TYPE_F32, 64, 0);
     if (s->untied) tensor(g, "output.weight", GGUF_TYPE_Q8_0, 64, 32);
     tensor(g, "blk.0.attn_norm.weight", nt, 64, 0);
+    if (strcmp(a, "phi3") == 0) {   /* fused: Q + K + V rows, gate + up rows */
+        tensor(g, "blk.0.attn_qkv.weight", wt, 64, 64 + 2 * kvd);
+        tensor(g, "blk.0.attn_output.weight", GGUF_TYPE_F16, 64, 64);
+        tensor(g, "blk.0.ffn_norm.weight", GGUF_TYPE_F32, 64, 0);
+        tensor(g, "blk.0.ffn_up.weight", GGUF_TYPE_Q8_0, 64, 256);
+        tensor(g, "blk.0.ffn_down.weight", GGUF_TYPE_BF16, 128, 64);
+        if (s->longrope) {
+            tensor(g, "rope_factors_long.weight", GGUF_TYPE_F32, 16, 0);
+            tensor(g, "rope_factors_short.weight", GGUF_TYPE_F32, 16, 0);
+        }
+        int rc = finish(g, h);
+        free(g);
+        return rc;
+    }
     tensor(g, "blk.0.attn_q.weight", wt, 64, 64);
     tensor(g, "blk.0.attn_k.weight", GGUF_TYPE_F16, 64, s->bad_k_shape ? 64 : kvd);
     tensor(g, "blk.0.attn_v.weight", GGUF_TYPE_F16, 64, kvd);
@@ -167,9 +219,13 @@ static int build_ok(const spec *s, gguf_header *h)
     if (s->rope_freqs)
         tensor(g, "rope_freqs.weight", s->rope_freqs_type ? s->rope_freqs_type : GGUF_TYPE_F32,
                s->rope_freqs, 0);
-    if (strcmp(a, "qwen3") == 0) {
+    if (strcmp(a, "qwen3") == 0 || strcmp(a, "gemma3") == 0) {
         if (!s->no_qnorm) tensor(g, "blk.0.attn_q_norm.weight", GGUF_TYPE_F32, 32, 0);
         tensor(g, "blk.0.attn_k_norm.weight", GGUF_TYPE_F32, 32, 0);
+    }
+    if (strcmp(a, "gemma3") == 0) {
+        tensor(g, "blk.0.post_attention_norm.weight", GGUF_TYPE_F32, 64, 0);
+        if (!s->no_post_norm) tensor(g, "blk.0.post_ffw_norm.weight", GGUF_TYPE_F32, 64, 0);
     }
     int rc = finish(g, h);
     free(g);
@@ -178,8 +234,10 @@ static int build_ok(const spec *s, gguf_header *h)
 
 TEST(plan_refuses_architecture)
 {
-    spec s = { .arch = "gemma3" };
-    CHECK_STR(verdict_ok(&s, NULL), "architecture gemma3 is not supported (llama, qwen2, qwen3)");
+    spec s = { .arch = "gemma4" };
+    CHECK_STR(verdict_ok(&s, NULL),
+              "architecture gemma4 is not supported (llama, qwen2, qwen3, gemma3, granite, "
+              "smollm3, phi3)");
 }
 
 TEST(plan_qwen2_biases)
@@ -206,6 +264,128 @@ TEST(plan_qwen2_biases)
     /* llama's graph has no Q/K/V biases (llama.cpp's would add them: refused) */
     memset(&s, 0, sizeof s); s.qkv_bias = 1;
     CHECK_STR(verdict_ok(&s, NULL), "blk.0.attn_q.bias: biases are not supported");
+}
+
+/* gemma3 (one layer of tensors, so the block count stays 1 where the
+ * tensors are checked): the keys llama_model_gemma3 reads and its refusals. */
+TEST(plan_gemma3)
+{
+    spec s;
+    fw_hparams hp;
+    memset(&s, 0, sizeof s); s.arch = "gemma3";
+    CHECK_STR(verdict_ok(&s, &hp), "");              /* no window: every layer global */
+    CHECK_INT(hp.arch, FW_ARCH_GEMMA3);
+    CHECK_INT(hp.rope_neox, 1);
+    CHECK_INT(hp.n_swa, 0);
+    CHECK_INT(hp.is_swa[0], 0);
+    CHECK(hp.kq_scale == 1.0f);                      /* Q is scaled instead */
+    CHECK(hp.q_scale == 1.0f / sqrtf(32.0f));        /* 1/sqrt(head_dim) */
+    CHECK(hp.embd_scale == sqrtf(64.0f));
+    s.swa = 16;                                      /* window 16, pattern 6: layer 0 is a window one */
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK_INT(hp.n_swa, 16);
+    CHECK_INT(hp.is_swa[0], 1);
+    CHECK(hp.rope_base_swa == 10000.0f);             /* the default of rope_freq_base_train_swa */
+    CHECK(hp.rope_base == 10000.0f);
+    s.swa_pattern = 1;                               /* il % 1 < 0: none is a window layer */
+    s.swa_base = 5000.0f;
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK_INT(hp.is_swa[0], 0);
+    CHECK(hp.rope_base_swa == 5000.0f);
+    s.swa_pattern = 0; s.swa_pattern_arr = 1; s.layers = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "gemma3.attention.sliding_window_pattern: per-layer arrays "
+              "are not supported (a number is)");
+    memset(&s, 0, sizeof s); s.arch = "gemma3"; s.softcap = 30.0f;
+    CHECK_STR(verdict_ok(&s, NULL), "final logit soft-capping (30) is not supported");
+    memset(&s, 0, sizeof s); s.arch = "gemma3"; s.no_post_norm = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "blk.0.post_ffw_norm.weight is missing");
+    memset(&s, 0, sizeof s); s.arch = "gemma3"; s.no_qnorm = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "blk.0.attn_q_norm.weight is missing");
+    /* the post-norms belong to gemma3's graph only */
+    memset(&s, 0, sizeof s); s.arch = "qwen3";
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK(hp.q_scale == 0.0f && hp.embd_scale == 0.0f && hp.n_swa == 0);
+}
+
+/* GeGLU through ggml's gelu table: entries and the +-10 edges, as
+ * ggml_vec_geglu_f32 (the table itself is held to the library's in
+ * oracle_graphs: every entry). */
+TEST(geglu_table_and_edges)
+{
+    const uint16_t *t = vec_gelu_table();
+    CHECK_INT(t[0x0000], 0x0000);                    /* gelu(0) = 0 */
+    CHECK_INT(t[0x3c00], 0x3abb);                    /* gelu(1) = 0.8412 -> f16 0.8413 */
+    CHECK_INT(t[0xbc00], 0xb115);                    /* gelu(-1) = -0.1588 */
+    float g[4] = { -10.0f, 10.0f, 1.0f, -20.0f }, u[4] = { 3.0f, 0.5f, 2.0f, 7.0f }, y[4];
+    vec_geglu(y, g, u, 4);
+    CHECK(y[0] == 0.0f);                             /* <= -10: 0 */
+    CHECK(y[1] == 5.0f);                             /* >= 10: g * u */
+    CHECK(y[2] == f16_to_f32(0x3abb) * 2.0f);        /* the table, widened, times u */
+    CHECK(y[3] == 0.0f);
+}
+
+/* granite's multipliers and RoPE switch; smollm3's layers without RoPE. */
+TEST(plan_granite_and_smollm3)
+{
+    spec s;
+    fw_hparams hp;
+    memset(&s, 0, sizeof s); s.arch = "granite";
+    CHECK_STR(verdict_ok(&s, NULL), "granite.logit_scale is missing");   /* required, as in llama.cpp */
+    s.logit = 8.0f;
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK_INT(hp.arch, FW_ARCH_GRANITE);
+    CHECK_INT(hp.rope_neox, 0);
+    CHECK(hp.logit_mul == 0.125f);
+    CHECK(hp.residual_scale == 0.0f && hp.embd_scale == 0.0f);
+    CHECK(hp.kq_scale == 1.0f / sqrtf(32.0f));       /* no attention.scale: 1/sqrt(head_dim) */
+    CHECK_INT(hp.rope_off[0], 0);
+    s.residual = 0.22f; s.embd = 12.0f; s.att = 0.015625f; s.finetuned = 1;
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK(hp.residual_scale == 0.22f && hp.embd_scale == 12.0f && hp.kq_scale == 0.015625f);
+    CHECK_INT(hp.rope_off[0], 0);
+    s.finetuned = 2;                                  /* false: no layer rotated */
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK_INT(hp.rope_off[0], 1);
+    s.finetuned = 0; s.deepstack = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "granite.deepstack_mapping (multimodal deepstack) is not supported");
+    memset(&s, 0, sizeof s); s.arch = "granite"; s.logit = 8.0f; s.wo_bias = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "blk.0.attn_output.bias: biases are not supported");
+    memset(&s, 0, sizeof s); s.arch = "granite"; s.logit = 8.0f; s.rope_freqs = 16;
+    CHECK_STR(verdict_ok(&s, &hp), "");               /* granite reads rope_freqs as llama does */
+    memset(&s, 0, sizeof s); s.arch = "smollm3";
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK_INT(hp.arch, FW_ARCH_SMOLLM3);
+    CHECK_INT(hp.rope_off[0], 0);                     /* (0 + 1) % 4 != 0 */
+    CHECK(hp.logit_mul == 0.0f);
+    s.rope_freqs = 16;
+    CHECK_STR(verdict_ok(&s, NULL), "rope_freqs.weight: rope factors are not supported");
+}
+
+/* phi3: the fused matrices in their shapes, Q scaled after RoPE, the
+ * sliding-window key dropped (llama.cpp plays phi3 dense), LongRoPE refused. */
+TEST(plan_phi3)
+{
+    spec s;
+    fw_hparams hp;
+    memset(&s, 0, sizeof s); s.arch = "phi3";
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK_INT(hp.arch, FW_ARCH_PHI3);
+    CHECK_INT(hp.rope_neox, 1);
+    CHECK(hp.q_scale == 1.0f / sqrtf(32.0f) && hp.kq_scale == 1.0f);
+    s.swa = 2047;
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK_INT(hp.n_swa, 0);
+    CHECK_INT(hp.is_swa[0], 0);
+    s.n_kv_heads = 2;                               /* attn_qkv of 64 + 2 * 64 rows */
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    memset(&s, 0, sizeof s); s.arch = "phi3"; s.longrope = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "rope_factors_long.weight: LongRoPE factors (Phi-3 128k, "
+              "Phi-3.5, Phi-4-mini) are not supported");
+    memset(&s, 0, sizeof s); s.arch = "phi3"; s.rope_dims = 16;
+    CHECK_STR(verdict_ok(&s, NULL), "partial RoPE is not supported (16 of 32 dimensions)");
+    /* separate Q/K/V are not phi3's tensors */
+    memset(&s, 0, sizeof s); s.extra_qkv = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "blk.0.attn_qkv.weight: fused QKV is not supported");
 }
 
 TEST(plan_llama3_rope_freqs)

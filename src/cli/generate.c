@@ -34,6 +34,7 @@ static const arg_opt generate_opts[] = {
     {"--max", NULL, "N", NULL, "256", "tokens to generate at most", ARG_OWN, NULL, NULL},
     {"--json", NULL, NULL, NULL, "", "print the answer as one JSON object (content, token counts, finish reason)", ARG_OWN, NULL, NULL},
     {"--sample", NULL, NULL, NULL, "", "sample with llama-server's chain (default: greedy argmax)", ARG_OWN, NULL, NULL},
+    {"--swa-full", NULL, NULL, NULL, "", "as llama-server --swa-full: a sliding-window model (gemma3) plays only with it", ARG_OWN, NULL, NULL},
     {"--fork", NULL, "F", NULL, "models.FORK.json", "the pin file", ARG_OWN, NULL, NULL},
     {"--temp", NULL, "T", NULL, "0.8", "temperature (with --sample)", ARG_OWN, NULL, NULL},
     {"--top-k", NULL, "K", NULL, "40", "top-k", ARG_OWN, NULL, NULL},
@@ -232,7 +233,7 @@ int cmd_generate(int argc, char **argv)
             return BANKML_EXIT_IO;
         }
     }
-    engine_opts o = {.n_ctx = 4096, .llama_threads = 2};
+    engine_opts o = {.n_ctx = 4096, .llama_threads = 2, .swa_full = args_bool(&a, "--swa-full", 0)};
     engine *e = engine_new(&o, &er);
     if (!e || engine_add(e, a.pos[0], a.pos[0], fork, 1) != 0) {
         fprintf(stderr, "bankml generate: %s\n", e ? "out of memory" : er.msg);

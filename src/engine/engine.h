@@ -72,6 +72,8 @@ typedef struct {
     int n_parallel;            /* its -np: slots, each with its own pad256(pad256(-c) / N) cells; 0 = 1;
                                   < 0 (llama-server's auto: 4 slots, unified KV) is refused */
     int kv_unified;            /* its -kvu: one cache for every slot; refused with -np > 1 */
+    int swa_full;              /* its --swa-full: the window layers' cache full size, no context
+                                  checkpoints; a sliding-window model (gemma3) is refused without it */
     float slot_prompt_similarity;   /* its -sps; 0 = 0.10 (its default); < 0 = its 0.0 (the rule off) */
     const char *alias;         /* llama-server's --alias: the startup model's name in answers; NULL: none */
     const char *chat_template; /* --chat-template / --chat-template-file: every model's template instead of its

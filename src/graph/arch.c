@@ -61,15 +61,47 @@ static const fw_tensor_desc layer_qwen3[] = {
     LAY("attn_k_norm.weight", FW_NORM, FW_DIM_HEAD, FW_DIM_NONE, k_norm),
 };
 
+/* gemma3: llama's tensors (no biases), Q/K norms, and a norm after each
+ * block (llama.cpp's attn_post_norm, ffn_post_norm). */
+static const fw_tensor_desc layer_gemma3[] = {
+    LLAMA_LAYER,
+    LAY("attn_q_norm.weight", FW_NORM, FW_DIM_HEAD, FW_DIM_NONE, q_norm),
+    LAY("attn_k_norm.weight", FW_NORM, FW_DIM_HEAD, FW_DIM_NONE, k_norm),
+    LAY("post_attention_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, attn_post_norm),
+    LAY("post_ffw_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, ffn_post_norm),
+};
+
+/* phi3: the fused Q/K/V matrix and the fused gate/up matrix (ffn_up, 2 n_ff
+ * rows: gate then up, as ggml_swiglu splits it). */
+static const fw_tensor_desc layer_phi3[] = {
+    LAY("attn_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, attn_norm),
+    LAY("attn_qkv.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_QKV, wqkv),
+    LAY("attn_output.weight", FW_MATRIX, FW_DIM_Q, FW_DIM_EMBD, wo),
+    LAY("ffn_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, ffn_norm),
+    LAY("ffn_up.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_FF2, gate_up),
+    LAY("ffn_down.weight", FW_MATRIX, FW_DIM_FF, FW_DIM_EMBD, down),
+};
+
 #define N(a) (sizeof a / sizeof *a)
 
 static const fw_arch table[] = {
-    { "llama", "Llama 2, Llama 3.1/3.2 (rope_freqs), SmolLM2", FW_ARCH_LLAMA, 0, 0, top_llama3,
+    { "llama", "Llama 2, Llama 3.1/3.2 (rope_freqs), SmolLM2", FW_ARCH_LLAMA, 0, 0, 0, 0, 0, 0, top_llama3,
       N(top_llama3), layer_llama, N(layer_llama) },
-    { "qwen2", "Qwen2.5, Qwen2.5-Coder, DeepSeek-R1-Distill-Qwen", FW_ARCH_QWEN2, 1, 0, top_llama,
+    { "qwen2", "Qwen2.5, Qwen2.5-Coder, DeepSeek-R1-Distill-Qwen", FW_ARCH_QWEN2, 1, 0, 0, 0, 0, 0, top_llama,
       N(top_llama), layer_qwen2, N(layer_qwen2) },
-    { "qwen3", "Qwen3 (dense)", FW_ARCH_QWEN3, 1, 1, top_llama, N(top_llama), layer_qwen3,
+    { "qwen3", "Qwen3 (dense)", FW_ARCH_QWEN3, 1, 1, 0, 0, 0, 0, top_llama, N(top_llama), layer_qwen3,
       N(layer_qwen3) },
+    { "gemma3", "Gemma 3 (270M, 1B, 4B, 12B, 27B text; GeGLU, sliding window: --swa-full)",
+      FW_ARCH_GEMMA3, 1, 1, 1, 0, 0, 0, top_llama, N(top_llama), layer_gemma3, N(layer_gemma3) },
+    /* granite: llama's block with four multipliers; llama.cpp reads rope_freqs for it too */
+    { "granite", "Granite 3.x (dense)", FW_ARCH_GRANITE, 0, 0, 0, 1, 0, 0, top_llama3, N(top_llama3),
+      layer_llama, N(layer_llama) },
+    /* smollm3: llama's block, every 4th layer without RoPE (no rope_freqs: llama.cpp does not read it) */
+    { "smollm3", "SmolLM3", FW_ARCH_SMOLLM3, 0, 0, 0, 0, 4, 0, top_llama, N(top_llama), layer_llama,
+      N(layer_llama) },
+    /* phi3: fused matrices; its sliding_window key is read and dropped by llama.cpp (dense) */
+    { "phi3", "Phi-3 mini 4k, Phi-3 medium 4k (no LongRoPE)", FW_ARCH_PHI3, 1, 0, 0, 0, 0, 1,
+      top_llama, N(top_llama), layer_phi3, N(layer_phi3) },
 };
 
 const fw_arch *fw_arch_find(const char *name, size_t len)

@@ -28,7 +28,9 @@ enum {
     FW_DIM_FF,         /* n_ff */
     FW_DIM_HEAD,       /* head_dim */
     FW_DIM_VOCAB,      /* n_vocab (token_embd's second dimension decides it) */
-    FW_DIM_ROT2        /* head_dim / 2: one RoPE frequency factor per rotated pair */
+    FW_DIM_ROT2,       /* head_dim / 2: one RoPE frequency factor per rotated pair */
+    FW_DIM_QKV,        /* head_dim * (n_head + 2 * n_head_kv): a fused Q, K, V product */
+    FW_DIM_FF2         /* 2 * n_ff: a fused gate and up product */
 };
 
 enum {
@@ -47,7 +49,9 @@ enum {
 typedef struct {
     float *attn_norm, *ffn_norm, *q_norm, *k_norm;   /* owned copies (small) */
     float *bq, *bk, *bv;      /* Q, K, V biases (qwen2), added after the products; owned */
+    float *attn_post_norm, *ffn_post_norm;   /* gemma3: RMS norms of each block's output; owned */
     wt_matrix wq, wk, wv, wo, gate, up, down;
+    wt_matrix wqkv, gate_up;  /* fused (phi3): bound, then wq/wk/wv and gate/up are row views of them */
 } fw_layer;
 
 /* The bound tensors outside the layers. */
@@ -71,6 +75,14 @@ typedef struct {
     int id;            /* FW_ARCH_* (forward.h) */
     int rope_neox;     /* 1: RoPE on halves (NEOX), 0: on adjacent pairs */
     int qk_norm;       /* 1: per-head RMS norms of Q and K before RoPE */
+    int gemma;         /* 1: gemma3's block: embedding scaled by sqrt(n_embd), Q scaled after
+                          RoPE (kq_scale 1), each block's output RMS-normed (attn_post_norm,
+                          ffn_post_norm) before its residual add, GeGLU instead of SwiGLU,
+                          sliding-window layers with their own RoPE base */
+    int scales;        /* 1: granite's embedding, residual, attention and logit multipliers */
+    int nope_step;     /* > 0: layers il with (il + 1) % nope_step == 0 have no RoPE (smollm3: 4) */
+    int fused;         /* 1: attn_qkv and ffn_up (gate rows, then up rows) are fused (phi3), and Q is
+                          scaled by 1/sqrt(head_dim) after RoPE (kq_scale 1) */
     const fw_tensor_desc *top;   /* the first is token_embd.weight */
     size_t n_top;
     const fw_tensor_desc *layer; /* in the planner's checking order */

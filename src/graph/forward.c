@@ -55,6 +55,7 @@ struct fw_seq {
     kv_cache kv;
     /* activations for one micro-batch (token-major rows) */
     float *x, *xn, *q, *k, *v, *att, *ao, *g, *u, *fo, *rope;
+    float *rope_swa;            /* the window layers' RoPE tables (gemma3), or NULL */
     uint8_t *act;               /* a product's converted activations */
     size_t act_len;
     float *logits;              /* n_vocab: the last token's */
@@ -129,6 +130,9 @@ static void unknown_reason(const char *name, char *err, size_t errlen)
         bk_err(err, errlen, "%s: fused QKV is not supported", name);
     else if (n > 5 && strcmp(name + n - 5, ".bias") == 0)
         bk_err(err, errlen, "%s: biases are not supported", name);
+    else if (strstr(name, "rope_factors_long") || strstr(name, "rope_factors_short"))
+        bk_err(err, errlen, "%s: LongRoPE factors (Phi-3 128k, Phi-3.5, Phi-4-mini) are not supported",
+               name);
     else if (strstr(name, "rope_freqs") || strstr(name, "rope_factors"))
         bk_err(err, errlen, "%s: rope factors are not supported", name);
     else if (strstr(name, "_exps") || strstr(name, "ffn_gate_inp"))
@@ -211,6 +215,8 @@ static uint64_t dim_of(const fw_hparams *hp, int d)
     case FW_DIM_HEAD: return hp->head_dim;
     case FW_DIM_VOCAB: return hp->n_vocab;
     case FW_DIM_ROT2: return hp->head_dim / 2;
+    case FW_DIM_QKV: return (uint64_t)hp->head_dim * (hp->n_head + 2ull * hp->n_head_kv);
+    case FW_DIM_FF2: return 2ull * hp->n_ff;
     }
     return 0;
 }
@@ -298,6 +304,80 @@ static int plan_tensors(const gguf_header *h, const fw_arch *A, fw_hparams *hp, 
     return 0;
 }
 
+/* gemma3's own keys and constants, as llama_model_gemma3::load_arch_hparams
+ * and its graph read them: the sliding window (a layer il is a window layer
+ * when il % pattern < pattern - 1; pattern 6 when the key is absent), the
+ * window layers' RoPE base, the query scale (27B, 62 layers: by n_embd /
+ * n_head, else by the head size) and the embedding scale sqrtf(n_embd). */
+static int plan_gemma(const gguf_header *h, const char *arch, fw_hparams *hp, char *err,
+                      size_t errlen)
+{
+    if (get_u32(h, arch, "attention.sliding_window", 0, 0, &hp->n_swa, err, errlen)) return -1;
+    if (hp->n_swa > 0) {
+        const gguf_kv *pk = akv(h, arch, "attention.sliding_window_pattern");
+        uint32_t np = 6;
+        if (pk && pk->type == GGUF_VT_ARRAY) {
+            bk_err(err, errlen, "%s.attention.sliding_window_pattern: per-layer arrays are not "
+                   "supported (a number is)", arch);
+            return -1;
+        }
+        if (get_u32(h, arch, "attention.sliding_window_pattern", 0, 6, &np, err, errlen))
+            return -1;
+        for (uint32_t il = 0; il < hp->n_layer; il++)
+            hp->is_swa[il] = np == 0 || il % np < np - 1;
+        if (get_f32(h, arch, "rope.freq_base_swa", 0, 10000.0f, &hp->rope_base_swa, err, errlen))
+            return -1;
+        if (!(hp->rope_base_swa > 0.0f)) {
+            bk_err(err, errlen, "%s.rope.freq_base_swa must be positive", arch);
+            return -1;
+        }
+    }
+    float cap = 0.0f;
+    if (get_f32(h, arch, "final_logit_softcapping", 0, 0.0f, &cap, err, errlen)) return -1;
+    if (cap != 0.0f) {
+        bk_err(err, errlen, "final logit soft-capping (%g) is not supported", (double)cap);
+        return -1;
+    }
+    hp->q_scale = hp->n_layer == 62 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
+                                    : 1.0f / sqrtf((float)hp->head_dim);
+    hp->kq_scale = 1.0f;
+    hp->embd_scale = sqrtf((float)hp->n_embd);
+    return 0;
+}
+
+/* granite's multipliers, as llama_model_granite::load_arch_hparams reads
+ * them (logit_scale required, the others 0 = unused), and its RoPE switch
+ * (rope.scaling.finetuned false: no layer is rotated). */
+static int plan_granite(const gguf_header *h, const char *arch, fw_hparams *hp, char *err,
+                        size_t errlen)
+{
+    float logit = 0.0f, att = 0.0f;
+    if (get_f32(h, arch, "logit_scale", 1, 0.0f, &logit, err, errlen) ||
+        get_f32(h, arch, "residual_scale", 0, 0.0f, &hp->residual_scale, err, errlen) ||
+        get_f32(h, arch, "embedding_scale", 0, 0.0f, &hp->embd_scale, err, errlen) ||
+        get_f32(h, arch, "attention.scale", 0, 0.0f, &att, err, errlen))
+        return -1;
+    if (!(logit != 0.0f) || !isfinite(logit)) {
+        bk_err(err, errlen, "%s.logit_scale %g is not supported (a finite, non-zero number)", arch,
+               (double)logit);
+        return -1;
+    }
+    hp->logit_mul = 1.0f / logit;
+    if (att != 0.0f) hp->kq_scale = att;
+    if (akv(h, arch, "deepstack_mapping")) {
+        bk_err(err, errlen, "%s.deepstack_mapping (multimodal deepstack) is not supported", arch);
+        return -1;
+    }
+    const gguf_kv *ft = akv(h, arch, "rope.scaling.finetuned");
+    uint64_t fv = 1;
+    if (ft && (ft->type == GGUF_VT_ARRAY || !gguf_kv_u64(ft, &fv))) {
+        bk_err(err, errlen, "%s.rope.scaling.finetuned is not a boolean", arch);
+        return -1;
+    }
+    if (fv == 0) memset(hp->rope_off, 1, hp->n_layer);
+    return 0;
+}
+
 int fw_plan(const gguf_header *h, fw_hparams *hp, char *err, size_t errlen)
 {
     memset(hp, 0, sizeof *hp);
@@ -323,8 +403,9 @@ int fw_plan(const gguf_header *h, fw_hparams *hp, char *err, size_t errlen)
         get_u32(h, arch, "feed_forward_length", 1, 0, &hp->n_ff, err, errlen) ||
         get_u32(h, arch, "attention.head_count", 1, 0, &hp->n_head, err, errlen))
         return -1;
-    if (hp->n_layer == 0 || hp->n_layer > 512) {
-        bk_err(err, errlen, "%s.block_count %u is out of range (1 to 512)", arch, hp->n_layer);
+    if (hp->n_layer == 0 || hp->n_layer > FW_MAX_LAYERS) {
+        bk_err(err, errlen, "%s.block_count %u is out of range (1 to %d)", arch, hp->n_layer,
+               FW_MAX_LAYERS);
         return -1;
     }
     if (hp->n_embd == 0 || hp->n_head == 0 || hp->n_ff == 0) {
@@ -425,6 +506,14 @@ int fw_plan(const gguf_header *h, fw_hparams *hp, char *err, size_t errlen)
     }
     hp->attn_factor *= rope_attn;
     hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
+    if (A->gemma && plan_gemma(h, arch, hp, err, errlen)) return -1;
+    if (A->scales && plan_granite(h, arch, hp, err, errlen)) return -1;
+    if (A->fused) {   /* phi3: ggml_scale(Q, 1/sqrtf(head_dim)) after RoPE, attention scale 1 */
+        hp->q_scale = 1.0f / sqrtf((float)hp->head_dim);
+        hp->kq_scale = 1.0f;
+    }
+    for (uint32_t il = 0; A->nope_step && il < hp->n_layer; il++)
+        hp->rope_off[il] = (il + 1) % (uint32_t)A->nope_step == 0;
 
     return plan_tensors(h, A, hp, err, errlen);
 }
@@ -516,10 +605,41 @@ static int prepare_weight(fw_weights *w, wt_matrix *m, const char *name, char *e
     return 0;
 }
 
+/* Rows [r0, r0 + n) of a bound matrix in the map, as a matrix of its own. */
+static wt_matrix row_view(const wt_matrix *m, size_t r0, size_t n)
+{
+    wt_matrix v = *m;
+    v.data = m->data + r0 * m->row_bytes;
+    v.rows = n;
+    v.size = n * m->row_bytes;
+    return v;
+}
+
+/* phi3: wq, wk, wv as row views of attn_qkv, gate and up of ffn_up (gate
+ * rows first: ggml_swiglu takes silu of the first half). Each output row of
+ * a product is one row's dot products, so the views give the fused product's
+ * bits; each view is prepared (repacked) on its own. */
+static int split_fused(fw_weights *w, fw_layer *L, uint32_t il, char *err, size_t errlen)
+{
+    const size_t qd = w->q_dim, kvd = w->kv_dim, F = w->hp.n_ff;
+    char nm[96];
+    L->wq = row_view(&L->wqkv, 0, qd);
+    L->wk = row_view(&L->wqkv, qd, kvd);
+    L->wv = row_view(&L->wqkv, qd + kvd, kvd);
+    L->gate = row_view(&L->gate_up, 0, F);
+    L->up = row_view(&L->gate_up, F, F);
+    wt_matrix *parts[5] = { &L->wq, &L->wk, &L->wv, &L->gate, &L->up };
+    for (int i = 0; i < 5; i++) {
+        snprintf(nm, sizeof nm, "blk.%u.%s", il, i < 3 ? "attn_qkv.weight" : "ffn_up.weight");
+        if (prepare_weight(w, parts[i], nm, err, errlen)) return -1;
+    }
+    return 0;
+}
+
 static int bind_all(fw_weights *w, char *err, size_t errlen)
 {
     const fw_arch *A = w->arch;
-    w->owned = calloc((size_t)w->hp.n_layer * A->n_layer + A->n_top, sizeof *w->owned);
+    w->owned = calloc((size_t)w->hp.n_layer * (A->n_layer + 5) + A->n_top, sizeof *w->owned);
     if (!w->owned) {
         bk_err(err, errlen, "out of memory");
         return -1;
@@ -544,11 +664,14 @@ static int bind_all(fw_weights *w, char *err, size_t errlen)
             snprintf(nm, sizeof nm, "blk.%u.%s", il, d->name);
             if (d->presence == FW_OPTIONAL && !gguf_tensor_find(w->h, nm)) continue;
             if (bind_desc(w, d, nm, &w->layers[il], err, errlen)) return -1;
+            if (d->off == offsetof(fw_layer, wqkv) || d->off == offsetof(fw_layer, gate_up))
+                continue;   /* prepared as its views (split_fused) */
             if (d->kind == FW_MATRIX &&
                 prepare_weight(w, (wt_matrix *)(void *)((char *)&w->layers[il] + d->off), nm,
                                err, errlen))
                 return -1;
         }
+        if (A->fused && split_fused(w, &w->layers[il], il, err, errlen)) return -1;
     }
     return 0;
 }
@@ -565,6 +688,8 @@ void fw_weights_close(fw_weights *w)
             free(w->layers[i].bq);
             free(w->layers[i].bk);
             free(w->layers[i].bv);
+            free(w->layers[i].attn_post_norm);
+            free(w->layers[i].ffn_post_norm);
         }
     }
     free(w->layers);
@@ -663,7 +788,7 @@ void fw_seq_free(fw_seq *s)
     if (!s) return;
     kv_free(&s->kv);
     free(s->x); free(s->xn); free(s->q); free(s->k); free(s->v); free(s->att);
-    free(s->ao); free(s->g); free(s->u); free(s->fo); free(s->rope);
+    free(s->ao); free(s->g); free(s->u); free(s->fo); free(s->rope); free(s->rope_swa);
     free(s->act); free(s->logits);
     attn_scratch_free(s->scr);
     free(s);
@@ -703,6 +828,7 @@ int fw_seq_new(fw_seq **out, const fw_weights *w, size_t n_ctx, char *err, size_
     s->act_len = nu * wt_act_bytes_max(kmax);
     s->act = alloc0(s->act_len, 1, &fail);
     s->rope = alloc0(nu * hp->head_dim, sizeof(float), &fail);
+    if (hp->n_swa) s->rope_swa = alloc0(nu * hp->head_dim, sizeof(float), &fail);
     s->logits = alloc0(hp->n_vocab, sizeof(float), &fail);
     if (!fail && !(s->scr = attn_scratch_new(par_threads(w->pool), hp->head_dim))) fail = 1;
     if (fail) {
@@ -771,6 +897,7 @@ static int embed(fw_seq *s, const int32_t *ids, size_t n, char *err, size_t errl
 typedef struct {
     fw_seq *s;
     size_t n_tok;
+    const float *rope;          /* this layer's RoPE tables (one per token), or NULL: none */
 } qk_ctx;
 
 static void qk_job(void *ctx, size_t r0, size_t r1, int worker)
@@ -786,11 +913,11 @@ static void qk_job(void *ctx, size_t r0, size_t r1, int worker)
         const size_t jj = is_q ? j : j - nq;
         const size_t nh = is_q ? hp->n_head : hp->n_head_kv;
         float *row = (is_q ? s->q : s->k) + jj * hd;
-        const float *table = s->rope + (jj / nh) * hd;
+        const float *table = c->rope ? c->rope + (jj / nh) * hd : NULL;
         if (w->arch->qk_norm)
             vec_rms_norm(w->simd, row, row, is_q ? s->cur->q_norm : s->cur->k_norm, 1, hd,
                          hp->rms_eps);
-        vec_rope(w->simd, row, 1, 1, hd, hp->rope_neox, table);
+        if (c->rope) vec_rope(w->simd, row, 1, 1, hd, hp->rope_neox, table);
     }
 }
 
@@ -830,15 +957,21 @@ static int attention(fw_seq *s, uint32_t il, size_t n, size_t first, char *err, 
     add_bias(s->q, L->bq, n, qd);
     add_bias(s->k, L->bk, n, kvd);
     add_bias(s->v, L->bv, n, kvd);
-    qk_ctx qk = { s, n };
+    const int swa = hp->n_swa && hp->is_swa[il];
+    qk_ctx qk = { s, n, hp->rope_off[il] ? NULL : swa ? s->rope_swa : s->rope };
     par_rows(w->pool, qk_job, &qk, n * (hp->n_head + hp->n_head_kv), 16);
-    tap(s, "Qcur", (int)il, s->q, n, qd, first);
+    if (!w->arch->fused) tap(s, "Qcur", (int)il, s->q, n, qd, first);
     tap(s, "Kcur", (int)il, s->k, n, kvd, first);
     tap(s, "Vcur", (int)il, s->v, n, kvd, first);
+    if (hp->q_scale != 0.0f)   /* gemma3, phi3: ggml_scale of Q after RoPE, kq_scale 1 */
+        for (size_t i = 0; i < n * qd; i++) s->q[i] = s->q[i] * hp->q_scale;
+    if (w->arch->fused)   /* phi3 names the scaled Q "Qcur" too (the name the dump keeps) */
+        tap(s, "Qcur", (int)il, s->q, n, qd, first);
     kv_write(&s->kv, il, first, s->k, s->v, n);
     const attn_args a = { hp->head_dim, hp->n_head, hp->n_head_kv, qd, kvd, hp->kq_scale,
                           w->llama_threads, s->q, s->att, kv_layer_k(&s->kv, il),
-                          kv_layer_v(&s->kv, il), n, first, n_kv_for(s, first + n) };
+                          kv_layer_v(&s->kv, il), n, first, n_kv_for(s, first + n),
+                          swa ? hp->n_swa : 0 };
     attn_flash(w->pool, w->simd, &a, s->scr);
     tap(s, "kqv_out", (int)il, s->att, n, qd, first);
     const wt_matrix *wo[1] = { &L->wo };
@@ -849,7 +982,8 @@ static int attention(fw_seq *s, uint32_t il, size_t n, size_t first, char *err, 
 }
 
 /* One layer's feed-forward block over rows rows of s->x (the residual
- * stream, updated in place): norm, gate and up, SwiGLU, down, residual. */
+ * stream, updated in place): norm, gate and up, SwiGLU (gemma3: GeGLU),
+ * down, (gemma3: the post-norm,) residual. */
 static int ffn(fw_seq *s, uint32_t il, size_t rows, size_t first, char *err, size_t errlen)
 {
     const fw_weights *w = s->w;
@@ -861,12 +995,23 @@ static int ffn(fw_seq *s, uint32_t il, size_t rows, size_t first, char *err, siz
     const wt_matrix *gu[2] = { &L->gate, &L->up };
     float *const yg[2] = { s->g, s->u };
     if (mm(s, gu, yg, 2, s->xn, rows, err, errlen)) return -1;
-    vec_swiglu_pool(w->pool, w->simd, s->g, s->u, rows, F);
-    tap(s, "ffn_swiglu", (int)il, s->g, rows, F, first);
+    if (w->arch->gemma) {
+        vec_geglu_pool(w->pool, s->g, s->u, rows, F);
+        tap(s, "ffn_geglu", (int)il, s->g, rows, F, first);
+    } else {
+        vec_swiglu_pool(w->pool, w->simd, s->g, s->u, rows, F);
+        tap(s, "ffn_swiglu", (int)il, s->g, rows, F, first);
+    }
     const wt_matrix *dn[1] = { &L->down };
     float *const yd[1] = { s->fo };
     if (mm(s, dn, yd, 1, s->g, rows, err, errlen)) return -1;
     tap(s, "ffn_out", (int)il, s->fo, rows, E, first);
+    if (L->ffn_post_norm) {
+        vec_rms_norm_pool(w->pool, w->simd, s->fo, s->fo, L->ffn_post_norm, rows, E, hp->rms_eps);
+        tap(s, "ffn_post_norm", (int)il, s->fo, rows, E, first);
+    }
+    if (hp->residual_scale != 0.0f)   /* granite */
+        for (size_t i = 0; i < rows * E; i++) s->fo[i] = s->fo[i] * hp->residual_scale;
     for (size_t i = 0; i < rows * E; i++) s->x[i] = s->fo[i] + s->x[i];
     tap(s, "l_out", (int)il, s->x, rows, E, first);
     return 0;
@@ -885,7 +1030,16 @@ static int ubatch(fw_seq *s, const int32_t *ids, size_t n, size_t first, int all
                                  hp->attn_factor, hp->beta_fast, hp->beta_slow,
                                  hp->n_ctx_orig, w->top.rope_freqs };
     if (embed(s, ids, n, err, errlen)) return -1;
+    if (hp->embd_scale != 0.0f)   /* gemma3: ggml_scale(inp, sqrtf(n_embd)) */
+        for (size_t i = 0; i < n * E; i++) s->x[i] = s->x[i] * hp->embd_scale;
     for (size_t t = 0; t < n; t++) vec_rope_cache(&rp, (int64_t)(first + t), s->rope + t * hd);
+    if (s->rope_swa) {   /* the window layers: their own base, freq_scale 1 */
+        vec_rope_params rs = rp;
+        rs.rope_base = hp->rope_base_swa;
+        rs.freq_scale = 1.0f;
+        for (size_t t = 0; t < n; t++)
+            vec_rope_cache(&rs, (int64_t)(first + t), s->rope_swa + t * hd);
+    }
     /* Output rows of the last layer: every row, the last, or none. */
     const int last_ubatch = logits_out != NULL || all;
     const size_t n_out = all ? n : (last_ubatch ? 1 : 0);
@@ -898,8 +1052,16 @@ static int ubatch(fw_seq *s, const int32_t *ids, size_t n, size_t first, int all
             memmove(s->x, s->x + (n - 1) * E, E * sizeof(float));
             rows = 1;
         }
+        const fw_layer *L = &w->layers[il];
+        if (L->attn_post_norm) {   /* gemma3 */
+            vec_rms_norm_pool(w->pool, w->simd, s->ao, s->ao, L->attn_post_norm, rows, E,
+                              hp->rms_eps);
+            tap(s, "attn_post_norm", (int)il, s->ao, rows, E, first);
+        }
+        if (hp->residual_scale != 0.0f)   /* granite: ggml_scale before the add */
+            for (size_t i = 0; i < rows * E; i++) s->ao[i] = s->ao[i] * hp->residual_scale;
         for (size_t i = 0; i < rows * E; i++) s->x[i] = s->ao[i] + s->x[i];
-        tap(s, "ffn_inp", (int)il, s->x, rows, E, first);
+        tap(s, L->attn_post_norm ? "sa_out" : "ffn_inp", (int)il, s->x, rows, E, first);
         if (ffn(s, il, rows, first, err, errlen)) return -1;
     }
     const size_t rows = all ? n : 1;
@@ -909,6 +1071,8 @@ static int ubatch(fw_seq *s, const int32_t *ids, size_t n, size_t first, int all
     float *dst = all ? logits_out : s->logits;
     float *const yl[1] = { dst };
     if (mm(s, ow, yl, 1, s->xn, rows, err, errlen)) return -1;
+    if (hp->logit_mul != 0.0f)   /* granite: ggml_scale(logits, 1 / logit_scale) */
+        for (size_t i = 0; i < rows * hp->n_vocab; i++) dst[i] = dst[i] * hp->logit_mul;
     tap(s, "result_output", -1, dst, rows, hp->n_vocab, first);
     if (!all) {
         if (logits_out && logits_out != s->logits)

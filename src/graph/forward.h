@@ -44,7 +44,9 @@
 #include "file/gguf.h"
 #include "base/par.h"
 
-enum { FW_ARCH_LLAMA = 1, FW_ARCH_QWEN3 = 2, FW_ARCH_QWEN2 = 3 };
+enum { FW_ARCH_LLAMA = 1, FW_ARCH_QWEN3 = 2, FW_ARCH_QWEN2 = 3, FW_ARCH_GEMMA3 = 4, FW_ARCH_GRANITE = 5,
+       FW_ARCH_SMOLLM3 = 6, FW_ARCH_PHI3 = 7 };
+#define FW_MAX_LAYERS 512
 enum { FW_ROPE_NONE = 0, FW_ROPE_LINEAR = 1, FW_ROPE_YARN = 2 };
 
 /* The hyper-parameters of a graph that plays, as llama.cpp derives them. */
@@ -61,7 +63,19 @@ typedef struct {
     float attn_factor;        /* llama-context's yarn_attn_factor */
     float beta_fast, beta_slow;
     uint32_t n_ctx_orig;      /* YaRN original context */
-    float kq_scale;           /* 1/sqrt(head_dim) */
+    float kq_scale;           /* 1/sqrt(head_dim); 1 for gemma3 (its Q is scaled instead) */
+    float q_scale;            /* Q scaled after RoPE: gemma3 (llama.cpp's f_attention_scale:
+                                 1/sqrt(head_dim), 27B: 1/sqrt(n_embd/n_head)), phi3
+                                 (1/sqrt(head_dim)); 0: none */
+    float embd_scale;         /* the embedding rows scaled (ggml_scale): gemma3 sqrtf(n_embd), granite
+                                 {arch}.embedding_scale; 0: none */
+    float residual_scale;     /* granite: each block's output scaled before its residual add; 0: none */
+    float logit_mul;          /* granite: logits scaled by 1 / {arch}.logit_scale; 0: none */
+    uint8_t rope_off[FW_MAX_LAYERS]; /* 1: layer il has no RoPE (smollm3: every 4th) */
+    uint32_t n_swa;           /* {arch}.attention.sliding_window (gemma3), 0: none */
+    uint8_t is_swa[FW_MAX_LAYERS]; /* 1: layer il attends to the last n_swa positions only */
+    float rope_base_swa;      /* RoPE base of the sliding-window layers ({arch}.rope.freq_base_swa,
+                                 10000 when absent); their freq_scale is 1 */
     int tied;                 /* no output.weight: logits from token_embd */
     uint32_t type_embd, type_output;   /* ggml type ids */
     size_t owned_bytes;       /* memory beyond the map the weights take: the

@@ -41,6 +41,20 @@ typedef struct {
     int path;                    /* 0 reference, 1 tiled, 2 split-KV */
 } attn_ctx;
 
+/* The first cell a row at pos sees: the sliding window's lower edge (0
+ * without a window). */
+static inline size_t attn_lo(const attn_args *m, size_t pos)
+{
+    return m->n_swa && pos >= m->n_swa ? pos + 1 - m->n_swa : 0;
+}
+
+/* 1 when a row at pos sees none of the 64 cells from ic (ggml: the row's
+ * tile maximum is -inf, so the row skips the tile). */
+static inline int attn_row_off(const attn_args *m, size_t pos, size_t ic)
+{
+    return pos < ic || ic + FW_TILE <= attn_lo(m, pos);
+}
+
 /* flash_attn_ext_f16_one_chunk for one query row over cells [c0, c1):
  * Q rounded to f16, f16 dot products, online softmax with an f16 V
  * accumulator (scale and fused multiply-add rounded to f16 each step),
@@ -57,8 +71,9 @@ INLINE void ref_row_body(const attn_ctx *a, fw_scratch *s, const float *q, size_
     for (size_t d = 0; d < hd; d++) qf[d] = f16_to_f32(f32_to_f16(q[d]));
     memset(acc, 0, hd * sizeof *acc);
     float S = 0.0f, M = -INFINITY;
+    const size_t lo = attn_lo(m, pos);
     for (size_t ic = c0; ic < c1; ic++) {
-        if (ic > pos) continue;   /* the causal mask: -inf cells are skipped */
+        if (ic > pos || ic < lo) continue;   /* the mask: -inf cells are skipped */
         const uint16_t *kr = a->kc + ic * kvd + hkv * hd;
         const uint16_t *vr = a->vc + ic * kvd + hkv * hd;
         float sc = f16_vec_dot(F16_T_F16, kr, qf, hd);
@@ -111,15 +126,16 @@ INLINE void tiled_body(const attn_ctx *a, fw_scratch *s, size_t head, size_t t0,
         }
         for (size_t r = 0; r < nr; r++) {
             const size_t pos = a->first + t0 + r;
-            if (pos < ic) { kq[r * FW_TILE] = NAN; continue; }   /* whole tile masked */
+            if (attn_row_off(m, pos, ic)) { kq[r * FW_TILE] = NAN; continue; }   /* whole tile masked */
             const float *q = m->q + (t0 + r) * qd + head * hd;
             float *row = kq + r * FW_TILE;
+            const size_t lo = attn_lo(m, pos);
             for (size_t tk = 0; tk < FW_TILE; tk++) {
                 const float *kr = kt + tk * hd;
                 float acc = 0.0f;
                 for (size_t d = 0; d < hd; d++) acc = fmaf(kr[d], q[d], acc);
                 acc = acc * scale;
-                row[tk] = ic + tk <= pos ? acc + 0.0f : acc + -INFINITY;
+                row[tk] = ic + tk <= pos && ic + tk >= lo ? acc + 0.0f : acc + -INFINITY;
             }
             float mx = -INFINITY;
             for (size_t tk = 0; tk < FW_TILE; tk++) mx = row[tk] > mx ? row[tk] : mx;
@@ -149,7 +165,7 @@ INLINE void tiled_body(const attn_ctx *a, fw_scratch *s, size_t head, size_t t0,
             for (size_t d = 0; d < hd; d++) vt[tk * hd + d] = f16_to_f32(vr[d]);
         }
         for (size_t r = 0; r < nr; r++) {
-            if (a->first + t0 + r < ic) continue;
+            if (attn_row_off(m, a->first + t0 + r, ic)) continue;
             const float *p = kq + r * FW_TILE;
             float *acc = vkq + r * hd;
             for (size_t tk = 0; tk < FW_TILE; tk++) {
@@ -272,7 +288,8 @@ AVX_TARGET static void ref_row_avx(const attn_ctx *a, fw_scratch *s, const float
     memset(acc, 0, hd * sizeof *acc);
     float S = 0.0f, M = -INFINITY;
     const size_t end = c1 < pos + 1 ? c1 : pos + 1;   /* cells past pos are masked */
-    for (size_t ic = c0; ic < end; ic++) {
+    const size_t lo = attn_lo(m, pos);                 /* and those below the window */
+    for (size_t ic = c0 > lo ? c0 : lo; ic < end; ic++) {
         const uint16_t *kr = a->kc + ic * kvd + hkv * hd;
         const uint16_t *vr = a->vc + ic * kvd + hkv * hd;
         float sc = f16_vec_dot(F16_T_F16, kr, qf, hd);
@@ -345,7 +362,7 @@ AVX_TARGET static void tiled_avx(const attn_ctx *a, fw_scratch *s, size_t head, 
         }
         for (size_t r = 0; r < nr; r++) {
             const size_t pos = a->first + t0 + r;
-            if (pos < ic) { kq[r * FW_TILE] = NAN; continue; }   /* whole tile masked */
+            if (attn_row_off(m, pos, ic)) { kq[r * FW_TILE] = NAN; continue; }   /* whole tile masked */
             const float *q = m->q + (t0 + r) * qd + head * hd;
             float *row = kq + r * FW_TILE;
             __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0,
@@ -363,13 +380,17 @@ AVX_TARGET static void tiled_avx(const attn_ctx *a, fw_scratch *s, size_t head, 
                 c7 = _mm256_fmadd_ps(_mm256_loadu_ps(k + 56), qb, c7);
             }
             const __m256 cs[8] = { c0, c1, c2, c3, c4, c5, c6, c7 };
-            /* cells ic + tk with tk > pos - ic are masked (-inf added) */
+            /* cells ic + tk with tk > pos - ic, or below the window's edge lo
+             * (tk < lo - ic), are masked (-inf added) */
             const long lim = pos - ic >= FW_TILE ? FW_TILE : (long)(pos - ic);
+            const size_t lo = attn_lo(m, pos);
+            const int lk = lo > ic ? (int)(lo - ic) : 0;
             __m256 mx = ninf;
             for (int g = 0; g < 8; g++) {
                 const __m256i idx = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * g));
                 const __m256 masked = _mm256_castsi256_ps(
-                    _mm256_cmpgt_epi32(idx, _mm256_set1_epi32((int)lim)));
+                    _mm256_or_si256(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32((int)lim)),
+                                    _mm256_cmpgt_epi32(_mm256_set1_epi32(lk), idx)));
                 const __m256 add = _mm256_blendv_ps(_mm256_setzero_ps(), ninf, masked);
                 const __m256 v = _mm256_add_ps(_mm256_mul_ps(cs[g], vscale), add);
                 _mm256_storeu_ps(row + 8 * g, v);
@@ -408,7 +429,7 @@ AVX_TARGET static void tiled_avx(const attn_ctx *a, fw_scratch *s, size_t head, 
             for (size_t d = 0; d < hd; d += 8) _mm256_storeu_ps(vt + tk * hd + d, ld16(vr + d));
         }
         for (size_t r = 0; r < nr; r++) {
-            if (a->first + t0 + r < ic) continue;
+            if (attn_row_off(m, a->first + t0 + r, ic)) continue;
             const float *p = kq + r * FW_TILE;
             float *acc = vkq + r * hd;
             size_t d = 0;

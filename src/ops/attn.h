@@ -11,7 +11,10 @@
  *   - otherwise: the reference one_chunk kernel (Q rounded to f16, f16 V
  *     accumulator).
  * Each has a portable body and an AVX2 twin (simd), the same bits. The mask
- * is causal: query row t sits at position first + t and sees cells [0, pos].
+ * is causal: query row t sits at position first + t and sees cells [0, pos]
+ * (cell i holds position i); with a sliding window n_swa > 0 only the cells
+ * (pos - n_swa, pos] (llama.cpp's LLAMA_SWA_TYPE_STANDARD: masked when
+ * pos - cell >= n_swa), the masked cells skipped as ggml skips -inf ones.
  */
 #ifndef BANKML_ATTN_H
 #define BANKML_ATTN_H
@@ -34,6 +37,7 @@ typedef struct {
     float *att;                           /* out: [n_tok][q_dim] */
     const uint16_t *kc, *vc;              /* this layer's cache: [cell][kv_dim] f16 */
     size_t n_tok, first, n_kv;            /* rows, first row's position, cells seen */
+    size_t n_swa;                         /* sliding window (gemma3's window layers); 0: none */
 } attn_args;
 
 /* Per-worker scratch for head_dim (one per pool thread). */

@@ -1,7 +1,8 @@
 /*
  * vec.h -- the forward pass's vector operations, bit for bit as llama.cpp
  * b11669's haswell CPU backend: RMSNorm (ggml_rms_norm + ggml_mul), RoPE
- * (ggml_rope_cache_init, rotate_pairs), SwiGLU (ggml_vec_swiglu_f32) and
+ * (ggml_rope_cache_init, rotate_pairs), SwiGLU (ggml_vec_swiglu_f32), GeGLU
+ * (ggml_vec_geglu_f32 through ggml_table_gelu_f16) and
  * ggml_v_expf, one lane at a time (v_expf1) and in eight AVX2 lanes (v_expf8).
  *
  * Each function with a simd argument has a portable body and an AVX2 twin
@@ -129,5 +130,14 @@ void vec_swiglu(int simd, float *y, const float *g, const float *u, size_t n);
 /* g = silu(g) * u over rows x F floats, on the pool in segments of 512
  * columns (a multiple of 8: the lanes fall where they fall in a whole row). */
 void vec_swiglu_pool(par_pool *pool, int simd, float *g, const float *u, size_t rows, size_t F);
+
+/* ggml_table_gelu_f16: gelu (tanh form) of every f16 value, rounded to f16,
+ * filled once (thread-safe) with the shipped build's float order. */
+const uint16_t *vec_gelu_table(void);
+/* y = gelu(g) * u over n floats as ggml_vec_geglu_f32 (GGML_GELU_FP16): 0 for
+ * g <= -10, g * u for g >= 10, else table[f16(g)] widened times u (y may be g). */
+void vec_geglu(float *y, const float *g, const float *u, size_t n);
+/* g = gelu(g) * u over rows x F floats, on the pool in segments of 512. */
+void vec_geglu_pool(par_pool *pool, float *g, const float *u, size_t rows, size_t F);
 
 #endif
