@@ -100,3 +100,8 @@ build/kit-chat: testing/kit_chat.cpp $(LLAMA_SRC)/common/json-schema-to-grammar.
 build/peg-driver: testing/peg_driver.c $(OBJ)
 	@mkdir -p build
 	$(CC) $(BASE) -O2 $(WARN) -o $@ testing/peg_driver.c $(OBJ) $(LDLIBS)
+
+# bankml's side of testing/oracle_chat_gen.py (chat_analyze + chat_gen + peg_build_grammar)
+build/chat-gen-driver: testing/chat_gen_driver.c $(OBJ)
+	@mkdir -p build
+	$(CC) $(BASE) -O2 $(WARN) -o $@ testing/chat_gen_driver.c $(OBJ) $(LDLIBS)
