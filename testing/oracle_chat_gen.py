@@ -62,7 +62,7 @@ def main():
         got = op.run_frames(driver, dreq)
         for (vname, v, _), (wt, w), (gt, g) in zip(op.VARIANTS, want, got):
             label = f"{name} {vname}"
-            tools_parser = bool(v.get("json_schema")) or (
+            tools_parser = (
                 bool(v.get("tools")) and v.get("tool_choice", "auto") != "none"
                 and ana["caps"]["supports_tool_calls"] and ana["tools"]["format"]["mode"] != "NONE")
             if wt != "OK":

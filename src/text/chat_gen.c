@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/chat_gen_int.h"
 #include "text/chat_peg.h"
 
 typedef struct {
@@ -23,6 +24,7 @@ typedef struct {
     const chat_gen_inputs *in;
     int extracting_reasoning;
     size_t reasoning_parser;
+    int failed;                 /* a schema failed: err holds b11669's reason */
 } cg_ctx;
 
 /* trim_whitespace (chat-auto-parser-helpers.cpp): isspace at both ends; malloc'd */
@@ -119,13 +121,12 @@ static size_t cg_response_format(cg_ctx *c, char *err, size_t errlen)
     peg_arena *a = c->a;
     jbuf sj;
     jbuf_init(&sj);
-    json_put_value(&sj, c->in->json_schema);
+    if (chat_gen_schema_text(c->in->json_schema, &sj, err, errlen)) { jbuf_free(&sj); c->failed = 1; return peg_eps(a); }
     /* rule("response-format", content(schema(json(), "response-format-schema", schema))) */
     size_t js = peg_json(a);
     size_t sc = peg_schema(a, js, "response-format-schema", sj.p ? sj.p : "", sj.len, 0);
     jbuf_free(&sj);
     size_t rf = peg_rule(a, "response-format", chat_peg_tag(a, "content", sc), 0);
-    (void)err; (void)errlen;
     /* reasoning_parser + space() + choice({ literal("```json") + space() + rf + space() + literal("```"),
      *                                       space() + rf + space() }) + end() */
     size_t e = peg_end(a);
@@ -193,11 +194,6 @@ int chat_gen(const chat_analysis *an, const chat_gen_inputs *in, chat_gen_params
     int has_tools = cg_has_tools(in), has_schema = cg_has_schema(in);
     int tool_parser = !has_schema && has_tools && in->tool_choice != CHAT_TOOL_CHOICE_NONE &&
                       an->jinja_caps.supports_tool_calls;
-    if (has_schema) {
-        snprintf(err, errlen, "response_format's json_schema is not reproduced yet here (b11669 keeps it as a typed "
-                 "schema node, which closes objects: additionalProperties false)");
-        return CHAT_GEN_UNSUPPORTED;
-    }
     if (tool_parser && an->tools.format.mode != CA_TOOL_NONE) {
         snprintf(err, errlen, "tool calls in the %s format are not reproduced yet (b11669's typed tool-argument "
                  "schemas)", chat_tool_format_name(an->tools.format.mode));
@@ -217,7 +213,7 @@ int chat_gen(const chat_analysis *an, const chat_gen_inputs *in, chat_gen_params
 
     /* build_parser */
     peg_arena *a = &out->arena;
-    cg_ctx c = {a, an, in, 0, 0};
+    cg_ctx c = {a, an, in, 0, 0, 0};
     c.reasoning_parser = peg_eps(a);                 /* parser_build_context's reasoning_parser(p.eps()) */
     c.extracting_reasoning = in->reasoning_format != CHAT_REASONING_NONE && an->reasoning.mode != CA_REASONING_NONE;
     c.reasoning_parser = cg_reasoning(&c);
@@ -244,6 +240,7 @@ int chat_gen(const chat_analysis *an, const chat_gen_inputs *in, chat_gen_params
         size_t ids[3] = {pre, sp, parser};
         root = peg_sequence(a, ids, 3);
     }
+    if (c.failed) return CHAT_GEN_ERROR;
     if (a->oom) return cg_fail(err, errlen, "out of memory");
     if (peg_build(a, root, err, errlen) != 0) return CHAT_GEN_ERROR;
 
