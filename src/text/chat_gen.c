@@ -145,6 +145,63 @@ static size_t cg_response_format(cg_ctx *c, char *err, size_t errlen)
     return peg_seq2(a, r, e);
 }
 
+static char *cg_cat(const ca_str *x, const char *dot, const ca_str *y)
+{
+    size_t n = x->n + strlen(dot) + y->n;
+    char *r = malloc(n + 1);
+    if (!r) return NULL;
+    snprintf(r, n + 1, "%s%s%s", x->p, dot, y->p);
+    return r;
+}
+
+/* analyze_tools::build_tool_parser_json_native */
+static size_t cg_json_native(cg_ctx *c, cg_tools *t)
+{
+    peg_arena *a = c->a;
+    const ca_tool_format_analysis *f = &c->an->tools.format;
+    char *name = NULL, *args = NULL;
+    if (f->function_field.n && strcmp(f->function_field.p, "function") && !memchr(f->name_field.p, '.', f->name_field.n)) {
+        name = cg_cat(&f->function_field, ".", &f->name_field);
+        args = cg_cat(&f->function_field, ".", &f->args_field);
+    } else {
+        name = cg_dup(f->name_field.p, f->name_field.n);
+        args = cg_dup(f->args_field.p, f->args_field.n);
+    }
+    if (!name || !args) { free(name); free(args); a->oom = 1; return peg_eps(a); }
+    int force = c->in->tool_choice == CHAT_TOOL_CHOICE_REQUIRED;
+    size_t tools_parser = peg_eps(a);
+    if (!f->section_start.n && f->per_call_start.n) {
+        size_t one = chat_gen_json_tools(t, &f->per_call_start, &f->per_call_end, c->in->parallel_tool_calls, force, name,
+                                         args, f->tools_array_wrapped, f->fun_name_is_key, f->id_field.p, f->gen_id_field.p,
+                                         f->parameter_order, f->n_parameter_order, f->openai_wrapper_trigger);
+        size_t sp = peg_space(a);
+        tools_parser = peg_rule(a, "tool-calls", peg_one_or_more(a, peg_seq2(a, one, sp)), 1);
+    } else {
+        tools_parser = chat_gen_json_tools(t, &f->section_start, &f->section_end, c->in->parallel_tool_calls, force, name,
+                                           args, f->tools_array_wrapped, f->fun_name_is_key, f->id_field.p,
+                                           f->gen_id_field.p, f->parameter_order, f->n_parameter_order,
+                                           f->openai_wrapper_trigger);
+    }
+    free(name);
+    free(args);
+    if (cg_always_wrapped(c->an)) {
+        /* wrapped = optional(start + content(until(end)) + end); reasoning_parser + wrapped + tools + end() */
+        const ca_str *st = &c->an->content.start, *en = &c->an->content.end;
+        size_t ce = chat_peg_tag(a, "content", peg_until(a, en->p, en->n));
+        size_t x = peg_seq2(a, peg_literal(a, st->p, st->n), ce);
+        x = peg_seq2(a, x, peg_literal(a, en->p, en->n));
+        size_t wrapped = peg_optional(a, x);
+        size_t e = peg_end(a);
+        size_t ids[4] = {c->reasoning_parser, wrapped, tools_parser, e};
+        return peg_seq2(a, peg_seq2(a, peg_seq2(a, ids[0], ids[1]), ids[2]), ids[3]);
+    }
+    const ca_str *ts = f->section_start.n ? &f->section_start : f->per_call_start.n ? &f->per_call_start : NULL;
+    /* reasoning_parser + optional(content(until(tool_start))) + tools_parser + end() */
+    size_t e = peg_end(a);
+    size_t oc = peg_optional(a, chat_peg_tag(a, "content", ts ? peg_until(a, ts->p, ts->n) : peg_until(a, "{", 1)));
+    return peg_seq2(a, peg_seq2(a, peg_seq2(a, c->reasoning_parser, oc), tools_parser), e);
+}
+
 static int cg_has_tools(const chat_gen_inputs *in)
 {
     return in->tools && in->tools->type == JSON_ARRAY && in->tools->n > 0;
@@ -194,7 +251,7 @@ int chat_gen(const chat_analysis *an, const chat_gen_inputs *in, chat_gen_params
     int has_tools = cg_has_tools(in), has_schema = cg_has_schema(in);
     int tool_parser = !has_schema && has_tools && in->tool_choice != CHAT_TOOL_CHOICE_NONE &&
                       an->jinja_caps.supports_tool_calls;
-    if (tool_parser && an->tools.format.mode != CA_TOOL_NONE) {
+    if (tool_parser && an->tools.format.mode != CA_TOOL_NONE && an->tools.format.mode != CA_TOOL_JSON_NATIVE) {
         snprintf(err, errlen, "tool calls in the %s format are not reproduced yet (b11669's typed tool-argument "
                  "schemas)", chat_tool_format_name(an->tools.format.mode));
         return CHAT_GEN_UNSUPPORTED;
@@ -223,7 +280,11 @@ int chat_gen(const chat_analysis *an, const chat_gen_inputs *in, chat_gen_params
         parser = cg_response_format(&c, err, errlen);
         pure_content = 0;
     } else if (tool_parser) {
-        parser = peg_eps(a);                          /* analyze_tools::build_parser's default: eps() */
+        cg_tools t = {a, in->tools, err, errlen, 0, 0};
+        if (an->tools.format.mode == CA_TOOL_JSON_NATIVE) parser = cg_json_native(&c, &t);
+        else parser = peg_eps(a);                     /* analyze_tools::build_parser's default: eps() */
+        if (t.unsupported) return CHAT_GEN_UNSUPPORTED;
+        if (t.failed) return CHAT_GEN_ERROR;
         pure_content = 0;
     } else {
         parser = cg_content(&c);

@@ -3,6 +3,28 @@
 #define BANKML_CHAT_GEN_INT_H
 
 #include "base/json.h"
+#include "text/chat_analyze.h"
+#include "text/peg.h"
+
+/* what the tool builders share with chat_gen.c */
+typedef struct {
+    peg_arena *a;
+    const json_value *tools;    /* an array with at least one item */
+    char *err;
+    size_t errlen;
+    int failed;                 /* a schema failed: err holds b11669's reason */
+    int unsupported;            /* a layout bankml does not reproduce yet: err says which */
+} cg_tools;
+
+/* common_chat_peg_builder::standard_json_tools (common/chat-peg-parser.cpp): the section
+ * ss + calls + se as rule "tool-call" (a trigger), optional unless force; the calls in the
+ * layout the flags give (function name as key, or flat keys in parameter_order's order,
+ * the OpenAI wrapper's "type" accepted), comma separated when parallel, in [...] when
+ * array_wrapped. Rules "tool-<index in tools>", schemas "tool-<index>-schema". */
+size_t chat_gen_json_tools(cg_tools *t, const ca_str *ss, const ca_str *se, int parallel, int force,
+                           const char *name_key, const char *args_key, int array_wrapped, int fun_is_key,
+                           const char *id_key, const char *gen_key, const ca_str *order, size_t norder,
+                           int openai_wrapper);
 
 /* The JSON schema b11669's schema parser keeps for `schema` (its typed node,
  * written back in the arena's text form: see chat_gen_schema.c), appended to
