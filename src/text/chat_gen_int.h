@@ -31,4 +31,10 @@ size_t chat_gen_json_tools(cg_tools *t, const ca_str *ss, const ca_str *se, int 
  * out. Returns 0, or -1 with b11669's "JSON schema error at <path>: <why>". */
 int chat_gen_schema_text(const json_value *schema, jbuf *out, char *err, size_t errlen);
 
+/* analyze_tools::build_tool_parser_tag_json (with build_func_parser): each function as rule
+ * "tool-<index>" (name markers, call id, arguments' schema, closer), the calls wrapped in the
+ * per-call / section markers as rules "tool-call" / "tool-calls" (triggers), after the
+ * reasoning parser and the content before the first marker. */
+size_t chat_gen_tag_json(cg_tools *t, const chat_analysis *an, size_t reasoning_parser, int parallel, int require);
+
 #endif

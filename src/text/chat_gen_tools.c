@@ -291,3 +291,139 @@ size_t chat_gen_json_tools(cg_tools *t, const ca_str *ss, const ca_str *se, int 
     size_t section = peg_rule(a, "tool-call", ct_fold(a, ids, 5), 1);
     return force ? section : peg_optional(a, section);
 }
+
+/* literal(s) + p, as operator+(std::string, parser): the literal is made after p */
+static size_t ct_str_plus(peg_arena *a, const ca_str *s, size_t p)
+{
+    return peg_seq2(a, peg_literal(a, s->p, s->n), p);
+}
+
+/* p + literal(s), as parser::operator+(std::string) */
+static size_t ct_plus_str(peg_arena *a, size_t p, const ca_str *s)
+{
+    return peg_seq2(a, p, peg_literal(a, s->p, s->n));
+}
+
+/* analyze_tools::build_func_parser */
+static size_t ct_func_parser(cg_tools *t, const chat_analysis *an, const char *name, size_t nlen, size_t cid,
+                             int have_cid, size_t args, size_t peek)
+{
+    peg_arena *a = t->a;
+    const ca_tool_function_analysis *fn = &an->tools.function;
+    /* tool_open(name_prefix + tool_name(literal(name)) + name_suffix) */
+    size_t tn = chat_peg_tag(a, "tool-name", peg_literal(a, name, nlen));
+    size_t open = ct_plus_str(a, ct_str_plus(a, &fn->name_prefix, tn), &fn->name_suffix);
+    open = chat_peg_tag(a, "tool-open", open);
+    int matched = 0;
+    size_t func = peg_eps(a);
+    if (fn->args_separator.n) {
+        size_t l = peg_literal(a, fn->args_separator.p, fn->args_separator.n), sp = peg_space(a);
+        open = peg_seq2(a, peg_seq2(a, open, sp), l);
+    }
+    if (fn->name_suffix.n) {
+        size_t sp = peg_space(a);
+        func = peg_seq2(a, peg_seq2(a, peg_seq2(a, open, cid), sp), args);
+        matched = 1;
+    } else if (have_cid) {
+        size_t sp = peg_space(a);
+        size_t at = peg_atomic(a, peg_seq2(a, open, cid));
+        func = peg_seq2(a, peg_seq2(a, at, sp), args);
+        matched = 1;
+    } else if (peek != PEG_INVALID) {
+        size_t sp = peg_space(a);
+        size_t at = peg_atomic(a, peg_seq2(a, peg_seq2(a, peg_seq2(a, open, cid), sp), peek));
+        func = peg_seq2(a, at, args);
+        matched = 1;
+    } else {
+        size_t sp = peg_space(a);
+        func = peg_seq2(a, peg_seq2(a, peg_seq2(a, open, cid), sp), args);
+    }
+    if (fn->close.n) {
+        size_t tc = chat_peg_tag(a, "tool-close", peg_literal(a, fn->close.p, fn->close.n));
+        size_t sp = peg_space(a);
+        func = peg_seq2(a, peg_seq2(a, func, sp), tc);
+    } else if (an->tools.format.per_call_end.n) {
+        const ca_str *pce = &an->tools.format.per_call_end;
+        size_t cp;
+        if (an->tools.arguments.tolerate_intertag_whitespace) {
+            size_t l = peg_literal(a, pce->p, pce->n), sp = peg_space(a);
+            cp = peg_peek(a, peg_seq2(a, sp, l));
+        } else {
+            cp = peg_peek(a, peg_literal(a, pce->p, pce->n));
+        }
+        func = peg_seq2(a, func, chat_peg_tag(a, "tool-close", cp));
+    } else {
+        func = peg_seq2(a, func, chat_peg_tag(a, "tool-close", peg_space(a)));
+    }
+    if (!matched) func = peg_atomic(a, func);
+    return func;
+}
+
+size_t chat_gen_tag_json(cg_tools *t, const chat_analysis *an, size_t reasoning_parser, int parallel, int require)
+{
+    peg_arena *a = t->a;
+    const ca_tool_format_analysis *f = &an->tools.format;
+    const ca_tool_arguments_analysis *ar = &an->tools.arguments;
+    const ca_tool_id_analysis *id = &an->tools.call_id;
+    size_t choice = peg_choice(a, NULL, 0);
+    for (size_t i = 0; i < t->tools->n; i++) {
+        const char *name;
+        size_t nlen;
+        const json_value *fj = ct_func(t->tools->items[i], 1, &name, &nlen);
+        if (!fj) continue;
+        int have_cid = 0;
+        size_t cid = peg_eps(a);
+        if (id->pos == CA_ID_BETWEEN_FUNC_AND_ARGS && id->prefix.n && (id->suffix.n || ar->start.n)) {
+            if (id->suffix.n) {
+                /* optional(prefix + tool_id(until(suffix))) + suffix */
+                size_t ti = chat_peg_tag(a, "tool-id", peg_until(a, id->suffix.p, id->suffix.n));
+                cid = ct_plus_str(a, peg_optional(a, ct_str_plus(a, &id->prefix, ti)), &id->suffix);
+            } else {
+                size_t ti = chat_peg_tag(a, "tool-id", peg_until(a, ar->start.p, ar->start.n));
+                cid = peg_optional(a, ct_str_plus(a, &id->prefix, ti));
+            }
+            have_cid = 1;
+        }
+        size_t args = ct_args_schema(t, fj, i);
+        if (ar->start.n) args = peg_seq2(a, peg_literal(a, ar->start.p, ar->start.n), args);   /* literal made first */
+        if (ar->end.n) { size_t l = peg_literal(a, ar->end.p, ar->end.n); args = peg_seq2(a, args, l); }
+        size_t peek = ar->start.n ? peg_peek(a, peg_literal(a, ar->start.p, ar->start.n)) : PEG_INVALID;
+        size_t fp = ct_func_parser(t, an, name, nlen, cid, have_cid, args, peek);
+        char rn[64];
+        snprintf(rn, sizeof rn, "tool-%zu", i);
+        choice = peg_alt2(a, choice, peg_rule(a, rn, fp, 0));
+    }
+    size_t calls = peg_eps(a);
+    if (f->per_call_start.n) {
+        size_t wrapped = ct_plus_str(a, ct_str_plus(a, &f->per_call_start, choice), &f->per_call_end);
+        if (parallel) {
+            size_t sp = peg_space(a);
+            size_t z = peg_zero_or_more(a, peg_seq2(a, sp, wrapped));
+            calls = peg_rule(a, "tool-call", peg_seq2(a, wrapped, z), 1);
+        } else {
+            calls = peg_rule(a, "tool-call", wrapped, 1);
+        }
+        if (f->section_start.n) {
+            size_t tail = f->section_end.n ? peg_literal(a, f->section_end.p, f->section_end.n) : peg_end(a);
+            size_t s2 = peg_space(a), s1 = peg_space(a), ls = peg_literal(a, f->section_start.p, f->section_start.n);
+            size_t x = peg_seq2(a, peg_seq2(a, peg_seq2(a, peg_seq2(a, ls, s1), calls), s2), tail);
+            calls = peg_rule(a, "tool-calls", x, 1);
+        }
+    } else {
+        static const ca_str sep = {", ", 2};
+        size_t x;
+        if (parallel) {
+            size_t z = peg_zero_or_more(a, ct_str_plus(a, &sep, choice));
+            x = peg_seq2(a, ct_str_plus(a, &f->section_start, choice), z);
+        } else {
+            x = ct_str_plus(a, &f->section_start, choice);
+        }
+        calls = peg_rule(a, "tool-call", ct_plus_str(a, x, &f->section_end), 1);
+    }
+    if (!require) calls = peg_optional(a, calls);
+    const ca_str *tm = f->section_start.n ? &f->section_start : &f->per_call_start;
+    size_t before = tm->n ? peg_until(a, tm->p, tm->n) : peg_eps(a);
+    size_t e = peg_end(a);
+    size_t oc = peg_optional(a, chat_peg_tag(a, "content", before));
+    return peg_seq2(a, peg_seq2(a, peg_seq2(a, reasoning_parser, oc), calls), e);
+}
