@@ -64,7 +64,7 @@ def main():
             label = f"{name} {vname}"
             tools_parser = (
                 bool(v.get("tools")) and v.get("tool_choice", "auto") != "none"
-                and ana["caps"]["supports_tool_calls"] and ana["tools"]["format"]["mode"] == "TAG_WITH_TAGGED")
+                and ana["caps"]["supports_tool_calls"] and ana["tools"]["format"]["mode"] == "(none yet)")
             if wt != "OK":
                 # a render failure (the template raises on these inputs) is the prompt step's, which the engine
                 # runs with bankml's own Jinja engine before chat_gen; anything else bankml must refuse too

@@ -251,11 +251,6 @@ int chat_gen(const chat_analysis *an, const chat_gen_inputs *in, chat_gen_params
     int has_tools = cg_has_tools(in), has_schema = cg_has_schema(in);
     int tool_parser = !has_schema && has_tools && in->tool_choice != CHAT_TOOL_CHOICE_NONE &&
                       an->jinja_caps.supports_tool_calls;
-    if (tool_parser && an->tools.format.mode == CA_TOOL_TAG_WITH_TAGGED) {
-        snprintf(err, errlen, "tool calls in the %s format are not reproduced yet (b11669's typed tool-argument "
-                 "schemas)", chat_tool_format_name(an->tools.format.mode));
-        return CHAT_GEN_UNSUPPORTED;
-    }
 
     /* generate_parser: the analysis' preserved tokens and stops, the generation prompt */
     for (size_t i = 0; i < an->n_preserved_tokens; i++)
@@ -285,6 +280,9 @@ int chat_gen(const chat_analysis *an, const chat_gen_inputs *in, chat_gen_params
         else if (an->tools.format.mode == CA_TOOL_TAG_WITH_JSON)
             parser = chat_gen_tag_json(&t, an, c.reasoning_parser, in->parallel_tool_calls,
                                        in->tool_choice == CHAT_TOOL_CHOICE_REQUIRED);
+        else if (an->tools.format.mode == CA_TOOL_TAG_WITH_TAGGED)
+            parser = chat_gen_tag_tagged(&t, an, c.reasoning_parser, in->parallel_tool_calls,
+                                         in->tool_choice == CHAT_TOOL_CHOICE_REQUIRED);
         else parser = peg_eps(a);                     /* analyze_tools::build_parser's default: eps() */
         if (t.unsupported) return CHAT_GEN_UNSUPPORTED;
         if (t.failed) return CHAT_GEN_ERROR;

@@ -30,11 +30,23 @@ size_t chat_gen_json_tools(cg_tools *t, const ca_str *ss, const ca_str *se, int 
  * written back in the arena's text form: see chat_gen_schema.c), appended to
  * out. Returns 0, or -1 with b11669's "JSON schema error at <path>: <why>". */
 int chat_gen_schema_text(const json_value *schema, jbuf *out, char *err, size_t errlen);
+/* The same for a node inside root (its $ref resolved in root, its own $defs collected). */
+int chat_gen_schema_node_text(const json_value *root, const json_value *schema, jbuf *out, char *err, size_t errlen);
+/* common_chat_schema::may_be_string of the node built from schema ($ref resolved in root; a
+ * cycle is no string) */
+int chat_gen_schema_may_be_string(const json_value *root, const json_value *schema);
+/* the node built from a valid schema is an object (foreach_parameter's dynamic_cast) */
+int chat_gen_schema_is_object(const json_value *schema);
 
 /* analyze_tools::build_tool_parser_tag_json (with build_func_parser): each function as rule
  * "tool-<index>" (name markers, call id, arguments' schema, closer), the calls wrapped in the
  * per-call / section markers as rules "tool-call" / "tool-calls" (triggers), after the
  * reasoning parser and the content before the first marker. */
 size_t chat_gen_tag_json(cg_tools *t, const chat_analysis *an, size_t reasoning_parser, int parallel, int require);
+
+/* analyze_tools::build_tool_parser_tag_tagged: each argument as rule "tool-<i>-arg-<j>" (a string
+ * value read up to the value suffix, any other value as JSON under its schema), the required ones
+ * in order then the optional ones in any order, the function and call rules as tag_json's. */
+size_t chat_gen_tag_tagged(cg_tools *t, const chat_analysis *an, size_t reasoning_parser, int parallel, int require);
 
 #endif

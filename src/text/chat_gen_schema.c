@@ -383,9 +383,14 @@ done:
 
 int chat_gen_schema_text(const json_value *schema, jbuf *out, char *err, size_t errlen)
 {
+    return chat_gen_schema_node_text(schema, schema, out, err, errlen);
+}
+
+int chat_gen_schema_node_text(const json_value *root, const json_value *schema, jbuf *out, char *err, size_t errlen)
+{
     cs_state s;
     memset(&s, 0, sizeof s);
-    s.root = schema;
+    s.root = root;
     s.err = err;
     s.errlen = errlen;
     jbuf_init(&s.defs);
@@ -407,4 +412,109 @@ int chat_gen_schema_text(const json_value *schema, jbuf *out, char *err, size_t 
     for (size_t i = 0; i < s.nseen; i++) free(s.seen[i]);
     free(s.seen);
     return rc;
+}
+
+/* ---- may_be_string, on the schema as build_node reads it ---- */
+
+static int cs_has_props(const json_value *sc)
+{
+    const json_value *add = json_get(sc, "additionalProperties");
+    return json_get(sc, "properties") || (add && add->type != JSON_TRUE);
+}
+
+/* the node build_node makes is common_chat_schema_any */
+static int cs_is_any(const json_value *sc)
+{
+    if (!sc || sc->type != JSON_OBJECT) return 0;
+    const json_value *t = json_get(sc, "type");
+    if (json_get(sc, "$ref") || json_get(sc, "oneOf") || json_get(sc, "anyOf") || json_get(sc, "const") ||
+        json_get(sc, "enum") || (t && t->type != JSON_NULL))
+        return 0;
+    return !cs_has_props(sc) && !json_get(sc, "allOf") && !json_get(sc, "items") && !json_get(sc, "prefixItems") &&
+           !json_get(sc, "pattern") && !json_get(sc, "minLength") && !json_get(sc, "maxLength") && !cs_format(sc);
+}
+
+typedef struct { const json_value *root; const char *refs[64]; size_t n; } cs_walk;
+
+static int cs_may_string(cs_walk *w, const json_value *sc, const json_value *type_override);
+
+static int cs_all_of_string(cs_walk *w, const json_value *all)
+{
+    if (!all || all->type != JSON_ARRAY) return 0;
+    int any = 0;
+    for (size_t i = 0; i < all->n; i++) {
+        if (cs_is_any(all->items[i])) continue;
+        if (!cs_may_string(w, all->items[i], NULL)) return 0;
+        any = 1;
+    }
+    return any;
+}
+
+static int cs_may_string(cs_walk *w, const json_value *sc, const json_value *type_override)
+{
+    if (!sc || sc->type != JSON_OBJECT) return 0;
+    const json_value *v, *type = type_override ? type_override : json_get(sc, "type");
+    if ((v = json_get(sc, "$ref"))) {
+        if (v->type != JSON_STRING || strncmp(v->str, "#/", 2)) return 0;
+        for (size_t i = 0; i < w->n; i++) if (!strcmp(w->refs[i], v->str)) return 0;   /* a cycle: not a string */
+        if (w->n == 64) return 0;
+        char e[64];
+        cs_state s;
+        memset(&s, 0, sizeof s);
+        s.root = w->root;
+        s.err = e;
+        s.errlen = sizeof e;
+        const json_value *t = cs_resolve(&s, v->str, "#");
+        if (!t) return 0;
+        w->refs[w->n++] = v->str;
+        int r = cs_may_string(w, t, NULL);
+        w->n--;
+        return r;
+    }
+    if ((v = json_get(sc, "oneOf")) || (v = json_get(sc, "anyOf"))) {
+        for (size_t i = 0; v->type == JSON_ARRAY && i < v->n; i++) if (cs_may_string(w, v->items[i], NULL)) return 1;
+        return 0;
+    }
+    if (type && type->type == JSON_ARRAY) {
+        for (size_t i = 0; i < type->n; i++) if (cs_may_string(w, sc, type->items[i])) return 1;
+        return 0;
+    }
+    if ((v = json_get(sc, "const"))) return v->type == JSON_STRING;
+    if ((v = json_get(sc, "enum"))) {
+        for (size_t i = 0; v->type == JSON_ARRAY && i < v->n; i++) if (v->items[i]->type == JSON_STRING) return 1;
+        return 0;
+    }
+    const char *tn = type && type->type == JSON_STRING ? type->str : "";
+    const json_value *all = json_get(sc, "allOf");
+    if (!tn[0]) {
+        if (cs_has_props(sc)) return 0;
+        if (all) return cs_all_of_string(w, all);
+        if (json_get(sc, "items") || json_get(sc, "prefixItems")) return 0;
+        return json_get(sc, "pattern") || json_get(sc, "minLength") || json_get(sc, "maxLength") || cs_format(sc);
+    }
+    if (!strcmp(tn, "object")) return !cs_has_props(sc) && all ? cs_all_of_string(w, all) : 0;
+    if (!strcmp(tn, "string")) return all ? cs_all_of_string(w, all) : 1;
+    return 0;
+}
+
+int chat_gen_schema_may_be_string(const json_value *root, const json_value *schema)
+{
+    cs_walk w;
+    memset(&w, 0, sizeof w);
+    w.root = root;
+    return cs_may_string(&w, schema, NULL);
+}
+
+int chat_gen_schema_is_object(const json_value *schema)
+{
+    /* build_node's dispatch down to build_object (the caller has built the schema once: it is valid) */
+    if (!schema || schema->type != JSON_OBJECT) return 0;
+    const json_value *t = json_get(schema, "type");
+    if (json_get(schema, "$ref") || json_get(schema, "oneOf") || json_get(schema, "anyOf") ||
+        (t && t->type == JSON_ARRAY) || json_get(schema, "const") || json_get(schema, "enum"))
+        return 0;
+    const char *tn = t && t->type == JSON_STRING ? t->str : "";
+    if (!tn[0]) return cs_has_props(schema);
+    if (!strcmp(tn, "object")) return cs_has_props(schema) || !json_get(schema, "allOf");
+    return 0;
 }

@@ -427,3 +427,161 @@ size_t chat_gen_tag_json(cg_tools *t, const chat_analysis *an, size_t reasoning_
     size_t oc = peg_optional(a, chat_peg_tag(a, "content", before));
     return peg_seq2(a, peg_seq2(a, peg_seq2(a, reasoning_parser, oc), calls), e);
 }
+
+/* one argument of build_tool_parser_tag_tagged: rule "tool-<i>-arg-<j>" */
+static size_t ct_tagged_arg(cg_tools *t, const chat_analysis *an, const json_value *params, const char *pname,
+                            size_t plen, const json_value *pschema, size_t ti, size_t pj, size_t until_suffix)
+{
+    peg_arena *a = t->a;
+    const ca_tool_arguments_analysis *ar = &an->tools.arguments;
+    size_t value;
+    if (chat_gen_schema_may_be_string(params, pschema)) {
+        /* ac(tool_arg_string_value(until_suffix) + tool_arg_close(literal(value_suffix)), value_suffix) */
+        size_t close = chat_peg_tag(a, "tool-arg-close", ct_lit(a, &ar->value_suffix));
+        size_t sv = chat_peg_tag(a, "tool-arg-string-value", until_suffix);
+        peg_str d = {(char *)ar->value_suffix.p, ar->value_suffix.n};
+        value = peg_ac(a, peg_seq2(a, sv, close), &d, 1);
+    } else {
+        /* tool_arg_json_value(schema(json(), "tool-<i>-arg-<j>-schema", doc, node)) + tool_arg_close(...) */
+        size_t close = chat_peg_tag(a, "tool-arg-close", ct_lit(a, &ar->value_suffix));
+        jbuf sj;
+        jbuf_init(&sj);
+        if (chat_gen_schema_node_text(params, pschema, &sj, t->err, t->errlen)) t->failed = 1;
+        char nm[96];
+        snprintf(nm, sizeof nm, "tool-%zu-arg-%zu-schema", ti, pj);
+        size_t js = peg_json(a);
+        size_t sc = peg_schema(a, js, nm, sj.p ? sj.p : "", sj.len, 0);
+        jbuf_free(&sj);
+        value = peg_seq2(a, chat_peg_tag(a, "tool-arg-value", sc), close);
+    }
+    size_t an_ = chat_peg_tag(a, "tool-arg-name", peg_literal(a, pname, plen));
+    size_t open = chat_peg_tag(a, "tool-arg-open", ct_plus_str(a, ct_str_plus(a, &ar->name_prefix, an_), &ar->name_suffix));
+    size_t arg = chat_peg_tag(a, "tool-arg", peg_seq2(a, ct_plus_str(a, open, &ar->value_prefix), value));
+    char rn[80];
+    snprintf(rn, sizeof rn, "tool-%zu-arg-%zu", ti, pj);
+    return peg_rule(a, rn, arg, 0);
+}
+
+static size_t ct_tagged_function(cg_tools *t, const chat_analysis *an, const json_value *fj, const char *name,
+                                 size_t nlen, size_t ti, size_t until_suffix)
+{
+    peg_arena *a = t->a;
+    const ca_tool_arguments_analysis *ar = &an->tools.arguments;
+    const ca_tool_id_analysis *id = &an->tools.call_id;
+    const json_value *params = json_get(fj, "parameters");
+    static json_value empty_obj = {JSON_OBJECT, NULL, 0, 0, NULL, NULL, NULL};
+    if (!params || params->type == JSON_NULL || (params->type == JSON_OBJECT && params->n == 0)) params = &empty_obj;
+    jbuf chk;
+    jbuf_init(&chk);
+    if (params != &empty_obj && chat_gen_schema_text(params, &chk, t->err, t->errlen)) t->failed = 1;
+    jbuf_free(&chk);
+    size_t *req = NULL, *opt = NULL, nreq = 0, nopt = 0;
+    const json_value *props = chat_gen_schema_is_object(params) ? json_get(params, "properties") : NULL;
+    const json_value *rq = json_get(params, "required");
+    if (props && props->type == JSON_OBJECT && props->n) {
+        req = malloc(props->n * sizeof *req);
+        opt = malloc(props->n * sizeof *opt);
+        if (!req || !opt) { free(req); free(opt); a->oom = 1; return peg_eps(a); }
+        for (size_t j = 0; j < props->n && !t->failed; j++) {
+            size_t r = ct_tagged_arg(t, an, params, props->keys[j], props->key_lens[j], props->items[j], ti, j, until_suffix);
+            int is_req = 0;
+            for (size_t k = 0; rq && rq->type == JSON_ARRAY && k < rq->n; k++)
+                if (rq->items[k]->type == JSON_STRING && rq->items[k]->len == props->key_lens[j] &&
+                    !memcmp(rq->items[k]->str, props->keys[j], props->key_lens[j])) is_req = 1;
+            if (is_req) req[nreq++] = r; else opt[nopt++] = r;
+        }
+    }
+    size_t seq = peg_eps(a);
+    for (size_t k = 0; k < nreq; k++) {
+        if (k) seq = peg_seq2(a, seq, peg_space(a));
+        seq = peg_seq2(a, seq, req[k]);
+    }
+    if (nopt) {
+        size_t any = peg_choice(a, NULL, 0);
+        for (size_t k = 0; k < nopt; k++) any = peg_alt2(a, any, opt[k]);
+        size_t sp = peg_space(a);
+        seq = peg_seq2(a, seq, peg_repeat(a, peg_seq2(a, sp, any), 0, -1));
+    }
+    size_t has_req = nreq;
+    free(req);
+    free(opt);
+    if (ar->start.n) seq = peg_seq2(a, ct_lit(a, &ar->start), seq);
+    if (ar->end.n) seq = ct_plus_str(a, seq, &ar->end);
+    size_t cid = peg_eps(a);
+    int have_cid = 0;
+    if (id->pos == CA_ID_BETWEEN_FUNC_AND_ARGS && id->prefix.n && (id->suffix.n || ar->start.n)) {
+        have_cid = 1;
+        if (id->suffix.n) {
+            /* optional(prefix + tool_id(until(suffix)) + suffix) */
+            size_t tid = chat_peg_tag(a, "tool-id", peg_until(a, id->suffix.p, id->suffix.n));
+            cid = peg_optional(a, ct_plus_str(a, ct_str_plus(a, &id->prefix, tid), &id->suffix));
+        } else {
+            size_t tid = chat_peg_tag(a, "tool-id", peg_until(a, ar->start.p, ar->start.n));
+            cid = peg_optional(a, ct_str_plus(a, &id->prefix, tid));
+        }
+    }
+    size_t peek = ar->name_prefix.n && has_req ? peg_peek(a, ct_lit(a, &ar->name_prefix)) : PEG_INVALID;
+    return ct_func_parser(t, an, name, nlen, cid, have_cid, seq, peek);
+}
+
+size_t chat_gen_tag_tagged(cg_tools *t, const chat_analysis *an, size_t reasoning_parser, int parallel, int require)
+{
+    peg_arena *a = t->a;
+    const ca_tool_format_analysis *f = &an->tools.format;
+    const ca_str *vs = &an->tools.arguments.value_suffix;
+    size_t until_suffix = peg_rule(a, "until-suffix", peg_until(a, vs->p, vs->n), 0);
+    size_t choice = peg_choice(a, NULL, 0);
+    for (size_t i = 0; i < t->tools->n && !t->failed; i++) {
+        const char *name;
+        size_t nlen;
+        const json_value *fj = ct_func(t->tools->items[i], 1, &name, &nlen);
+        if (!fj) continue;
+        size_t fp = ct_tagged_function(t, an, fj, name, nlen, i, until_suffix);
+        char rn[64];
+        snprintf(rn, sizeof rn, "tool-%zu", i);
+        choice = peg_alt2(a, choice, peg_rule(a, rn, fp, 0));
+    }
+    size_t calls = peg_eps(a);
+    if (f->per_call_start.n) {
+        /* per_call_start + space() + choice + space() + per_call_end */
+        size_t s2 = peg_space(a), s1 = peg_space(a);
+        size_t w = ct_plus_str(a, peg_seq2(a, peg_seq2(a, ct_str_plus(a, &f->per_call_start, s1), choice), s2),
+                               &f->per_call_end);
+        if (parallel) {
+            size_t last = peg_space(a);
+            size_t sp = peg_space(a);
+            size_t z = peg_zero_or_more(a, peg_seq2(a, sp, w));
+            calls = peg_rule(a, "tool-call", peg_seq2(a, peg_seq2(a, w, z), last), 1);
+        } else {
+            size_t sp = peg_space(a);
+            calls = peg_rule(a, "tool-call", peg_seq2(a, w, sp), 1);
+        }
+        if (f->section_start.n) {
+            size_t tail;
+            if (f->section_end.n) { size_t sp = peg_space(a); tail = peg_seq2(a, ct_lit(a, &f->section_end), sp); }
+            else tail = peg_end(a);
+            size_t s4 = peg_space(a), s3 = peg_space(a), ls = ct_lit(a, &f->section_start);
+            size_t ids[5] = {ls, s3, calls, s4, tail};
+            calls = peg_rule(a, "tool-calls", ct_fold(a, ids, 5), 1);
+        }
+    } else {
+        static const ca_str sep = {", ", 2};
+        size_t sp2 = peg_space(a);
+        size_t x;
+        if (parallel) {
+            size_t z = peg_zero_or_more(a, ct_str_plus(a, &sep, choice));
+            size_t sp1 = peg_space(a);
+            x = peg_seq2(a, peg_seq2(a, ct_str_plus(a, &f->section_start, sp1), choice), z);
+        } else {
+            size_t sp1 = peg_space(a);
+            x = peg_seq2(a, ct_str_plus(a, &f->section_start, sp1), choice);
+        }
+        calls = peg_rule(a, "tool-call", ct_plus_str(a, peg_seq2(a, x, sp2), &f->section_end), 1);
+    }
+    if (!require) calls = peg_optional(a, calls);
+    const ca_str *tm = f->section_start.n ? &f->section_start : &f->per_call_start;
+    size_t before = tm->n ? peg_until(a, tm->p, tm->n) : peg_eps(a);
+    size_t e = peg_end(a);
+    size_t oc = peg_optional(a, chat_peg_tag(a, "content", before));
+    return peg_seq2(a, peg_seq2(a, peg_seq2(a, reasoning_parser, oc), calls), e);
+}
