@@ -5,6 +5,7 @@
 
 #include "test.h"
 #include "text/chat_gen.h"
+#include "text/chat_gen_int.h"
 
 #define S(x) ((ca_str){x, sizeof(x) - 1})
 
@@ -101,32 +102,82 @@ TEST(chat_gen_plain_without_reasoning_format)
     chat_gen_free(&p);
 }
 
-TEST(chat_gen_refuses_what_it_does_not_reproduce)
+TEST(chat_gen_tools_and_schemas)
 {
     chat_analysis a;
     ca_str pres[2];
     tcg_qwen3(&a, pres);
     char err[256];
-    const char *tt = "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", *st = "{\"type\":\"object\"}";
+    const char *tt = "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]";
+    const char *st = "{\"type\":\"object\",\"properties\":{\"u\":{\"type\":\"string\",\"enum\":[\"c\",1.0]},"
+                     "\"n\":{\"type\":[\"integer\",\"null\"],\"minimum\":1.5}},\"required\":[\"n\",\"zz\"]}";
     json_value *tools = json_parse(tt, strlen(tt), err, sizeof err);
     json_value *schema = json_parse(st, strlen(st), err, sizeof err);
     CHECK(tools && schema);
+    /* the typed node written back (b11669's bytes through testing/kit_chat.cpp) */
+    jbuf b;
+    jbuf_init(&b);
+    CHECK_INT(chat_gen_schema_text(schema, &b, err, sizeof err), 0);
+    jbuf_putc(&b, 0);
+    CHECK_STR(b.p, "{\"type\":\"object\",\"properties\":{\"u\":{\"enum\":[\"c\",1.0]},\"n\":{\"anyOf\":["
+                   "{\"type\":\"integer\",\"minimum\":2},{\"type\":\"null\"}]}},\"required\":[\"n\"],"
+                   "\"additionalProperties\":false}");
+    CHECK(chat_gen_schema_may_be_string(schema, json_get(json_get(schema, "properties"), "u")));
+    CHECK(!chat_gen_schema_may_be_string(schema, json_get(json_get(schema, "properties"), "n")));
+    jbuf_free(&b);
+    const char *bad = "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"frob\"}}}";
+    json_value *bj = json_parse(bad, strlen(bad), err, sizeof err);
+    jbuf_init(&b);
+    CHECK_INT(chat_gen_schema_text(bj, &b, err, sizeof err), -1);
+    CHECK_STR(err, "JSON schema error at #/properties/x: unrecognized type frob");
+    jbuf_free(&b);
+
     chat_gen_inputs in;
     memset(&in, 0, sizeof in);
     in.tools = tools;
+    in.generation_prompt = "";
     chat_gen_params p;
-    CHECK_INT(chat_gen(&a, &in, &p, err, sizeof err), CHAT_GEN_UNSUPPORTED);
-    CHECK(strstr(err, "JSON_NATIVE") != NULL);
+    CHECK_INT(chat_gen(&a, &in, &p, err, sizeof err), CHAT_GEN_OK);   /* auto: a lazy grammar on the marker */
+    CHECK_INT(p.has_grammar, 1);
+    CHECK_INT(p.grammar_lazy, 1);
+    CHECK_INT(p.ntriggers, 1);
+    if (p.ntriggers == 1) {
+        CHECK_INT(p.triggers[0].type, CHAT_GRAMMAR_TRIGGER_WORD);
+        CHECK_STR(p.triggers[0].value, "<tool_call>\n");
+    }
+    CHECK(peg_rule_id(&p.arena, "tool-0", 6) != PEG_INVALID);
+    CHECK(peg_rule_id(&p.arena, "tool-calls", 10) != PEG_INVALID);
     chat_gen_free(&p);
-    in.tool_choice = CHAT_TOOL_CHOICE_NONE;           /* tools not called: the content parser */
+    in.tool_choice = CHAT_TOOL_CHOICE_REQUIRED;                        /* required: not lazy, no trigger */
+    CHECK_INT(chat_gen(&a, &in, &p, err, sizeof err), CHAT_GEN_OK);
+    CHECK_INT(p.has_grammar, 1);
+    CHECK_INT(p.grammar_lazy, 0);
+    CHECK_INT(p.ntriggers, 0);
+    chat_gen_free(&p);
+    in.tool_choice = CHAT_TOOL_CHOICE_NONE;                            /* none: the content parser */
     CHECK_INT(chat_gen(&a, &in, &p, err, sizeof err), CHAT_GEN_OK);
     CHECK_INT(p.has_grammar, 0);
+    CHECK(peg_rule_id(&p.arena, "tool-0", 6) == PEG_INVALID);
     chat_gen_free(&p);
     in.tools = NULL;
+    in.json_schema = bj;                                               /* b11669 throws: the reason comes back */
+    CHECK_INT(chat_gen(&a, &in, &p, err, sizeof err), CHAT_GEN_ERROR);
+    CHECK_STR(err, "JSON schema error at #/properties/x: unrecognized type frob");
+    chat_gen_free(&p);
     in.json_schema = schema;
+    CHECK_INT(chat_gen(&a, &in, &p, err, sizeof err), CHAT_GEN_OK);
+    CHECK_INT(p.has_grammar, 1);
+    CHECK_INT(p.grammar_lazy, 0);
+    CHECK(peg_rule_id(&p.arena, "response-format", 15) != PEG_INVALID);
+    chat_gen_free(&p);
+    a.tools.format.function_field = (ca_str){"fn", 2};                 /* nested keys: refused with the reason */
+    in.json_schema = NULL;
+    in.tools = tools;
+    in.tool_choice = CHAT_TOOL_CHOICE_AUTO;
     CHECK_INT(chat_gen(&a, &in, &p, err, sizeof err), CHAT_GEN_UNSUPPORTED);
-    CHECK(strstr(err, "json_schema") != NULL);
+    CHECK(strstr(err, "nested keys") != NULL);
     chat_gen_free(&p);
     json_free(tools);
     json_free(schema);
+    json_free(bj);
 }

@@ -90,7 +90,7 @@ static size_t cg_content(cg_ctx *c)
     peg_arena *a = c->a;
     const chat_analysis *an = c->an;
     const ca_str *st = &an->content.start, *en = &an->content.end;
-    if (cg_always_wrapped(an)) {
+    if (cg_always_wrapped(an)) {                      /* both markers non-empty */
         if (c->extracting_reasoning) {
             /* reasoning_parser + start + content(until(end)) + end + end() */
             size_t e = peg_end(a);
@@ -145,12 +145,15 @@ static size_t cg_response_format(cg_ctx *c, char *err, size_t errlen)
     return peg_seq2(a, r, e);
 }
 
+/* a ca_str's text ("" for an unset one) */
+#define CG_S(x) ((x).p ? (x).p : "")
+
 static char *cg_cat(const ca_str *x, const char *dot, const ca_str *y)
 {
     size_t n = x->n + strlen(dot) + y->n;
     char *r = malloc(n + 1);
     if (!r) return NULL;
-    snprintf(r, n + 1, "%s%s%s", x->p, dot, y->p);
+    snprintf(r, n + 1, "%s%s%s", CG_S(*x), dot, CG_S(*y));
     return r;
 }
 
@@ -160,26 +163,27 @@ static size_t cg_json_native(cg_ctx *c, cg_tools *t)
     peg_arena *a = c->a;
     const ca_tool_format_analysis *f = &c->an->tools.format;
     char *name = NULL, *args = NULL;
-    if (f->function_field.n && strcmp(f->function_field.p, "function") && !memchr(f->name_field.p, '.', f->name_field.n)) {
+    if (f->function_field.n && strcmp(CG_S(f->function_field), "function") &&
+        !(f->name_field.n && memchr(f->name_field.p, '.', f->name_field.n))) {
         name = cg_cat(&f->function_field, ".", &f->name_field);
         args = cg_cat(&f->function_field, ".", &f->args_field);
     } else {
-        name = cg_dup(f->name_field.p, f->name_field.n);
-        args = cg_dup(f->args_field.p, f->args_field.n);
+        name = cg_dup(CG_S(f->name_field), f->name_field.n);
+        args = cg_dup(CG_S(f->args_field), f->args_field.n);
     }
     if (!name || !args) { free(name); free(args); a->oom = 1; return peg_eps(a); }
     int force = c->in->tool_choice == CHAT_TOOL_CHOICE_REQUIRED;
     size_t tools_parser = peg_eps(a);
     if (!f->section_start.n && f->per_call_start.n) {
         size_t one = chat_gen_json_tools(t, &f->per_call_start, &f->per_call_end, c->in->parallel_tool_calls, force, name,
-                                         args, f->tools_array_wrapped, f->fun_name_is_key, f->id_field.p, f->gen_id_field.p,
+                                         args, f->tools_array_wrapped, f->fun_name_is_key, CG_S(f->id_field), CG_S(f->gen_id_field),
                                          f->parameter_order, f->n_parameter_order, f->openai_wrapper_trigger);
         size_t sp = peg_space(a);
         tools_parser = peg_rule(a, "tool-calls", peg_one_or_more(a, peg_seq2(a, one, sp)), 1);
     } else {
         tools_parser = chat_gen_json_tools(t, &f->section_start, &f->section_end, c->in->parallel_tool_calls, force, name,
-                                           args, f->tools_array_wrapped, f->fun_name_is_key, f->id_field.p,
-                                           f->gen_id_field.p, f->parameter_order, f->n_parameter_order,
+                                           args, f->tools_array_wrapped, f->fun_name_is_key, CG_S(f->id_field),
+                                           CG_S(f->gen_id_field), f->parameter_order, f->n_parameter_order,
                                            f->openai_wrapper_trigger);
     }
     free(name);
@@ -320,7 +324,7 @@ int chat_gen(const chat_analysis *an, const chat_gen_inputs *in, chat_gen_params
             if (!out->triggers) return cg_fail(err, errlen, "out of memory");
             out->ntriggers = nt;
             out->triggers[0].type = CHAT_GRAMMAR_TRIGGER_WORD;
-            out->triggers[0].value = cg_dup(trigger->p, trigger->n);
+            out->triggers[0].value = cg_dup(CG_S(*trigger), trigger->n);
             if (nt == 2) {
                 out->triggers[1].type = CHAT_GRAMMAR_TRIGGER_WORD;
                 out->triggers[1].value = cg_dup("{\"type\": \"function\",", 21);

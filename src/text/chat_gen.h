@@ -13,17 +13,16 @@
  * of src/sampling/peg_grammar.h (a layer above this one), called when
  * out.has_grammar is set; b11669's apply returns exactly that string.
  *
- * Covered today: the answer parser without tools (plain content, the
- * reasoning block, content markers) and with tools under tool_choice "none"
- * or on a template whose caps cannot call tools. Refused with
- * CHAT_GEN_UNSUPPORTED and the reason: tools that reach the tool-call
- * parsers (JSON_NATIVE, TAG_WITH_JSON, TAG_WITH_TAGGED), and
- * response_format's json_schema -- b11669 keeps those schemas as typed schema
- * nodes (common/json-schema.h: an object without additionalProperties comes
- * out closed), which bankml does not reproduce yet. The response_format
- * branch is written (cg_response_format) and its ids match b11669's; only the
- * schema text differs. A continued final message (continue_final_message,
- * which changes the generation prompt) is not taken here.
+ * Covered: content (plain or wrapped in markers), the reasoning block,
+ * response_format's json_schema, and tool calls in the three formats the
+ * analysis finds (JSON_NATIVE, TAG_WITH_JSON, TAG_WITH_TAGGED), with
+ * tool_choice auto / required / none and parallel calls; schemas written as
+ * b11669's typed schema nodes keep them (chat_gen_schema.c). Refused with
+ * CHAT_GEN_UNSUPPORTED and the reason: JSON tool calls under nested dot keys
+ * (no shared template's analysis gives them). Not taken: a continued final
+ * message (continue_final_message changes the generation prompt; the caller
+ * passes the plain one). The specialised parsers (chat_specialized() !=
+ * CA_SPEC_NONE) are not here.
  */
 #ifndef BANKML_CHAT_GEN_H
 #define BANKML_CHAT_GEN_H

@@ -23,7 +23,10 @@ static size_t ct_fold(peg_arena *a, const size_t *ids, size_t n)
     return x;
 }
 
-static size_t ct_lit(peg_arena *a, const ca_str *s) { return peg_literal(a, s->p, s->n); }
+/* a ca_str's text ("" for an unset one) */
+#define CT_S(x) ((x).p ? (x).p : "")
+
+static size_t ct_lit(peg_arena *a, const ca_str *s) { return peg_literal(a, s->p ? s->p : "", s->n); }
 
 /* literal("\"" + key + "\"") */
 static size_t ct_qlit(peg_arena *a, const char *k, size_t n)
@@ -295,13 +298,13 @@ size_t chat_gen_json_tools(cg_tools *t, const ca_str *ss, const ca_str *se, int 
 /* literal(s) + p, as operator+(std::string, parser): the literal is made after p */
 static size_t ct_str_plus(peg_arena *a, const ca_str *s, size_t p)
 {
-    return peg_seq2(a, peg_literal(a, s->p, s->n), p);
+    return peg_seq2(a, peg_literal(a, s->p ? s->p : "", s->n), p);
 }
 
 /* p + literal(s), as parser::operator+(std::string) */
 static size_t ct_plus_str(peg_arena *a, size_t p, const ca_str *s)
 {
-    return peg_seq2(a, p, peg_literal(a, s->p, s->n));
+    return peg_seq2(a, p, peg_literal(a, s->p ? s->p : "", s->n));
 }
 
 /* analyze_tools::build_func_parser */
@@ -439,7 +442,7 @@ static size_t ct_tagged_arg(cg_tools *t, const chat_analysis *an, const json_val
         /* ac(tool_arg_string_value(until_suffix) + tool_arg_close(literal(value_suffix)), value_suffix) */
         size_t close = chat_peg_tag(a, "tool-arg-close", ct_lit(a, &ar->value_suffix));
         size_t sv = chat_peg_tag(a, "tool-arg-string-value", until_suffix);
-        peg_str d = {(char *)ar->value_suffix.p, ar->value_suffix.n};
+        peg_str d = {(char *)CT_S(ar->value_suffix), ar->value_suffix.n};
         value = peg_ac(a, peg_seq2(a, sv, close), &d, 1);
     } else {
         /* tool_arg_json_value(schema(json(), "tool-<i>-arg-<j>-schema", doc, node)) + tool_arg_close(...) */
@@ -529,7 +532,7 @@ size_t chat_gen_tag_tagged(cg_tools *t, const chat_analysis *an, size_t reasonin
     peg_arena *a = t->a;
     const ca_tool_format_analysis *f = &an->tools.format;
     const ca_str *vs = &an->tools.arguments.value_suffix;
-    size_t until_suffix = peg_rule(a, "until-suffix", peg_until(a, vs->p, vs->n), 0);
+    size_t until_suffix = peg_rule(a, "until-suffix", peg_until(a, CT_S(*vs), vs->n), 0);
     size_t choice = peg_choice(a, NULL, 0);
     for (size_t i = 0; i < t->tools->n && !t->failed; i++) {
         const char *name;
