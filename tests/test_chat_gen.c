@@ -78,7 +78,8 @@ TEST(chat_gen_reasoning_arena)
 
 TEST(chat_gen_plain_without_reasoning_format)
 {
-    /* reasoning_format none: no reasoning parser; the template still thinks, so prefix << parser */
+    /* reasoning_format none: no reasoning parser; the template still thinks, so prefix << parser (the kit's
+     * arena for Qwen3-0.6B with reasoning_format none, its generation prompt replaced by "A:") */
     chat_analysis a;
     ca_str pres[2];
     tcg_qwen3(&a, pres);
