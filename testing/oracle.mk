@@ -106,3 +106,8 @@ build/kit-caps: testing/kit_caps.cpp $(ORACLE_INC)/ggml.h
 	@mkdir -p build
 	$(CXX_KIT) -std=c++17 -O2 -Wall -o $@ testing/kit_caps.cpp \
 	    -L$(ORACLE_LIB) -l:libllama-common.so.0 -Wl,--allow-shlib-undefined
+
+# bankml's side of testing/oracle_chat_gen.py (chat_analyze + chat_gen + peg_build_grammar)
+build/chat-gen-driver: testing/chat_gen_driver.c $(OBJ)
+	@mkdir -p build
+	$(CC) $(BASE) -O2 $(WARN) -o $@ testing/chat_gen_driver.c $(OBJ) $(LDLIBS)
