@@ -77,7 +77,7 @@ FUZZ_TARGETS := $(patsubst tests/fuzz_%.c,build/fuzz/fuzz_%,$(wildcard tests/fuz
 # kernels' __builtin_cpu_supports("f16c"), so a target that does not need them should not build them)
 FUZZ_SRC_json    := src/base/json.c src/base/base.c
 FUZZ_SRC_gguf    := src/file/gguf.c src/base/json.c src/base/base.c
-FUZZ_SRC_grammar := src/sampling/grammar.c src/sampling/sampler.c src/base/json.c src/base/base.c
+FUZZ_SRC_grammar := src/sampling/grammar.c src/sampling/regex.c src/sampling/sampler.c src/base/json.c src/base/base.c
 FUZZ_DEF_grammar := -DSAMPLER_NO_GGUF
 
 build/fuzz/fuzz_%: tests/fuzz_%.c $(SRC) $(wildcard src/*/*.h)

@@ -55,11 +55,6 @@ REFUSED = [
      BOTH),
     ("json_schema", {"type": "object"}, None, CHAT_SCHEMA, (CHAT,)),
     ("json_schema", {}, None, CHAT_SCHEMA, (CHAT,)),
-    ("grammar_triggers", [{"type": 1, "value": "x"}], [], "grammar_triggers: lazy grammars' triggers are not "
-                                                          "reproduced yet (issue #16); send the request without them",
-     (CMPL,)),
-    ("preserved_tokens", ["x"], [], "preserved_tokens: printing special tokens by name is not reproduced yet "
-                                    "(issue #16); send the request without them", (CMPL,)),
     ("response_format", {"type": "json_object"}, {"type": "text"},
      CHAT_FORMAT, (CHAT,)),
     ("response_format", {"type": "json_schema", "json_schema": {"schema": {}}}, {}, CHAT_FORMAT, (CHAT,)),
@@ -102,6 +97,19 @@ OTHER = [
                                                    "failed:\nJSON schema error at #: unrecognized type strin"),
     (CMPL, {"json_schema": {"type": "strin"}, "grammar": None}, 200, None),
     (CMPL, {"json_schema": {}}, 200, None),
+    (CMPL, {"grammar_triggers": 5}, 400, "Field 'grammar_triggers': [json.exception.type_error.304] cannot use at() "
+                                         "with number"),
+    (CMPL, {"grammar_triggers": [{"type": 9, "value": "x"}]}, 400, "grammar_triggers: type 9 is no trigger type (0 "
+     "token, 1 word, 2 pattern, 3 full pattern); llama-server b11669 aborts on it, bankml refuses it"),
+    (CMPL, {"grammar": "root ::= [a-z]+", "grammar_lazy": True, "grammar_triggers": [{"type": 2, "value": "a**"}]},
+     400, "grammar_triggers: the trigger pattern uses a quantifier right after a quantifier, which bankml does not "
+          "reproduce; send the request without it"),
+    (CMPL, {"grammar": "root ::= [a-z]+", "grammar_lazy": True, "grammar_triggers": [{"type": 2, "value": "[b-a]"}]},
+     400, "Failed to initialize samplers: Invalid range in bracket expression."),
+    (CMPL, {"grammar_triggers": [{"type": 1, "value": "no such words here"}]}, 200, None),
+    (CMPL, {"preserved_tokens": "x"}, 400, "Field 'preserved_tokens': [json.exception.type_error.302] type must be "
+                                           "array, but is string"),
+    (CMPL, {"preserved_tokens": ["x"]}, 200, None),
     (CMPL, {"lora": {}}, 400, "Field 'lora': Error: 'lora' must be an array of objects with 'id' and 'scale' fields"),
     (CMPL, {"n_keep": -2}, 400, "Field 'n_keep': Value must be between -1 <= value <= 2147483647, but got -2"),
     (CMPL, {"n_discard": -1}, 400, "Field 'n_discard': Value must be between 0 <= value <= 2147483647, but got -1"),

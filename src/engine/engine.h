@@ -265,6 +265,14 @@ typedef struct {
     char *grammar_text;        /* the grammar as the request gave it (generation_settings.grammar); owned */
     size_t grammar_len;
     int grammar_lazy;          /* reported (a lazy grammar without triggers never constrains: grammar NULL) */
+    gr_lazy *lazy;             /* a lazy grammar's triggers (grammar_lazy with grammar_triggers): the grammar
+                                  awaits one before it constrains (gr_state_new_lazy); NULL not lazy; owned */
+    gr_trigger *triggers;      /* the triggers as llama-server keeps and reports them (generation_settings.
+                                  grammar_triggers; a one-token word became a token trigger); values owned */
+    size_t n_triggers;
+    int32_t *preserved;        /* preserved_tokens' ids, ascending, unique: each prints its special text
+                                  (llama-server's accept_special_token); owned */
+    size_t n_preserved;
     const char *task_params;   /* the task's params as GET /slots shows them (JSON, the front-end's; copied
                                   when the task starts); NULL: {} */
     size_t task_params_len;
@@ -272,6 +280,9 @@ typedef struct {
 
 void engine_request_init(engine_request *rq);   /* defaults as llama-server's */
 void engine_request_free(engine_request *rq);   /* the sampler params */
+/* Frees and clears what a lazy grammar and preserved_tokens set (lazy,
+ * triggers, preserved); engine_request_free does it too. */
+void engine_request_free_lazy(engine_request *rq);
 
 enum { ENGINE_STOP_NONE = 0, ENGINE_STOP_EOS, ENGINE_STOP_WORD, ENGINE_STOP_LIMIT };
 

@@ -141,6 +141,20 @@ void engine_request_free(engine_request *rq)
     free(rq->grammar_text);
     rq->grammar_text = NULL;
     rq->grammar_len = 0;
+    engine_request_free_lazy(rq);
+}
+
+void engine_request_free_lazy(engine_request *rq)
+{
+    gr_lazy_free(rq->lazy);
+    rq->lazy = NULL;
+    for (size_t i = 0; i < rq->n_triggers; i++) free((char *)rq->triggers[i].value);
+    free(rq->triggers);
+    rq->triggers = NULL;
+    rq->n_triggers = 0;
+    free(rq->preserved);
+    rq->preserved = NULL;
+    rq->n_preserved = 0;
 }
 
 void engine_result_free(engine_result *r)
@@ -319,6 +333,20 @@ static int report(run_state *r, engine_token *t, size_t n_top, const char *send,
     return 0;
 }
 
+/* llama-server's accept_special_token: a preserved token prints its text
+ * even when it is a control token. */
+static int is_preserved(const engine_request *rq, int32_t tok)
+{
+    size_t lo = 0, hi = rq->n_preserved;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (rq->preserved[mid] == tok) return 1;
+        if (rq->preserved[mid] < tok) lo = mid + 1;
+        else hi = mid;
+    }
+    return 0;
+}
+
 /* One step: sample from the last logits, report, decide the stop. 0 to go
  * on, 1 when the answer ended (or the client left), -1 on failure. */
 static int decode_step(run_state *r, int32_t *out_tok, engine_error *er)
@@ -337,7 +365,9 @@ static int decode_step(run_state *r, int32_t *out_tok, engine_error *er)
         return -1;
     }
     /* common_sampler_accept: the grammar first (generated tokens only), then the chain */
-    if (r->gs && gr_accept(r->gs, tok, er->msg, sizeof er->msg) != 0) {
+    if (r->gs && gr_accept(r->gs, tok, er->msg + 15, sizeof er->msg - 15) != 0) {
+        /* llama-server's words for the exception its slot loop caught */
+        memcpy(er->msg, "got exception: ", 15);
         er->kind = ENGINE_INTERNAL;
         return -1;
     }
@@ -366,7 +396,7 @@ static int decode_step(run_state *r, int32_t *out_tok, engine_error *er)
     }
     int is_eog = tok_is_eog(m->vocab, tok);
     jbuf_reset(&r->piece);
-    tok_piece(m->vocab, tok, 0, &r->piece);
+    tok_piece(m->vocab, tok, is_preserved(r->rq, tok), &r->piece);
     const char *send;
     size_t send_len;
     int complete = engine_stopper_push(&r->st, r->piece.p ? r->piece.p : "", r->piece.len, is_eog, &send, &send_len);
@@ -426,7 +456,7 @@ static int run_begin(run_state *r, engine_error *er)
             return -1;
         }
         if (!r->m->gvocab && engine_grammar_vocab(r->m, er) != 0) return -1;
-        r->gs = gr_state_new(rq->grammar, r->m->gvocab, er->msg, sizeof er->msg);
+        r->gs = gr_state_new_lazy(rq->grammar, r->m->gvocab, rq->lazy, er->msg, sizeof er->msg);
         if (!r->gs) {
             er->kind = ENGINE_INTERNAL;
             return -1;
