@@ -79,6 +79,7 @@ FUZZ_SRC_json    := src/base/json.c src/base/base.c
 FUZZ_SRC_gguf    := src/file/gguf.c src/base/json.c src/base/base.c
 FUZZ_SRC_grammar := src/sampling/grammar.c src/sampling/regex.c src/sampling/sampler.c src/base/json.c src/base/base.c
 FUZZ_DEF_grammar := -DSAMPLER_NO_GGUF
+FUZZ_SRC_regex   := src/sampling/regex.c src/base/base.c
 
 build/fuzz/fuzz_%: tests/fuzz_%.c $(SRC) $(wildcard src/*/*.h)
 	@mkdir -p build/fuzz

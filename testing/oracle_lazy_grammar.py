@@ -12,12 +12,16 @@ random-weight qwen3-e128 F16 (Qwen's real tokenizer, so <|im_start|> is one cont
     preserved ids included);
   - some on /v1/completions and /infill (they carry the fields through);
   - preserved_tokens printing a control token's text (forced with logit_bias);
+  - the reasoning budget's fields on /completion (reasoning_budget_tokens, _start_tag, _end_tags/_end_tag,
+    _message): forcing after N tokens, an end tag first, no message, budget 0, re-arming, with a lazy grammar
+    sitting out the block and the end tag replayed into it;
   - errors: each malformed trigger, preserved_tokens value and ill-formed pattern gets llama-server's status
     and message (libstdc++'s std::regex words), streamed and not;
   - bankml's own refusals (patterns it does not reproduce, unknown types: b11669 aborts on those) checked on
     bankml alone, the server still up after them.
 
-Standard library only. Ends with "N passed, N failed, N skipped"."""
+ORACLE_LAZY_MODELS=stories260K (or qwen3-e128-f16) runs one model; ORACLE_LAZY_FILTER=budget only the cases whose
+label holds the word. Standard library only. Ends with "N passed, N failed, N skipped"."""
 import json, os, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -93,6 +97,39 @@ STORIES = [
     ("token float", lazy({"type": 0, "value": "x", "token": 261.9})),
 ]
 
+
+
+def budget(n, start, ends, message=None, **kw):
+    b = {"reasoning_budget_tokens": n, "reasoning_budget_start_tag": start, "reasoning_budget_end_tags": ends}
+    if message is not None:
+        b["reasoning_budget_message"] = message
+    return dict(b, **kw)
+
+
+# the reasoning budget on /completion (its fields are the completion schema's): forced after N tokens of the
+# block, an end tag ending it first, no message (nothing forced), budget 0, several end tags, re-arming, and with
+# a lazy grammar (which sits out the block; the end tag is replayed into it)
+BUDGETS = [
+    ("budget 3", budget(3, "time", ["girl"], " STOP")),
+    ("budget no message", budget(3, "time", ["girl"])),
+    ("budget empty message", budget(3, "time", ["girl"], "")),
+    ("budget 0", budget(0, "time", ["girl"], "")),
+    ("budget not reached", budget(30, "time", ["girl"], "x")),
+    ("budget several ends", budget(6, "time", ["little", "", "girl"], "hmm")),
+    ("budget end tag string", budget(2, "there", "girl", "!")),
+    ("budget end tag alias", dict(budget(2, "there", None, "!"), reasoning_budget_end_tag="girl")),
+    ("budget alias only", {"reasoning_budget_tokens": 2, "reasoning_budget_start_tag": "there",
+                           "reasoning_budget_end_tag": "girl", "reasoning_budget_message": " and"}),
+    ("budget ends object, message number", budget(2, "there", {"a": "girl"}, 5)),
+    ("budget re-arms", budget(1, "a", ["."], " ok", n_predict=60)),
+    ("budget unlimited", budget(-1, "time", ["girl"], " x")),
+    ("budget special tag", budget(2, "<s>", ["</s>"], "!", logit_bias=[[1, 9]])),
+    ("budget lazy grammar", lazy(word("girl"), **budget(-1, "time", ["little"]))),
+    ("budget lazy trigger in end tag", lazy(word("lit"), **budget(-1, "time", ["little"]))),
+    ("budget lazy forced", lazy(word("girl"), **budget(2, "time", ["girl"], " The"))),
+    ("budget grammar not lazy", dict(budget(2, "time", ["girl"], " the"), grammar=AZ)),
+]
+
 # malformed fields and patterns: llama-server's status and message
 ERRORS = [
     ("no type", lazy({"value": "girl"})),
@@ -116,6 +153,13 @@ ERRORS = [
     ("preserved object", {"preserved_tokens": {"x": "girl"}}),
     ("grammar before pattern", lazy(pat("(gi"), grammar="root ::= [a-z")),
     ("preserved before triggers", {"preserved_tokens": 5, "grammar_triggers": 5}),
+    ("budget tokens -2", budget(-2, "there", ["girl"])),
+    ("budget tokens string", {"reasoning_budget_tokens": "x"}),
+    ("budget start number", {"reasoning_budget_start_tag": 5}),
+    ("budget ends number", {"reasoning_budget_end_tags": [5]}),
+    ("budget end number", {"reasoning_budget_end_tag": 5}),
+    ("budget ends true", {"reasoning_budget_end_tags": True}),
+    ("budget after triggers", dict(lazy(word("a")), reasoning_budget_tokens=-3)),
 ] + [(f"regex {p!r}", lazy(pat(p))) for p in [
     "(gi", ")", "a)", "\\", "a|*", "*a", "{", "a{,3}", "a{2,1}", "a{", "a{1,2", "\\x4", "\\x", "\\u12",
     "[\\d-z]", "\\c", "[b-a]", "[z-a", "[a", "(?<n>a)", "(?x)", "(?", "(?:", "((a)"]] + [
@@ -138,7 +182,12 @@ def strip(v):
     return oracle.strip_answer(v, CLOCK)
 
 
+FILTER = os.environ.get("ORACLE_LAZY_FILTER", "")   # e.g. "budget": only the cases whose label holds it (development)
+
+
 def same(L, B, label, path, body):
+    if FILTER and FILTER not in label:
+        return True
     if body.get("stream"):
         want, got = L.stream(path, body), B.stream(path, body)
     else:
@@ -173,6 +222,13 @@ def run_stories(model, fork):
                 same(L, B, f"stories260K {name} /v1/completions{sfx}", "/v1/completions", body)
             same(L, B, f"stories260K {name} /infill", "/infill",
                  dict({"input_prefix": "Once", "input_suffix": "end", "n_predict": 12, "temperature": 0}, **extra))
+        for name, extra in BUDGETS:
+            base = dict({"prompt": prompt, "n_predict": 30, "return_tokens": True}, **extra)
+            for vname, body in variants(base, 4 if "lazy" not in name else 2):
+                same(L, B, f"stories260K {name} {vname}", "/completion", body)
+        for name, extra in BUDGETS[:1] + BUDGETS[13:14]:
+            same(L, B, f"stories260K {name} /v1/completions stream", "/v1/completions",
+                 dict({"prompt": prompt, "max_tokens": 24, "temperature": 0, "stream": True}, **extra))
         # preserved tokens print a control token's text (<s> pushed up by logit_bias)
         for name, extra in [("preserved <s>", {"preserved_tokens": ["<s>"]}),
                             ("preserved <s> twice and others", {"preserved_tokens": ["<s>", "</s>", "<s>", "girl",
@@ -221,6 +277,8 @@ def run_qwen(model, fork):
             ("pattern non-ascii", lazy(pat("[^\\x00-\\x7f]+"), grammar="root ::= [^a-z]+")),
             ("full", lazy(full("[\\s\\S]*( is)[\\s\\S]*"))),
             ("never", lazy(word("zebra"))),
+            ("budget", budget(2, " is", ["zzz"], " ok", logit_bias={" is": 3})),
+            ("budget control tags", budget(1, "<|im_start|>", ["<|im_end|>"], "!", logit_bias=[[IM, 8]])),
         ]
         for name, extra in cases:
             base = dict({"prompt": prompt, "n_predict": 8, "return_tokens": True}, **extra)

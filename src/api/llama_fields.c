@@ -229,20 +229,38 @@ static const llama_field FIELDS[] = {
     {"echo", R_ALL, REF, "echo: echoing the prompt is not reproduced; send the request without it", is_false},
     {"message_delimiters", R_ALL, REF, "message_delimiters: not reproduced; send the request without it",
      is_empty_array},
-    {"reasoning_control", R_ALL, REF, "reasoning_control: the reasoning budget is not reproduced yet; send the "
-                                      "request without it", is_false},
-    {"reasoning_budget_tokens", R_ALL, REF, "reasoning_budget_tokens: the reasoning budget is not reproduced yet; "
-                                            "send the request without it", is_minus_one},
-    {"thinking_budget_tokens", R_CHAT, REF, "thinking_budget_tokens: the reasoning budget is not reproduced yet; "
-                                            "send the request without it", is_minus_one},
-    {"reasoning_budget_start_tag", R_ALL, REF, "reasoning_budget_start_tag: the reasoning budget is not "
-                                               "reproduced yet; send the request without it", never},
-    {"reasoning_budget_end_tags", R_ALL, REF, "reasoning_budget_end_tags: the reasoning budget is not reproduced "
-                                              "yet; send the request without it", never},
-    {"reasoning_budget_end_tag", R_ALL, REF, "reasoning_budget_end_tag: the reasoning budget is not reproduced "
-                                             "yet; send the request without it", never},
-    {"reasoning_budget_message", R_ALL, REF, "reasoning_budget_message: the reasoning budget is not reproduced "
-                                             "yet; send the request without it", never},
+    {"reasoning_control", R_ALL, REF, "reasoning_control: ending the reasoning at run time (llama-server's "
+                                      "reasoning_end control) is not reproduced yet; send the request without it",
+     is_false},
+    {"reasoning_budget_tokens", R_CMPL | R_OAI, REP, "llama_fields_read read_budget: -1..2147483647 (llama-server's "
+                                                     "hard-limit words), the budget (sampling/budget.c)", NULL},
+    {"reasoning_budget_tokens", R_CHAT, REF, "reasoning_budget_tokens: on chat the budget's tags come from the "
+                                             "template's thinking format (the chat layer, issue #17), not reproduced "
+                                             "yet; send the request without it", is_minus_one},
+    {"thinking_budget_tokens", R_CHAT, REF, "thinking_budget_tokens: on chat the budget's tags come from the "
+                                            "template's thinking format (the chat layer, issue #17), not reproduced "
+                                            "yet; send the request without it", is_minus_one},
+    {"reasoning_budget_start_tag", R_CMPL | R_OAI, REP, "llama_fields_read read_budget: the start sequence's tokens "
+                                                        "(specials parsed)", NULL},
+    {"reasoning_budget_start_tag", R_CHAT, REF, "reasoning_budget_start_tag: on chat the template's thinking tags "
+                                                "replace it (the chat layer, issue #17), not reproduced yet; send the "
+                                                "request without it", never},
+    {"reasoning_budget_end_tags", R_CMPL | R_OAI, REP, "llama_fields_read read_budget: the end sequences (empty ones "
+                                                       "dropped); the first one is forced", NULL},
+    {"reasoning_budget_end_tags", R_CHAT, REF, "reasoning_budget_end_tags: on chat the template's thinking tags "
+                                               "replace them (the chat layer, issue #17), not reproduced yet; send "
+                                               "the request without it", never},
+    {"reasoning_budget_end_tag", R_CMPL | R_OAI, REP, "llama_fields_read read_budget: reasoning_budget_end_tags' "
+                                                      "alias", NULL},
+    {"reasoning_budget_end_tag", R_CHAT, REF, "reasoning_budget_end_tag: on chat the template's thinking tags "
+                                              "replace it (the chat layer, issue #17), not reproduced yet; send the "
+                                              "request without it", never},
+    {"reasoning_budget_message", R_CMPL | R_OAI, REP, "llama_fields_read read_budget: its tokens before the first "
+                                                      "end tag's make the forced sequence (absent: nothing forced)",
+     NULL},
+    {"reasoning_budget_message", R_CHAT, REF, "reasoning_budget_message: on chat the budget's tags come from the "
+                                              "template's thinking format (the chat layer, issue #17), not "
+                                              "reproduced yet; send the request without it", never},
     /* the chat route's own (oaicompat_chat_params_parse) */
     {"tools", R_CHAT, REF, "tools: tool calls are not reproduced yet; send the request without them",
      is_empty_array},
@@ -684,6 +702,110 @@ static int read_triggers(const engine_model *m, const json_value *body, engine_r
     return 0;
 }
 
+/* A tag's tokens (common_tokenize: add_special false, parse_special true). */
+static int budget_tokens(const engine_model *m, const char *s, size_t n, int32_t **ids, size_t *nids, char *err,
+                         size_t errlen)
+{
+    char terr[128];
+    *ids = NULL;
+    *nids = 0;
+    if (engine_tokenize_with(m, s, n, 0, 1, ids, nids, terr, sizeof terr) == 0) return 0;
+    bk_err(err, errlen, "out of memory");
+    return -1;
+}
+
+static int budget_push_end(const engine_model *m, engine_request *rq, const json_value *t, char *err, size_t errlen)
+{
+    if (t->len == 0) return 0;
+    int32_t **ne = realloc(rq->rb_ends, (rq->n_rb_ends + 1) * sizeof *ne);
+    if (ne) rq->rb_ends = ne;
+    size_t *nl = ne ? realloc(rq->rb_end_lens, (rq->n_rb_ends + 1) * sizeof *nl) : NULL;
+    if (nl) rq->rb_end_lens = nl;
+    if (!ne || !nl) {
+        bk_err(err, errlen, "out of memory");
+        return -1;
+    }
+    if (budget_tokens(m, t->str, t->len, &rq->rb_ends[rq->n_rb_ends], &rq->rb_end_lens[rq->n_rb_ends], err, errlen))
+        return -1;
+    rq->n_rb_ends++;
+    return 0;
+}
+
+/* The reasoning budget's fields as the completion schema reads them:
+ * reasoning_budget_tokens (-1..INT32_MAX), reasoning_budget_start_tag (a
+ * string), reasoning_budget_end_tags (alias reasoning_budget_end_tag: the
+ * first non-null names the field; with the plural key present, even null,
+ * its elements are read as nlohmann iterates them), reasoning_budget_message
+ * (prepended to the first end tag to make the forced sequence; a value that
+ * is no string is ""; absent: nothing is forced). */
+static int read_budget(const engine_model *m, const json_value *body, engine_request *rq, char *err, size_t errlen)
+{
+    if (read_limited(body, "reasoning_budget_tokens", -1, &rq->rb_tokens, err, errlen)) return -1;
+    const json_value *st = json_get(body, "reasoning_budget_start_tag");
+    if (st && st->type != JSON_NULL) {
+        if (st->type != JSON_STRING) {
+            bk_err(err, errlen, "Field 'reasoning_budget_start_tag': [json.exception.type_error.302] type must be "
+                   "string, but is %s", llama_jtype(st));
+            return -1;
+        }
+        free(rq->rb_start);
+        if (budget_tokens(m, st->str, st->len, &rq->rb_start, &rq->n_rb_start, err, errlen)) return -1;
+    }
+    const json_value *ets = json_get(body, "reasoning_budget_end_tags"), *et = json_get(body, "reasoning_budget_end_tag");
+    const char *fname = ets && ets->type != JSON_NULL ? "reasoning_budget_end_tags"
+                      : et && et->type != JSON_NULL ? "reasoning_budget_end_tag" : NULL;
+    if (fname) {
+        if (ets) {
+            size_t n = 0;
+            int oom = 0;
+            const json_value **el = ets->type == JSON_NULL ? NULL : nl_elements(ets, &n, &oom);
+            if (oom) {
+                bk_err(err, errlen, "out of memory");
+                return -1;
+            }
+            for (size_t i = 0; i < n; i++) {
+                if (el[i]->type != JSON_STRING) {
+                    bk_err(err, errlen, "Field '%s': [json.exception.type_error.302] type must be string, but is %s",
+                           fname, llama_jtype(el[i]));
+                    free(el);
+                    return -1;
+                }
+                if (budget_push_end(m, rq, el[i], err, errlen)) {
+                    free(el);
+                    return -1;
+                }
+            }
+            free(el);
+        } else {
+            if (et->type != JSON_STRING) {
+                bk_err(err, errlen, "Field '%s': [json.exception.type_error.302] type must be string, but is %s",
+                       fname, llama_jtype(et));
+                return -1;
+            }
+            if (budget_push_end(m, rq, et, err, errlen)) return -1;
+        }
+    }
+    const json_value *msg = json_get(body, "reasoning_budget_message");
+    if (msg && msg->type != JSON_NULL && rq->n_rb_ends) {
+        int32_t *mt = NULL;
+        size_t nm = 0;
+        if (msg->type == JSON_STRING && msg->len && budget_tokens(m, msg->str, msg->len, &mt, &nm, err, errlen))
+            return -1;
+        size_t ne = rq->rb_end_lens[0];
+        rq->rb_forced = malloc((nm + ne ? nm + ne : 1) * sizeof *rq->rb_forced);
+        if (!rq->rb_forced) {
+            free(mt);
+            bk_err(err, errlen, "out of memory");
+            return -1;
+        }
+        if (nm) memcpy(rq->rb_forced, mt, nm * sizeof *mt);
+        memcpy(rq->rb_forced + nm, rq->rb_ends[0], ne * sizeof *rq->rb_forced);
+        rq->n_rb_forced = nm + ne;
+        free(mt);
+    }
+    return 0;
+}
+
 /* The lazy grammar's triggers compiled as common_sampler_init compiles them
  * (only with a grammar and grammar_lazy: a grammar that is not lazy never
  * sees its patterns). Every trigger's type is checked whatever the grammar:
@@ -736,6 +858,7 @@ int llama_fields_read(const engine_model *m, const char *route, const json_value
         if (llama_field_bool(body, "grammar_lazy", &rq->grammar_lazy, err, errlen)) return -1;
         if (read_preserved(m, body, rq, err, errlen)) return -1;
         if (read_triggers(m, body, rq, err, errlen)) return -1;
+        if (read_budget(m, body, rq, err, errlen)) return -1;
     }
     const json_value *lb = json_get(body, "logit_bias");
     if (lb && lb->type != JSON_NULL && read_logit_bias(m, lb, rq, &cap) != 0) goto oom;

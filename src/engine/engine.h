@@ -273,6 +273,18 @@ typedef struct {
     int32_t *preserved;        /* preserved_tokens' ids, ascending, unique: each prints its special text
                                   (llama-server's accept_special_token); owned */
     size_t n_preserved;
+    /* the reasoning budget (sampling/budget.h), as the completion schema's reasoning_budget_* fields set it:
+       the start tag's tokens, the end tags' (empty ones dropped), the forced sequence (the message's tokens and
+       the first end tag's; empty unless reasoning_budget_message was given) and the budget (-1 unlimited). The
+       sampler exists when start and end are set and the budget is >= 0 or grammar_lazy is on; all owned */
+    int32_t *rb_start;
+    size_t n_rb_start;
+    int32_t **rb_ends;
+    size_t *rb_end_lens;
+    size_t n_rb_ends;
+    int32_t *rb_forced;
+    size_t n_rb_forced;
+    int32_t rb_tokens;
     const char *task_params;   /* the task's params as GET /slots shows them (JSON, the front-end's; copied
                                   when the task starts); NULL: {} */
     size_t task_params_len;
