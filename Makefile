@@ -85,11 +85,12 @@ FUZZ_TARGETS := $(patsubst tests/fuzz_%.c,build/fuzz/fuzz_%,$(wildcard tests/fuz
 # kernels' __builtin_cpu_supports("f16c"), so a target that does not need them should not build them)
 FUZZ_SRC_json    := src/base/json.c src/base/base.c
 FUZZ_SRC_gguf    := src/file/gguf.c src/base/json.c src/base/base.c
-FUZZ_SRC_grammar := src/sampling/grammar.c src/sampling/sampler.c src/base/json.c src/base/base.c
+FUZZ_SRC_grammar := src/sampling/grammar.c src/sampling/regex.c src/sampling/sampler.c src/base/json.c src/base/base.c
 FUZZ_DEF_grammar := -DSAMPLER_NO_GGUF
 FUZZ_SRC_chat_analyze := $(wildcard src/text/chat_analyze*.c) $(wildcard src/text/template*.c) src/base/json.c src/base/base.c
 FUZZ_SRC_peg     := src/text/peg.c src/text/peg_parse.c src/text/chat_peg.c src/sampling/peg_grammar.c \
                     src/sampling/json_schema.c src/base/json.c src/base/base.c
+FUZZ_SRC_regex   := src/sampling/regex.c src/base/base.c
 
 build/fuzz/fuzz_%: tests/fuzz_%.c $(SRC) $(wildcard src/*/*.h) build/gen/ui_assets.h
 	@mkdir -p build/fuzz

@@ -35,7 +35,10 @@ CHAT_FORMAT = ('response_format: JSON mode and JSON schemas on chat go through t
                '(a grammar of the generation prompt, an optional ```json fence and the schema); not reproduced yet '
                '(issue #16): send the request without it or with type "text", or the schema as json_schema to '
                '/completion')
-BUDGET = "the reasoning budget is not reproduced yet; send the request without it"
+CHAT_BUDGET = ("on chat the budget's tags come from the template's thinking format (the chat layer, issue #17), "
+               "not reproduced yet; send the request without it")
+CHAT_TAGS = ("on chat the template's thinking tags replace {} (the chat layer, issue #17), not reproduced yet; send "
+             "the request without it")
 
 # (field, refused value, a value b11669 treats as absent, the reason, routes)
 BOTH = (CMPL, CHAT)
@@ -53,11 +56,6 @@ REFUSED = [
      BOTH),
     ("json_schema", {"type": "object"}, None, CHAT_SCHEMA, (CHAT,)),
     ("json_schema", {}, None, CHAT_SCHEMA, (CHAT,)),
-    ("grammar_triggers", [{"type": 1, "value": "x"}], [], "grammar_triggers: lazy grammars' triggers are not "
-                                                          "reproduced yet (issue #16); send the request without them",
-     (CMPL,)),
-    ("preserved_tokens", ["x"], [], "preserved_tokens: printing special tokens by name is not reproduced yet "
-                                    "(issue #16); send the request without them", (CMPL,)),
     ("response_format", {"type": "json_object"}, {"type": "text"},
      CHAT_FORMAT, (CHAT,)),
     ("response_format", {"type": "json_schema", "json_schema": {"schema": {}}}, {}, CHAT_FORMAT, (CHAT,)),
@@ -73,13 +71,15 @@ REFUSED = [
     ("chat_parser", "x", None, "chat_parser: chat parsers are not reproduced yet; send the request without it", BOTH),
     ("echo", True, False, "echo: echoing the prompt is not reproduced; send the request without it", BOTH),
     ("message_delimiters", ["x"], [], "message_delimiters: not reproduced; send the request without it", BOTH),
-    ("reasoning_control", True, False, "reasoning_control: " + BUDGET, BOTH),
-    ("reasoning_budget_tokens", 10, -1, "reasoning_budget_tokens: " + BUDGET, BOTH),
-    ("thinking_budget_tokens", 10, -1, "thinking_budget_tokens: " + BUDGET, (CHAT,)),
-    ("reasoning_budget_start_tag", "<think>", None, "reasoning_budget_start_tag: " + BUDGET, BOTH),
-    ("reasoning_budget_end_tags", ["</think>"], None, "reasoning_budget_end_tags: " + BUDGET, BOTH),
-    ("reasoning_budget_end_tag", "</think>", None, "reasoning_budget_end_tag: " + BUDGET, BOTH),
-    ("reasoning_budget_message", "stop", None, "reasoning_budget_message: " + BUDGET, BOTH),
+    ("reasoning_control", True, False, "reasoning_control: ending the reasoning at run time (llama-server's "
+                                       "reasoning_end control) is not reproduced yet; send the request without it",
+     BOTH),
+    ("reasoning_budget_tokens", 10, -1, "reasoning_budget_tokens: " + CHAT_BUDGET, (CHAT,)),
+    ("thinking_budget_tokens", 10, -1, "thinking_budget_tokens: " + CHAT_BUDGET, (CHAT,)),
+    ("reasoning_budget_start_tag", "<think>", None, "reasoning_budget_start_tag: " + CHAT_TAGS.format("it"), (CHAT,)),
+    ("reasoning_budget_end_tags", ["</think>"], None, "reasoning_budget_end_tags: " + CHAT_TAGS.format("them"), (CHAT,)),
+    ("reasoning_budget_end_tag", "</think>", None, "reasoning_budget_end_tag: " + CHAT_TAGS.format("it"), (CHAT,)),
+    ("reasoning_budget_message", "stop", None, "reasoning_budget_message: " + CHAT_BUDGET, (CHAT,)),
 ]
 
 # requests with llama-server's own errors, or bankml's that depend on two fields
@@ -90,6 +90,25 @@ OTHER = [
                                                    "failed:\nJSON schema error at #: unrecognized type strin"),
     (CMPL, {"json_schema": {"type": "strin"}, "grammar": None}, 200, None),
     (CMPL, {"json_schema": {}}, 200, None),
+    (CMPL, {"grammar_triggers": 5}, 400, "Field 'grammar_triggers': [json.exception.type_error.304] cannot use at() "
+                                         "with number"),
+    (CMPL, {"grammar_triggers": [{"type": 9, "value": "x"}]}, 400, "grammar_triggers: type 9 is no trigger type (0 "
+     "token, 1 word, 2 pattern, 3 full pattern); llama-server b11669 aborts on it, bankml refuses it"),
+    (CMPL, {"grammar": "root ::= [a-z]+", "grammar_lazy": True, "grammar_triggers": [{"type": 2, "value": "a**"}]},
+     400, "grammar_triggers: the trigger pattern uses a quantifier right after a quantifier, which bankml does not "
+          "reproduce; send the request without it"),
+    (CMPL, {"grammar": "root ::= [a-z]+", "grammar_lazy": True, "grammar_triggers": [{"type": 2, "value": "[b-a]"}]},
+     400, "Failed to initialize samplers: Invalid range in bracket expression."),
+    (CMPL, {"grammar_triggers": [{"type": 1, "value": "no such words here"}]}, 200, None),
+    (CMPL, {"preserved_tokens": "x"}, 400, "Field 'preserved_tokens': [json.exception.type_error.302] type must be "
+                                           "array, but is string"),
+    (CMPL, {"preserved_tokens": ["x"]}, 200, None),
+    (CMPL, {"reasoning_budget_tokens": -2}, 400, "Field 'reasoning_budget_tokens': Value must be between -1 <= value "
+                                                 "<= 2147483647, but got -2"),
+    (CMPL, {"reasoning_budget_end_tag": 5}, 400, "Field 'reasoning_budget_end_tag': [json.exception.type_error.302] "
+                                                 "type must be string, but is number"),
+    (CMPL, {"reasoning_budget_tokens": 1, "reasoning_budget_start_tag": "Once", "reasoning_budget_end_tags": ["."],
+            "reasoning_budget_message": "x"}, 200, None),
     (CMPL, {"lora": {}}, 400, "Field 'lora': Error: 'lora' must be an array of objects with 'id' and 'scale' fields"),
     (CMPL, {"n_keep": -2}, 400, "Field 'n_keep': Value must be between -1 <= value <= 2147483647, but got -2"),
     (CMPL, {"n_discard": -1}, 400, "Field 'n_discard': Value must be between 0 <= value <= 2147483647, but got -1"),

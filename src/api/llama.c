@@ -391,10 +391,18 @@ static int run_completion(engine *e, engine_model *m, sctx *c, engine_request *r
         rc = -1;
         c->replied = 1;
         if (c->began) {
+            /* /completion's stream (measured on b11669): the error object
+             * llama-server answers with, as the last event */
             jbuf_reset(&c->ev);
-            jbuf_puts(&c->ev, "{\"error\":");
-            json_put_cstr_nl(&c->ev, er.msg);
-            jbuf_putc(&c->ev, '}');
+            if (!c->chat) {
+                jbuf_puts(&c->ev, "{\"error\":{\"code\":500,\"message\":");
+                json_put_cstr_nl(&c->ev, er.msg);
+                jbuf_puts(&c->ev, ",\"type\":\"server_error\"}}");
+            } else {
+                jbuf_puts(&c->ev, "{\"error\":");
+                json_put_cstr_nl(&c->ev, er.msg);
+                jbuf_putc(&c->ev, '}');
+            }
             send_event(c);
         } else {
             llama_reply_err(c->resp, 500, er.msg);

@@ -21,6 +21,7 @@
 #include "base/base.h"
 #include "api/llama_json.h"
 #include "sampling/json_schema.h"
+#include "sampling/regex.h"
 
 /* ---- nlohmann's readings, shared with llama_req.c ---- */
 
@@ -194,18 +195,20 @@ static const llama_field FIELDS[] = {
                                  "parser (the generation prompt, an optional ```json fence, the schema) and "
                                  "parses the answer with it; not reproduced yet (issue #16): send the request "
                                  "without it, or the schema to /completion", never},
-    {"grammar_lazy", R_CMPL | R_OAI, REP, "llama_fields_read: a boolean; without grammar_triggers no trigger "
-                                          "can fire, so the grammar (still parsed) never constrains; reported",
-     NULL},
+    {"grammar_lazy", R_CMPL | R_OAI, REP, "llama_fields_read: a boolean; with grammar_triggers the grammar "
+                                          "awaits one before it constrains (gr_state_new_lazy); without, it "
+                                          "never constrains; reported", NULL},
     {"grammar_lazy", R_CHAT, ACC, "the chat layer replaces it with the template's (false) before it is read",
      NULL},
-    {"grammar_triggers", R_CMPL | R_OAI, REF, "grammar_triggers: lazy grammars' triggers are not reproduced yet "
-                                              "(issue #16); send the request without them", is_empty_array},
+    {"grammar_triggers", R_CMPL | R_OAI, REP, "llama_fields_read read_triggers: every type (token, word, "
+                                              "pattern, full pattern) with b11669's errors, a one-token word "
+                                              "made a token trigger; patterns matched as std::regex "
+                                              "(sampling/regex.c), refused with the reason where bankml does not "
+                                              "reproduce them; reported", NULL},
     {"grammar_triggers", R_CHAT, ACC, "the chat layer replaces them with the template's (none) before they are "
                                       "read", NULL},
-    {"preserved_tokens", R_CMPL | R_OAI, REF, "preserved_tokens: printing special tokens by name is not "
-                                              "reproduced yet (issue #16); send the request without them",
-     is_empty_array},
+    {"preserved_tokens", R_CMPL | R_OAI, REP, "llama_fields_read read_preserved: each one-token string's id; "
+                                              "those tokens print their special text; reported", NULL},
     {"preserved_tokens", R_CHAT, ACC, "the chat layer replaces them with the template's before they are read",
      NULL},
     {"response_format", R_CHAT, REF, "response_format: JSON mode and JSON schemas on chat go through the "
@@ -227,20 +230,38 @@ static const llama_field FIELDS[] = {
     {"echo", R_ALL, REF, "echo: echoing the prompt is not reproduced; send the request without it", is_false},
     {"message_delimiters", R_ALL, REF, "message_delimiters: not reproduced; send the request without it",
      is_empty_array},
-    {"reasoning_control", R_ALL, REF, "reasoning_control: the reasoning budget is not reproduced yet; send the "
-                                      "request without it", is_false},
-    {"reasoning_budget_tokens", R_ALL, REF, "reasoning_budget_tokens: the reasoning budget is not reproduced yet; "
-                                            "send the request without it", is_minus_one},
-    {"thinking_budget_tokens", R_CHAT, REF, "thinking_budget_tokens: the reasoning budget is not reproduced yet; "
-                                            "send the request without it", is_minus_one},
-    {"reasoning_budget_start_tag", R_ALL, REF, "reasoning_budget_start_tag: the reasoning budget is not "
-                                               "reproduced yet; send the request without it", never},
-    {"reasoning_budget_end_tags", R_ALL, REF, "reasoning_budget_end_tags: the reasoning budget is not reproduced "
-                                              "yet; send the request without it", never},
-    {"reasoning_budget_end_tag", R_ALL, REF, "reasoning_budget_end_tag: the reasoning budget is not reproduced "
-                                             "yet; send the request without it", never},
-    {"reasoning_budget_message", R_ALL, REF, "reasoning_budget_message: the reasoning budget is not reproduced "
-                                             "yet; send the request without it", never},
+    {"reasoning_control", R_ALL, REF, "reasoning_control: ending the reasoning at run time (llama-server's "
+                                      "reasoning_end control) is not reproduced yet; send the request without it",
+     is_false},
+    {"reasoning_budget_tokens", R_CMPL | R_OAI, REP, "llama_fields_read read_budget: -1..2147483647 (llama-server's "
+                                                     "hard-limit words), the budget (sampling/budget.c)", NULL},
+    {"reasoning_budget_tokens", R_CHAT, REF, "reasoning_budget_tokens: on chat the budget's tags come from the "
+                                             "template's thinking format (the chat layer, issue #17), not reproduced "
+                                             "yet; send the request without it", is_minus_one},
+    {"thinking_budget_tokens", R_CHAT, REF, "thinking_budget_tokens: on chat the budget's tags come from the "
+                                            "template's thinking format (the chat layer, issue #17), not reproduced "
+                                            "yet; send the request without it", is_minus_one},
+    {"reasoning_budget_start_tag", R_CMPL | R_OAI, REP, "llama_fields_read read_budget: the start sequence's tokens "
+                                                        "(specials parsed)", NULL},
+    {"reasoning_budget_start_tag", R_CHAT, REF, "reasoning_budget_start_tag: on chat the template's thinking tags "
+                                                "replace it (the chat layer, issue #17), not reproduced yet; send the "
+                                                "request without it", never},
+    {"reasoning_budget_end_tags", R_CMPL | R_OAI, REP, "llama_fields_read read_budget: the end sequences (empty ones "
+                                                       "dropped); the first one is forced", NULL},
+    {"reasoning_budget_end_tags", R_CHAT, REF, "reasoning_budget_end_tags: on chat the template's thinking tags "
+                                               "replace them (the chat layer, issue #17), not reproduced yet; send "
+                                               "the request without it", never},
+    {"reasoning_budget_end_tag", R_CMPL | R_OAI, REP, "llama_fields_read read_budget: reasoning_budget_end_tags' "
+                                                      "alias", NULL},
+    {"reasoning_budget_end_tag", R_CHAT, REF, "reasoning_budget_end_tag: on chat the template's thinking tags "
+                                              "replace it (the chat layer, issue #17), not reproduced yet; send the "
+                                              "request without it", never},
+    {"reasoning_budget_message", R_CMPL | R_OAI, REP, "llama_fields_read read_budget: its tokens before the first "
+                                                      "end tag's make the forced sequence (absent: nothing forced)",
+     NULL},
+    {"reasoning_budget_message", R_CHAT, REF, "reasoning_budget_message: on chat the budget's tags come from the "
+                                              "template's thinking format (the chat layer, issue #17), not "
+                                              "reproduced yet; send the request without it", never},
     /* the chat route's own (oaicompat_chat_params_parse) */
     {"tools", R_CHAT, REP, "llama_req.c llama_read_chat_inputs (common_chat_tools_parse_oaicompat), rendered by the "
                            "template; a chat with tools and tool_choice other than \"none\" is refused in "
@@ -513,6 +534,310 @@ static int read_grammar(const engine_model *m, engine_request *rq, char *err, si
     return 0;
 }
 
+/* nlohmann's range-for over a value (llama-server's ordered_json): an
+ * array's items, an object's values in the body's order, any other value
+ * once, itself. *n is the count; the array is malloc'd (NULL with *n 0
+ * for an empty one). */
+static const json_value **nl_elements(const json_value *v, size_t *n, int *oom)
+{
+    *oom = 0;
+    size_t k = v->type == JSON_ARRAY || v->type == JSON_OBJECT ? v->n : 1;
+    *n = k;
+    if (k == 0) return NULL;
+    const json_value **out = malloc(k * sizeof *out);
+    if (!out) {
+        *oom = 1;
+        *n = 0;
+        return NULL;
+    }
+    if (v->type == JSON_ARRAY || v->type == JSON_OBJECT)
+        for (size_t i = 0; i < k; i++) out[i] = v->items[i];
+    else
+        out[0] = v;
+    return out;
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int is_preserved_id(const engine_request *rq, int32_t id)
+{
+    for (size_t i = 0; i < rq->n_preserved; i++)
+        if (rq->preserved[i] == id) return 1;
+    return 0;
+}
+
+/* preserved_tokens (b11669 reads an array of strings): each string that
+ * tokenizes (specials parsed) to exactly one token adds that id. */
+static int read_preserved(const engine_model *m, const json_value *body, engine_request *rq, char *err,
+                          size_t errlen)
+{
+    const json_value *pt = json_get(body, "preserved_tokens");
+    if (!pt || pt->type == JSON_NULL) return 0;
+    if (pt->type != JSON_ARRAY) {
+        bk_err(err, errlen, "Field 'preserved_tokens': [json.exception.type_error.302] type must be array, but is %s",
+               llama_jtype(pt));
+        return -1;
+    }
+    for (size_t i = 0; i < pt->n; i++)
+        if (pt->items[i]->type != JSON_STRING) {
+            bk_err(err, errlen, "Field 'preserved_tokens': [json.exception.type_error.302] type must be string, "
+                   "but is %s", llama_jtype(pt->items[i]));
+            return -1;
+        }
+    rq->preserved = malloc((pt->n ? pt->n : 1) * sizeof *rq->preserved);
+    if (!rq->preserved) goto oom;
+    for (size_t i = 0; i < pt->n; i++) {
+        int32_t *ids = NULL;
+        size_t nids = 0;
+        char terr[128];
+        if (engine_tokenize_with(m, pt->items[i]->str, pt->items[i]->len, 0, 1, &ids, &nids, terr, sizeof terr))
+            continue;
+        if (nids == 1 && !is_preserved_id(rq, ids[0])) rq->preserved[rq->n_preserved++] = ids[0];
+        free(ids);
+    }
+    qsort(rq->preserved, rq->n_preserved, sizeof *rq->preserved, cmp_i32);
+    return 0;
+oom:
+    bk_err(err, errlen, "out of memory");
+    return -1;
+}
+
+/* One trigger as server_grammar_trigger(json) reads it, a one-token word
+ * made a token trigger (it must be preserved). 0, or -1 with the message. */
+static int read_trigger(const engine_model *m, const json_value *t, engine_request *rq, char *err, size_t errlen)
+{
+    static const char F[] = "Field 'grammar_triggers': ";
+    if (t->type != JSON_OBJECT) {
+        bk_err(err, errlen, "%s[json.exception.type_error.304] cannot use at() with %s", F, llama_jtype(t));
+        return -1;
+    }
+    const json_value *ty = json_get(t, "type"), *va = json_get(t, "value"), *tk = json_get(t, "token");
+    if (!ty) {
+        bk_err(err, errlen, "%s[json.exception.out_of_range.403] key 'type' not found", F);
+        return -1;
+    }
+    if (ty->type != JSON_NUMBER && ty->type != JSON_TRUE && ty->type != JSON_FALSE) {
+        bk_err(err, errlen, "%s[json.exception.type_error.302] type must be number, but is %s", F, llama_jtype(ty));
+        return -1;
+    }
+    if (!va) {
+        bk_err(err, errlen, "%s[json.exception.out_of_range.403] key 'value' not found", F);
+        return -1;
+    }
+    if (va->type != JSON_STRING) {
+        bk_err(err, errlen, "%s[json.exception.type_error.302] type must be string, but is %s", F, llama_jtype(va));
+        return -1;
+    }
+    gr_trigger g = {llama_token_id(ty), NULL, va->len, 0};
+    if (g.type == GR_TRIGGER_TOKEN) {
+        if (!tk) {
+            bk_err(err, errlen, "%s[json.exception.out_of_range.403] key 'token' not found", F);
+            return -1;
+        }
+        if (tk->type != JSON_NUMBER && tk->type != JSON_TRUE && tk->type != JSON_FALSE) {
+            bk_err(err, errlen, "%s[json.exception.type_error.302] type must be number, but is %s", F,
+                   llama_jtype(tk));
+            return -1;
+        }
+        g.token = llama_token_id(tk);
+    }
+    if (g.type == GR_TRIGGER_WORD) {
+        int32_t *ids = NULL;
+        size_t nids = 0;
+        char terr[128];
+        if (engine_tokenize_with(m, va->str, va->len, 0, 1, &ids, &nids, terr, sizeof terr) == 0 && nids == 1) {
+            int32_t id = ids[0];
+            free(ids);
+            if (!is_preserved_id(rq, id)) {
+                bk_err(err, errlen, "%sGrammar trigger word should be marked as preserved token: %.*s", F,
+                       (int)(va->len > 300 ? 300 : va->len), va->str);
+                return -1;
+            }
+            g.type = GR_TRIGGER_TOKEN;
+            g.token = id;
+        } else {
+            free(ids);
+        }
+    }
+    char *val = malloc(va->len + 1);
+    gr_trigger *nt = realloc(rq->triggers, (rq->n_triggers + 1) * sizeof *nt);
+    if (!val || !nt) {
+        free(val);
+        if (nt) rq->triggers = nt;
+        bk_err(err, errlen, "out of memory");
+        return -1;
+    }
+    memcpy(val, va->str, va->len);
+    val[va->len] = 0;
+    g.value = val;
+    rq->triggers = nt;
+    rq->triggers[rq->n_triggers++] = g;
+    return 0;
+}
+
+/* grammar_triggers, then the lazy grammar's check. */
+static int read_triggers(const engine_model *m, const json_value *body, engine_request *rq, char *err,
+                         size_t errlen)
+{
+    const json_value *tr = json_get(body, "grammar_triggers");
+    if (tr && tr->type != JSON_NULL) {
+        size_t n = 0;
+        int oom = 0;
+        const json_value **el = nl_elements(tr, &n, &oom);
+        if (oom) {
+            bk_err(err, errlen, "out of memory");
+            return -1;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (read_trigger(m, el[i], rq, err, errlen)) {
+                free(el);
+                return -1;
+            }
+        free(el);
+        if (rq->grammar_lazy && rq->n_triggers == 0) {
+            bk_err(err, errlen, "Field 'grammar_triggers': Error: no triggers set for lazy grammar!");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A tag's tokens (common_tokenize: add_special false, parse_special true). */
+static int budget_tokens(const engine_model *m, const char *s, size_t n, int32_t **ids, size_t *nids, char *err,
+                         size_t errlen)
+{
+    char terr[128];
+    *ids = NULL;
+    *nids = 0;
+    if (engine_tokenize_with(m, s, n, 0, 1, ids, nids, terr, sizeof terr) == 0) return 0;
+    bk_err(err, errlen, "out of memory");
+    return -1;
+}
+
+static int budget_push_end(const engine_model *m, engine_request *rq, const json_value *t, char *err, size_t errlen)
+{
+    if (t->len == 0) return 0;
+    int32_t **ne = realloc(rq->rb_ends, (rq->n_rb_ends + 1) * sizeof *ne);
+    if (ne) rq->rb_ends = ne;
+    size_t *nl = ne ? realloc(rq->rb_end_lens, (rq->n_rb_ends + 1) * sizeof *nl) : NULL;
+    if (nl) rq->rb_end_lens = nl;
+    if (!ne || !nl) {
+        bk_err(err, errlen, "out of memory");
+        return -1;
+    }
+    if (budget_tokens(m, t->str, t->len, &rq->rb_ends[rq->n_rb_ends], &rq->rb_end_lens[rq->n_rb_ends], err, errlen))
+        return -1;
+    rq->n_rb_ends++;
+    return 0;
+}
+
+/* The reasoning budget's fields as the completion schema reads them:
+ * reasoning_budget_tokens (-1..INT32_MAX), reasoning_budget_start_tag (a
+ * string), reasoning_budget_end_tags (alias reasoning_budget_end_tag: the
+ * first non-null names the field; with the plural key present, even null,
+ * its elements are read as nlohmann iterates them), reasoning_budget_message
+ * (prepended to the first end tag to make the forced sequence; a value that
+ * is no string is ""; absent: nothing is forced). */
+static int read_budget(const engine_model *m, const json_value *body, engine_request *rq, char *err, size_t errlen)
+{
+    if (read_limited(body, "reasoning_budget_tokens", -1, &rq->rb_tokens, err, errlen)) return -1;
+    const json_value *st = json_get(body, "reasoning_budget_start_tag");
+    if (st && st->type != JSON_NULL) {
+        if (st->type != JSON_STRING) {
+            bk_err(err, errlen, "Field 'reasoning_budget_start_tag': [json.exception.type_error.302] type must be "
+                   "string, but is %s", llama_jtype(st));
+            return -1;
+        }
+        free(rq->rb_start);
+        if (budget_tokens(m, st->str, st->len, &rq->rb_start, &rq->n_rb_start, err, errlen)) return -1;
+    }
+    const json_value *ets = json_get(body, "reasoning_budget_end_tags"), *et = json_get(body, "reasoning_budget_end_tag");
+    const char *fname = ets && ets->type != JSON_NULL ? "reasoning_budget_end_tags"
+                      : et && et->type != JSON_NULL ? "reasoning_budget_end_tag" : NULL;
+    if (fname) {
+        if (ets) {
+            size_t n = 0;
+            int oom = 0;
+            const json_value **el = ets->type == JSON_NULL ? NULL : nl_elements(ets, &n, &oom);
+            if (oom) {
+                bk_err(err, errlen, "out of memory");
+                return -1;
+            }
+            for (size_t i = 0; i < n; i++) {
+                if (el[i]->type != JSON_STRING) {
+                    bk_err(err, errlen, "Field '%s': [json.exception.type_error.302] type must be string, but is %s",
+                           fname, llama_jtype(el[i]));
+                    free(el);
+                    return -1;
+                }
+                if (budget_push_end(m, rq, el[i], err, errlen)) {
+                    free(el);
+                    return -1;
+                }
+            }
+            free(el);
+        } else {
+            if (et->type != JSON_STRING) {
+                bk_err(err, errlen, "Field '%s': [json.exception.type_error.302] type must be string, but is %s",
+                       fname, llama_jtype(et));
+                return -1;
+            }
+            if (budget_push_end(m, rq, et, err, errlen)) return -1;
+        }
+    }
+    const json_value *msg = json_get(body, "reasoning_budget_message");
+    if (msg && msg->type != JSON_NULL && rq->n_rb_ends) {
+        int32_t *mt = NULL;
+        size_t nm = 0;
+        if (msg->type == JSON_STRING && msg->len && budget_tokens(m, msg->str, msg->len, &mt, &nm, err, errlen))
+            return -1;
+        size_t ne = rq->rb_end_lens[0];
+        rq->rb_forced = malloc((nm + ne ? nm + ne : 1) * sizeof *rq->rb_forced);
+        if (!rq->rb_forced) {
+            free(mt);
+            bk_err(err, errlen, "out of memory");
+            return -1;
+        }
+        if (nm) memcpy(rq->rb_forced, mt, nm * sizeof *mt);
+        memcpy(rq->rb_forced + nm, rq->rb_ends[0], ne * sizeof *rq->rb_forced);
+        rq->n_rb_forced = nm + ne;
+        free(mt);
+    }
+    return 0;
+}
+
+/* The lazy grammar's triggers compiled as common_sampler_init compiles them
+ * (only with a grammar and grammar_lazy: a grammar that is not lazy never
+ * sees its patterns). Every trigger's type is checked whatever the grammar:
+ * b11669 lowers them all and aborts on an unknown one. */
+static int build_lazy_types(const engine_request *rq, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < rq->n_triggers; i++)
+        if (rq->triggers[i].type < GR_TRIGGER_TOKEN || rq->triggers[i].type > GR_TRIGGER_PATTERN_FULL) {
+            bk_err(err, errlen, "grammar_triggers: type %d is no trigger type (0 token, 1 word, 2 pattern, 3 full "
+                   "pattern); llama-server b11669 aborts on it, bankml refuses it", rq->triggers[i].type);
+            return -1;
+        }
+    return 0;
+}
+
+static int build_lazy(engine_request *rq, char *err, size_t errlen)
+{
+    if (!rq->grammar || !rq->grammar_lazy) return 0;
+    int code = 0;
+    char why[512];
+    rq->lazy = gr_lazy_new(rq->triggers, rq->n_triggers, &code, why, sizeof why);
+    if (rq->lazy) return 0;
+    if (code == RX_INVALID) bk_err(err, errlen, "Failed to initialize samplers: %s", why);
+    else if (code == RX_UNSUPPORTED) bk_err(err, errlen, "grammar_triggers: %s; send the request without it", why);
+    else bk_err(err, errlen, "out of memory");
+    return -1;
+}
+
 int llama_fields_read(const engine_model *m, const char *route, const json_value *body, engine_request *rq,
                       char *err, size_t errlen)
 {
@@ -526,28 +851,31 @@ int llama_fields_read(const engine_model *m, const char *route, const json_value
     free(rq->bias);
     rq->bias = NULL;
     rq->n_bias = 0;
+    engine_request_free_lazy(rq);
+    /* the json_schema/grammar field, converted where it stands in the schema */
+    if (read_grammar_text(body, llama_route_bit(route), rq, err, errlen)) return -1;
+    /* grammar_lazy (after the schema field), preserved_tokens, then
+     * grammar_triggers, as the completion schema reads them; the chat layer
+     * overwrites all three with the template's */
+    rq->grammar_lazy = 0;
+    if (llama_route_bit(route) != LLAMA_ROUTE_CHAT) {
+        if (llama_field_bool(body, "grammar_lazy", &rq->grammar_lazy, err, errlen)) return -1;
+        if (read_preserved(m, body, rq, err, errlen)) return -1;
+        if (read_triggers(m, body, rq, err, errlen)) return -1;
+        if (read_budget(m, body, rq, err, errlen)) return -1;
+    }
     const json_value *lb = json_get(body, "logit_bias");
     if (lb && lb->type != JSON_NULL && read_logit_bias(m, lb, rq, &cap) != 0) goto oom;
     if (llama_field_bool(body, "ignore_eos", &rq->ignore_eos, err, errlen)) return -1;
     if (rq->ignore_eos)
         for (int32_t id = 0; id < engine_model_n_tokens(m); id++)
             if (engine_model_is_eog(m, id) && push_bias(rq, &cap, id, -INFINITY)) goto oom;
-    /* the json_schema/grammar field, converted where it stands in the schema */
-    if (read_grammar_text(body, llama_route_bit(route), rq, err, errlen)) return -1;
-    /* grammar_lazy (after the schema field, before grammar_triggers, as
-     * the completion schema reads them; the chat layer overwrites both) */
-    rq->grammar_lazy = 0;
-    if (llama_route_bit(route) != LLAMA_ROUTE_CHAT) {
-        if (llama_field_bool(body, "grammar_lazy", &rq->grammar_lazy, err, errlen)) return -1;
-        const json_value *tr = json_get(body, "grammar_triggers");
-        if (rq->grammar_lazy && tr && is_empty_array(tr)) {
-            bk_err(err, errlen, "Field 'grammar_triggers': Error: no triggers set for lazy grammar!");
-            return -1;
-        }
-    }
-    /* last: llama-server parses the grammar when it builds the slot's sampler */
+    /* last: llama-server parses the grammar (then compiles the lazy
+     * grammar's patterns) when it builds the slot's sampler */
+    if (build_lazy_types(rq, err, errlen)) return -1;
     if (read_grammar(m, rq, err, errlen)) return -1;
-    if (rq->grammar_lazy) {
+    if (build_lazy(rq, err, errlen)) return -1;
+    if (rq->grammar_lazy && rq->n_triggers == 0) {
         /* lazy without triggers: awaiting a trigger that cannot come, the
          * grammar never applies (nor advances) */
         gr_free(rq->grammar);

@@ -215,8 +215,17 @@ static void put_settings(jbuf *b, const engine_request *g, int stream, int props
     if (!props) {
         jbuf_puts(b, ",\"grammar\":");
         json_put_str_nl(b, g->grammar_text ? g->grammar_text : "", g->grammar_text ? g->grammar_len : 0);
-        jbuf_printf(b, ",\"grammar_lazy\":%s,\"grammar_triggers\":[],\"preserved_tokens\":[]",
-                    g->grammar_lazy ? "true" : "false");
+        jbuf_printf(b, ",\"grammar_lazy\":%s,\"grammar_triggers\":[", g->grammar_lazy ? "true" : "false");
+        for (size_t i = 0; i < g->n_triggers; i++) {
+            const gr_trigger *t = &g->triggers[i];
+            jbuf_printf(b, "%s{\"type\":%d,\"value\":", i ? "," : "", t->type);
+            json_put_str_nl(b, t->value, t->len);
+            if (t->type == GR_TRIGGER_TOKEN) jbuf_printf(b, ",\"token\":%d", (int)t->token);
+            jbuf_putc(b, '}');
+        }
+        jbuf_puts(b, "],\"preserved_tokens\":[");
+        for (size_t i = 0; i < g->n_preserved; i++) jbuf_printf(b, "%s%d", i ? "," : "", (int)g->preserved[i]);
+        jbuf_putc(b, ']');
     }
     jbuf_printf(b, ",\"chat_format\":\"%s\",\"reasoning_format\":\"%s\",\"reasoning_in_content\":false,"
                    "\"generation_prompt\":", chat_format, reasoning);

@@ -743,10 +743,14 @@ static const arg_opt serve_opts[] = {
      ARG_SOME, "until the chat-format issue lands, bankml reproduces only llama-server's default here (default)", "default"},
     {"--reasoning-budget", NULL, "N", "LLAMA_ARG_THINK_BUDGET", "-1",
      "token budget for thinking",
-     ARG_SOME, "until the chat-format issue lands, bankml reproduces only llama-server's default here (-1)", "-1"},
+     ARG_SOME, "the budget applies to chat through the template's thinking tags, which bankml does not have until the "
+               "chat-format issue lands; it reproduces only llama-server's default here (-1; a request's "
+               "reasoning_budget_tokens on /completion is reproduced)", "-1"},
     {"--reasoning-budget-message", NULL, "MESSAGE", "LLAMA_ARG_THINK_BUDGET_MESSAGE", "none",
      "text injected when the budget runs out",
-     ARG_REFUSED, "the reasoning budget is not reproduced yet", NULL},
+     ARG_REFUSED, "the message applies to chat through the template's thinking tags, which bankml does not have until "
+                  "the chat-format issue lands (a request's reasoning_budget_message on /completion is reproduced)",
+     NULL},
     {"--reasoning-preserve", "--no-reasoning-preserve", NULL, "LLAMA_ARG_REASONING_PRESERVE", "enabled",
      "keep reasoning in the history",
      ARG_SOME, "until the chat-format issue lands, bankml reproduces only llama-server's default here (preserve)", "+"},

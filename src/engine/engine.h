@@ -284,6 +284,26 @@ typedef struct {
     char *grammar_text;        /* the grammar as the request gave it (generation_settings.grammar); owned */
     size_t grammar_len;
     int grammar_lazy;          /* reported (a lazy grammar without triggers never constrains: grammar NULL) */
+    gr_lazy *lazy;             /* a lazy grammar's triggers (grammar_lazy with grammar_triggers): the grammar
+                                  awaits one before it constrains (gr_state_new_lazy); NULL not lazy; owned */
+    gr_trigger *triggers;      /* the triggers as llama-server keeps and reports them (generation_settings.
+                                  grammar_triggers; a one-token word became a token trigger); values owned */
+    size_t n_triggers;
+    int32_t *preserved;        /* preserved_tokens' ids, ascending, unique: each prints its special text
+                                  (llama-server's accept_special_token); owned */
+    size_t n_preserved;
+    /* the reasoning budget (sampling/budget.h), as the completion schema's reasoning_budget_* fields set it:
+       the start tag's tokens, the end tags' (empty ones dropped), the forced sequence (the message's tokens and
+       the first end tag's; empty unless reasoning_budget_message was given) and the budget (-1 unlimited). The
+       sampler exists when start and end are set and the budget is >= 0 or grammar_lazy is on; all owned */
+    int32_t *rb_start;
+    size_t n_rb_start;
+    int32_t **rb_ends;
+    size_t *rb_end_lens;
+    size_t n_rb_ends;
+    int32_t *rb_forced;
+    size_t n_rb_forced;
+    int32_t rb_tokens;
     const char *task_params;   /* the task's params as GET /slots shows them (JSON, the front-end's; copied
                                   when the task starts); NULL: {} */
     size_t task_params_len;
@@ -294,6 +314,9 @@ typedef struct {
 
 void engine_request_init(engine_request *rq);   /* defaults as llama-server's */
 void engine_request_free(engine_request *rq);   /* the sampler params */
+/* Frees and clears what a lazy grammar and preserved_tokens set (lazy,
+ * triggers, preserved); engine_request_free does it too. */
+void engine_request_free_lazy(engine_request *rq);
 
 enum { ENGINE_STOP_NONE = 0, ENGINE_STOP_EOS, ENGINE_STOP_WORD, ENGINE_STOP_LIMIT };
 

@@ -3,12 +3,14 @@
  * (server-context.cpp), the host prompt cache (server_prompt_cache) and
  * DRY's view of the vocabulary. See engine.h.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/base.h"
 #include "engine/internal.h"
+#include "sampling/budget.h"
 
 /* ------------------------------------------------------------------ DRY's vocabulary view */
 
@@ -129,6 +131,7 @@ void engine_request_init(engine_request *rq)
     rq->cache_prompt = 1;
     rq->id_slot = -1;
     rq->id_task = -1;
+    rq->rb_tokens = -1;
 }
 
 void engine_request_free(engine_request *rq)
@@ -142,6 +145,32 @@ void engine_request_free(engine_request *rq)
     free(rq->grammar_text);
     rq->grammar_text = NULL;
     rq->grammar_len = 0;
+    engine_request_free_lazy(rq);
+}
+
+void engine_request_free_lazy(engine_request *rq)
+{
+    gr_lazy_free(rq->lazy);
+    rq->lazy = NULL;
+    for (size_t i = 0; i < rq->n_triggers; i++) free((char *)rq->triggers[i].value);
+    free(rq->triggers);
+    rq->triggers = NULL;
+    rq->n_triggers = 0;
+    free(rq->preserved);
+    rq->preserved = NULL;
+    rq->n_preserved = 0;
+    free(rq->rb_start);
+    rq->rb_start = NULL;
+    rq->n_rb_start = 0;
+    for (size_t i = 0; i < rq->n_rb_ends; i++) free(rq->rb_ends[i]);
+    free(rq->rb_ends);
+    free(rq->rb_end_lens);
+    rq->rb_ends = NULL;
+    rq->rb_end_lens = NULL;
+    rq->n_rb_ends = 0;
+    free(rq->rb_forced);
+    rq->rb_forced = NULL;
+    rq->n_rb_forced = 0;
 }
 
 void engine_result_free(engine_result *r)
@@ -197,6 +226,9 @@ typedef struct {
     engine_stopper st;
     sampler *s;
     gr_state *gs;              /* the grammar's stacks for this answer, NULL without one */
+    rb_state *rb;              /* the reasoning budget, NULL without one */
+    float *masked;             /* the logits with all but the budget's forced token at -inf */
+    jbuf piece2;               /* the budget's UTF-8 check: a piece without specials */
     smp_token *work;
     sampler_prob *top;
     jbuf piece;
@@ -320,6 +352,67 @@ static int report(run_state *r, engine_token *t, size_t n_top, const char *send,
     return 0;
 }
 
+/* llama-server's accept_special_token: a preserved token prints its text
+ * even when it is a control token. */
+static int is_preserved(const engine_request *rq, int32_t tok)
+{
+    size_t lo = 0, hi = rq->n_preserved;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (rq->preserved[mid] == tok) return 1;
+        if (rq->preserved[mid] < tok) lo = mid + 1;
+        else hi = mid;
+    }
+    return 0;
+}
+
+/* grammar_should_apply: a grammar, and no budget, or a grammar that is not
+ * lazy, or a budget idle or done. */
+static int grammar_should_apply(const run_state *r)
+{
+    if (!r->gs) return 0;
+    if (!r->rb || !r->rq->grammar_lazy) return 1;
+    int s = rb_state_of(r->rb);
+    return s == RB_IDLE || s == RB_DONE;
+}
+
+/* A token into the grammar, with llama-server's words for the exception
+ * its slot loop catches. */
+static int grammar_take(run_state *r, int32_t tok, engine_error *er)
+{
+    if (gr_accept(r->gs, tok, er->msg + 15, sizeof er->msg - 15) == 0) return 0;
+    memcpy(er->msg, "got exception: ", 15);
+    er->kind = ENGINE_INTERNAL;
+    return -1;
+}
+
+/* common_sampler_accept for a generated token: the budget takes it; when
+ * that ended the block while the grammar sat out, the end sequence is
+ * replayed into the grammar (it may hold a trigger); then the grammar takes
+ * the token if it applied before. */
+static int budget_accept(run_state *r, int32_t tok, int accept_grammar, engine_error *er)
+{
+    if (r->rb) {
+        rb_accept(r->rb, tok);
+        if (r->gs && !accept_grammar && rb_state_of(r->rb) == RB_DONE) {
+            size_t n = 0;
+            const int32_t *end = rb_end_match(r->rb, &n);
+            for (size_t i = 0; end && i < n; i++)
+                if (grammar_take(r, end[i], er)) return -1;
+        }
+    }
+    return r->gs && accept_grammar ? grammar_take(r, tok, er) : 0;
+}
+
+/* common_utf8_is_complete over the token's piece without specials. */
+static int budget_utf8_complete(void *ctx, int32_t id)
+{
+    run_state *r = ctx;
+    jbuf_reset(&r->piece2);
+    tok_piece(r->m->vocab, id, 0, &r->piece2);
+    return rb_utf8_complete(r->piece2.p ? r->piece2.p : "", r->piece2.len);
+}
+
 /* One step: sample from the last logits, report, decide the stop. 0 to go
  * on, 1 when the answer ended (or the client left), -1 on failure. */
 static int decode_step(run_state *r, int32_t *out_tok, engine_error *er)
@@ -329,19 +422,25 @@ static int decode_step(run_state *r, int32_t *out_tok, engine_error *er)
     const sampler_params *sp = &r->rq->sp;
     int32_t n_vocab = (int32_t)fw_weights_hp(m->fw_w)->n_vocab;
     const float *logits = fw_logits(r->sl->fw);
+    const float *draw = logits;
     sampler_constraint gc = {r->gs, grammar_allows, grammar_apply};
-    int32_t tok = r->s ? sampler_sample_constrained(r->s, logits, r->gs ? &gc : NULL, NULL)
-                       : fw_argmax(logits, (size_t)n_vocab);
+    /* common_sampler_sample: the reasoning budget first (its forced token alone keeps its logit), then the
+     * chain, the grammar only where grammar_should_apply says (a lazy grammar sits out the thinking block) */
+    int32_t forced = r->rb ? rb_forced(r->rb) : -1;
+    if (forced >= 0) {
+        for (int32_t i = 0; i < n_vocab; i++) r->masked[i] = i == forced ? logits[i] : -INFINITY;
+        draw = r->masked;
+    }
+    int use_grammar = grammar_should_apply(r);
+    int32_t tok = r->s ? sampler_sample_constrained(r->s, draw, use_grammar ? &gc : NULL, NULL)
+                       : fw_argmax(draw, (size_t)n_vocab);
     if (tok < 0) {
         if (tok == -2) engine_err(er, ENGINE_INTERNAL, "the grammar failed: %s", gr_error(r->gs));
         else engine_err(er, ENGINE_INTERNAL, "the sampler could not draw a token");
         return -1;
     }
     /* common_sampler_accept: the grammar first (generated tokens only), then the chain */
-    if (r->gs && gr_accept(r->gs, tok, er->msg, sizeof er->msg) != 0) {
-        er->kind = ENGINE_INTERNAL;
-        return -1;
-    }
+    if (budget_accept(r, tok, use_grammar, er) != 0) return -1;
     if (r->s && sampler_accept(r->s, tok) != 0) goto oom;
     if (r->rq->return_tokens) {   /* llama-server's process_token keeps each one, whatever follows */
         int32_t *g = realloc(res->gen_ids, (res->n_gen_ids + 1) * sizeof *g);
@@ -367,7 +466,7 @@ static int decode_step(run_state *r, int32_t *out_tok, engine_error *er)
     }
     int is_eog = tok_is_eog(m->vocab, tok);
     jbuf_reset(&r->piece);
-    tok_piece(m->vocab, tok, 0, &r->piece);
+    tok_piece(m->vocab, tok, is_preserved(r->rq, tok), &r->piece);
     const char *send;
     size_t send_len;
     int complete = engine_stopper_push(&r->st, r->piece.p ? r->piece.p : "", r->piece.len, is_eog, &send, &send_len);
@@ -427,11 +526,18 @@ static int run_begin(run_state *r, engine_error *er)
             return -1;
         }
         if (!r->m->gvocab && engine_grammar_vocab(r->m, er) != 0) return -1;
-        r->gs = gr_state_new(rq->grammar, r->m->gvocab, er->msg, sizeof er->msg);
+        r->gs = gr_state_new_lazy(rq->grammar, r->m->gvocab, rq->lazy, er->msg, sizeof er->msg);
         if (!r->gs) {
             er->kind = ENGINE_INTERNAL;
             return -1;
         }
+    }
+    if (rq->n_rb_start && rq->n_rb_ends && (rq->grammar_lazy || rq->rb_tokens >= 0)) {
+        r->rb = rb_new(rq->rb_start, rq->n_rb_start, (const int32_t *const *)rq->rb_ends, rq->rb_end_lens,
+                       rq->n_rb_ends, rq->rb_forced, rq->n_rb_forced, rq->rb_tokens < 0 ? INT32_MAX : rq->rb_tokens,
+                       budget_utf8_complete, r);
+        r->masked = malloc((size_t)n_vocab * sizeof *r->masked);
+        if (!r->rb || !r->masked) goto oom;
     }
     return 0;
 oom:
@@ -453,6 +559,7 @@ int engine_complete(engine *e, engine_model *m, const engine_request *rq, const 
     r.res = res;
     engine_stopper_init(&r.st, rq->stops, rq->stop_lens, rq->n_stops);
     jbuf_init(&r.piece);
+    jbuf_init(&r.piece2);
     res->n_prompt = rq->n_prompt;
     res->t_start = bk_mono_us();
     res->id_slot = m->cur;
@@ -529,6 +636,9 @@ done:
     par_pause(e->pool);        /* the request is over: no spinning while idle */
     sampler_free(r.s);
     gr_state_free(r.gs);
+    rb_free(r.rb);
+    free(r.masked);
+    jbuf_free(&r.piece2);
     free(r.work);
     free(r.top);
     jbuf_free(&r.piece);

@@ -13,6 +13,7 @@
  * in llama.cpp too, so the result is the same.
  */
 #include "sampling/grammar.h"
+#include "sampling/regex.h"
 
 #include <errno.h>
 #include <math.h>
@@ -909,6 +910,7 @@ struct gr_vocab {
     char *bytes;                /* every piece, NUL-terminated, one after another */
     size_t *off;                /* piece i at bytes + off[i] */
     uint32_t *plen;             /* its bytes before a NUL */
+    uint32_t *flen;             /* all its bytes (a lazy grammar's trigger buffer takes them all) */
     uint8_t *eog;
     uint32_t *cps;              /* the pieces decoded from a fresh state, each 0-terminated */
     size_t *cps_off;
@@ -922,6 +924,7 @@ void gr_vocab_free(gr_vocab *v)
     free(v->bytes);
     free(v->off);
     free(v->plen);
+    free(v->flen);
     free(v->eog);
     free(v->cps);
     free(v->cps_off);
@@ -942,21 +945,25 @@ gr_vocab *gr_vocab_new(int32_t n, const char *(*piece)(void *ctx, int32_t id, si
     v->n = n;
     v->off = malloc((nv + 1) * sizeof *v->off);
     v->plen = malloc((nv + 1) * sizeof *v->plen);
+    v->flen = malloc((nv + 1) * sizeof *v->flen);
     v->eog = malloc(nv + 1);
     v->cps_off = malloc((nv + 1) * sizeof *v->cps_off);
     v->p_value = malloc((nv + 1) * sizeof *v->p_value);
     v->p_remain = malloc(nv + 1);
-    if (!v->off || !v->plen || !v->eog || !v->cps_off || !v->p_value || !v->p_remain) goto oom;
+    if (!v->off || !v->plen || !v->flen || !v->eog || !v->cps_off || !v->p_value || !v->p_remain) goto oom;
     size_t total = 0;
     for (int32_t i = 0; i < n; i++) {
         size_t len = 0;
         const char *s = piece(ctx, i, &len);
         const char *z = s && len ? memchr(s, 0, len) : NULL;
         size_t pl = !s ? 0 : z ? (size_t)(z - s) : len;
-        if (pl > UINT32_MAX) pl = UINT32_MAX;
+        size_t fl = s ? len : 0;
+        if (fl > UINT32_MAX) fl = UINT32_MAX;
+        if (pl > fl) pl = fl;
         v->plen[i] = (uint32_t)pl;
+        v->flen[i] = (uint32_t)fl;
         v->off[i] = total;
-        total += pl + 1;
+        total += fl + 1;
         v->eog[i] = is_eog(ctx, i) ? 1 : 0;
     }
     v->bytes = malloc(total ? total : 1);
@@ -967,8 +974,8 @@ gr_vocab *gr_vocab_new(int32_t n, const char *(*piece)(void *ctx, int32_t id, si
         size_t len = 0;
         const char *s = piece(ctx, i, &len);
         char *dst = v->bytes + v->off[i];
-        if (v->plen[i]) memcpy(dst, s, v->plen[i]);
-        dst[v->plen[i]] = 0;
+        if (v->flen[i]) memcpy(dst, s, v->flen[i]);
+        dst[v->flen[i]] = 0;
         uint32_t val = 0;
         int rem = 0;
         v->cps_off[i] = ck;
@@ -1121,9 +1128,22 @@ static int gr_vec_push(gr_vec *v, uint32_t x)
     return 0;
 }
 
+/* A token's place in a lazy grammar's trigger buffer. */
+typedef struct {
+    int32_t tok;
+    size_t start, end;
+} gr_bpos;
+
 struct gr_state {
     const gr_grammar *g;
     const gr_vocab *v;
+    /* a lazy grammar: its triggers, whether it still awaits one, the text so far */
+    const gr_lazy *lz;
+    int awaiting;
+    char *buf;
+    size_t blen, bcap;
+    gr_bpos *bpos;
+    size_t n_bpos, cap_bpos;
     gr_stacks stacks;
     uint32_t p_value;           /* partial UTF-8 of the accepted tokens */
     int p_remain;
@@ -1425,6 +1445,8 @@ void gr_state_free(gr_state *st)
     gr_ss_free(&st->todo);
     gr_ss_free(&st->seen);
     free(st->tmp.c);
+    free(st->buf);
+    free(st->bpos);
     free(st);
 }
 
@@ -1458,6 +1480,7 @@ static int gr_first_ok(const gr_state *st, uint32_t cp, int32_t id)
 
 int gr_apply(gr_state *st, smp_token *c, size_t n)
 {
+    if (st->awaiting) return 0;   /* llama_grammar_apply_impl: nothing is constrained before a trigger */
     const gr_vocab *v = st->v;
     int allow_eog = gr_can_end(st);
     int fresh = st->p_remain <= 0;    /* a decode from here is a decode from nothing */
@@ -1554,27 +1577,17 @@ static int gr_accept_chr(gr_state *st, const uint32_t *stack, size_t sn, uint32_
     return r;
 }
 
-int gr_accept(gr_state *st, int32_t id, char *err, size_t errlen)
+/* llama_grammar_accept_token: the stacks advance over piece[0..plen) (a C
+ * string: decoding stops at a NUL), token tops matched by id. */
+static int gr_accept_token(gr_state *st, int32_t id, const char *piece, size_t plen, char *err, size_t errlen)
 {
-    const gr_vocab *v = st->v;
     const gr_elem *E = st->g->elems;
-    st->err[0] = 0;
-    if (id < 0 || id >= v->n) {
-        bk_err(err, errlen, "the grammar cannot accept token %d: it is outside the vocabulary", (int)id);
-        return -1;
-    }
-    if (v->eog[id]) {
-        if (gr_can_end(st)) return 0;
-        bk_err(err, errlen, "the grammar cannot end here, yet token %d ended the answer", (int)id);
-        return -1;
-    }
-    const char *piece = v->bytes + v->off[id];
     uint32_t val = st->p_value;
     int rem = st->p_remain;
-    uint32_t *cps = malloc(((size_t)v->plen[id] + 1) * sizeof *cps);
+    uint32_t *cps = malloc((plen + 1) * sizeof *cps);
     gr_stacks nw = {0}, cur = {0}, nxt = {0};
     if (!cps) goto oom;
-    size_t ncp = gr_decode_utf8(piece, v->plen[id], &val, &rem, cps);
+    size_t ncp = gr_decode_utf8(piece, plen, &val, &rem, cps);
     for (size_t i = 0; i < st->stacks.n; i++) {
         size_t sn;
         const uint32_t *s = gr_ss_at(&st->stacks, i, &sn);
@@ -1620,7 +1633,8 @@ int gr_accept(gr_state *st, int32_t id, char *err, size_t errlen)
     st->p_value = val;
     st->p_remain = rem;
     if (st->stacks.n == 0) {
-        bk_err(err, errlen, "Unexpected empty grammar stack after accepting piece: %s (%d)", piece, (int)id);
+        size_t pl = strnlen(piece, plen);
+        bk_err(err, errlen, "Unexpected empty grammar stack after accepting piece: %.*s (%d)", (int)pl, piece, (int)id);
         return -1;
     }
     return 0;
@@ -1633,4 +1647,240 @@ fail:
     gr_ss_free(&cur);
     gr_ss_free(&nxt);
     return -1;
+}
+
+/* ====================================================================== */
+/* lazy grammars                                                          */
+/* ====================================================================== */
+
+struct gr_lazy {
+    rx **rx;                    /* the patterns, compiled */
+    char **pat;                 /* as llama.cpp holds them (words escaped, full patterns anchored) */
+    size_t *pat_len;
+    uint8_t *whole;             /* begins with '^' and ends with '$': std::regex_match first */
+    size_t n_pat;
+    int32_t *tokens;
+    size_t n_tokens;
+};
+
+void gr_lazy_free(gr_lazy *lz)
+{
+    if (!lz) return;
+    for (size_t i = 0; i < lz->n_pat; i++) {
+        rx_free(lz->rx[i]);
+        free(lz->pat[i]);
+    }
+    free(lz->rx);
+    free(lz->pat);
+    free(lz->pat_len);
+    free(lz->whole);
+    free(lz->tokens);
+    free(lz);
+}
+
+/* regex_escape: a backslash before each of . ^ $ | ( ) * + ? [ ] { } \ */
+static char *gr_regex_escape(const char *w, size_t n, size_t *out_len)
+{
+    char *o = malloc(2 * n + 1);
+    if (!o) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strchr(".^$|()*+?[]{}\\", w[i]) && w[i]) o[k++] = '\\';
+        o[k++] = w[i];
+    }
+    o[k] = 0;
+    *out_len = k;
+    return o;
+}
+
+/* COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN_FULL's anchoring: "^$" when empty,
+ * else '^' before unless it begins with one, '$' after unless it ends
+ * with one. */
+static char *gr_anchor(const char *p, size_t n, size_t *out_len)
+{
+    char *o = malloc(n + 3);
+    if (!o) return NULL;
+    size_t k = 0;
+    if (n == 0) {
+        memcpy(o, "^$", 3);
+        *out_len = 2;
+        return o;
+    }
+    if (p[0] != '^') o[k++] = '^';
+    memcpy(o + k, p, n);
+    k += n;
+    if (p[n - 1] != '$') o[k++] = '$';
+    o[k] = 0;
+    *out_len = k;
+    return o;
+}
+
+gr_lazy *gr_lazy_new(const gr_trigger *t, size_t n, int *code, char *err, size_t errlen)
+{
+    *code = RX_NOMEM;
+    gr_lazy *lz = calloc(1, sizeof *lz);
+    if (!lz) goto oom;
+    size_t cap = n ? n : 1;
+    lz->rx = calloc(cap, sizeof *lz->rx);
+    lz->pat = calloc(cap, sizeof *lz->pat);
+    lz->pat_len = calloc(cap, sizeof *lz->pat_len);
+    lz->whole = calloc(cap, 1);
+    lz->tokens = calloc(cap, sizeof *lz->tokens);
+    if (!lz->rx || !lz->pat || !lz->pat_len || !lz->whole || !lz->tokens) goto oom;
+    /* common_sampler_init's lowering, in the triggers' order */
+    for (size_t i = 0; i < n; i++) {
+        size_t pl = 0;
+        char *pat = NULL;
+        switch (t[i].type) {
+        case GR_TRIGGER_TOKEN: lz->tokens[lz->n_tokens++] = t[i].token; continue;
+        case GR_TRIGGER_WORD: pat = gr_regex_escape(t[i].value, t[i].len, &pl); break;
+        case GR_TRIGGER_PATTERN:
+            pat = malloc(t[i].len + 1);
+            if (pat) {
+                memcpy(pat, t[i].value, t[i].len);
+                pat[t[i].len] = 0;
+                pl = t[i].len;
+            }
+            break;
+        case GR_TRIGGER_PATTERN_FULL: pat = gr_anchor(t[i].value, t[i].len, &pl); break;
+        default:
+            *code = RX_UNSUPPORTED;
+            bk_err(err, errlen, "grammar trigger type %d is unknown (llama-server b11669 aborts on it)", t[i].type);
+            gr_lazy_free(lz);
+            return NULL;
+        }
+        if (!pat) goto oom;
+        lz->pat[lz->n_pat] = pat;
+        lz->pat_len[lz->n_pat] = pl;
+        lz->whole[lz->n_pat] = pl > 0 && pat[0] == '^' && pat[pl - 1] == '$';
+        lz->n_pat++;
+    }
+    /* then llama_grammar_init_impl compiles them, in order */
+    for (size_t i = 0; i < lz->n_pat; i++) {
+        int rc = rx_compile(lz->pat[i], lz->pat_len[i], &lz->rx[i], err, errlen);
+        if (rc != RX_OK) {
+            *code = rc;
+            gr_lazy_free(lz);
+            return NULL;
+        }
+    }
+    *code = RX_OK;
+    return lz;
+oom:
+    gr_lazy_free(lz);
+    bk_err(err, errlen, "out of memory");
+    return NULL;
+}
+
+gr_state *gr_state_new_lazy(const gr_grammar *g, const gr_vocab *v, const gr_lazy *lz, char *err, size_t errlen)
+{
+    gr_state *st = gr_state_new(g, v, err, errlen);
+    if (st && lz) {
+        st->lz = lz;
+        st->awaiting = 1;
+    }
+    return st;
+}
+
+int gr_awaiting(const gr_state *st) { return st->awaiting; }
+
+/* llama_grammar_trigger_pattern::find: the start of the first capturing
+ * group that matched something, else the match's; -1 none, -2 failure. */
+static long gr_pattern_find(gr_state *st, size_t k, long *groups)
+{
+    const gr_lazy *lz = st->lz;
+    size_t ng = rx_groups(lz->rx[k]);
+    int m = 0;
+    if (lz->whole[k]) m = rx_exec(lz->rx[k], st->buf, st->blen, 1, groups);
+    if (m == 0) m = rx_exec(lz->rx[k], st->buf, st->blen, 0, groups);
+    if (m < 0) return -2;
+    if (m == 0) return -1;
+    for (size_t i = 1; i <= ng; i++)
+        if (groups[2 * i] >= 0 && groups[2 * i + 1] > groups[2 * i]) return groups[2 * i];
+    return groups[0];
+}
+
+/* The awaiting half of llama_grammar_accept_impl. */
+static int gr_accept_awaiting(gr_state *st, int32_t id, char *err, size_t errlen)
+{
+    const gr_vocab *v = st->v;
+    const gr_lazy *lz = st->lz;
+    const char *piece = v->bytes + v->off[id];
+    for (size_t i = 0; i < lz->n_tokens; i++) {
+        if (lz->tokens[i] != id) continue;
+        st->awaiting = 0;
+        st->blen = 0;   /* the buffer is cleared; its positions are kept, as llama.cpp keeps them */
+        return gr_accept_token(st, id, piece, v->flen[id], err, errlen);
+    }
+    size_t fl = v->flen[id];
+    if (st->blen + fl + 1 > st->bcap) {
+        size_t nc = (st->blen + fl + 1) * 2;
+        char *nb = realloc(st->buf, nc);
+        if (!nb) goto oom;
+        st->buf = nb;
+        st->bcap = nc;
+    }
+    if (st->n_bpos == st->cap_bpos) {
+        size_t nc = st->cap_bpos ? st->cap_bpos * 2 : 64;
+        gr_bpos *np = realloc(st->bpos, nc * sizeof *np);
+        if (!np) goto oom;
+        st->bpos = np;
+        st->cap_bpos = nc;
+    }
+    st->bpos[st->n_bpos++] = (gr_bpos){id, st->blen, st->blen + fl};
+    memcpy(st->buf + st->blen, piece, fl);
+    st->blen += fl;
+    st->buf[st->blen] = 0;
+    size_t maxg = 0;
+    for (size_t k = 0; k < lz->n_pat; k++)
+        if (rx_groups(lz->rx[k]) > maxg) maxg = rx_groups(lz->rx[k]);
+    long *groups = malloc(2 * (maxg + 1) * sizeof *groups);
+    if (!groups) goto oom;
+    for (size_t k = 0; k < lz->n_pat; k++) {
+        long start = gr_pattern_find(st, k, groups);
+        if (start == -2) {
+            free(groups);
+            bk_err(err, errlen, "the grammar trigger pattern %s took more than %ld steps to match; bankml stops "
+                   "there", lz->pat[k], RX_MAX_STEPS);
+            bk_err(st->err, sizeof st->err, "%s", err);
+            return -1;
+        }
+        if (start < 0) continue;
+        free(groups);
+        st->awaiting = 0;
+        /* replay the tokens that overlap [start, end), the first one cut */
+        size_t s0 = (size_t)start;
+        for (size_t i = 0; i < st->n_bpos; i++) {
+            gr_bpos b = st->bpos[i];
+            if (b.end <= s0) continue;
+            size_t ps = b.start < s0 ? s0 : b.start;
+            if (gr_accept_token(st, b.tok, st->buf + ps, b.end - ps, err, errlen)) return -1;
+        }
+        st->blen = 0;
+        st->n_bpos = 0;
+        return 0;
+    }
+    free(groups);
+    return 0;
+oom:
+    bk_err(err, errlen, "out of memory");
+    bk_err(st->err, sizeof st->err, "out of memory");
+    return -1;
+}
+
+int gr_accept(gr_state *st, int32_t id, char *err, size_t errlen)
+{
+    const gr_vocab *v = st->v;
+    st->err[0] = 0;
+    if (id < 0 || id >= v->n) {
+        bk_err(err, errlen, "the grammar cannot accept token %d: it is outside the vocabulary", (int)id);
+        return -1;
+    }
+    if (st->awaiting) return gr_accept_awaiting(st, id, err, errlen);
+    if (v->eog[id]) {
+        if (gr_can_end(st)) return 0;
+        bk_err(err, errlen, "the grammar cannot end here, yet token %d ended the answer", (int)id);
+        return -1;
+    }
+    return gr_accept_token(st, id, v->bytes + v->off[id], v->plen[id], err, errlen);
 }

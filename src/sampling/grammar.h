@@ -137,6 +137,53 @@ int gr_allows(gr_state *st, int32_t id);
  * or memory runs out. */
 int gr_accept(gr_state *st, int32_t id, char *err, size_t errlen);
 
+/* ---- lazy grammars (grammar_lazy with grammar_triggers) ---- */
+
+/* common_grammar_trigger_type, in its values (the request's "type"). */
+enum { GR_TRIGGER_TOKEN = 0, GR_TRIGGER_WORD = 1, GR_TRIGGER_PATTERN = 2, GR_TRIGGER_PATTERN_FULL = 3 };
+
+/* One trigger as the sampler receives it (common_grammar_trigger): a word
+ * that is one preserved token arrives as GR_TRIGGER_TOKEN with its id (the
+ * request reader converts it, as llama-server's grammar_triggers field
+ * does); value[0..len) is the word or the pattern (any bytes). The chat
+ * layer builds these from a template's format. */
+typedef struct {
+    int type;
+    const char *value;
+    size_t len;
+    int32_t token;       /* GR_TRIGGER_TOKEN */
+} gr_trigger;
+
+typedef struct gr_lazy gr_lazy;
+
+/* The triggers of a lazy grammar as common_sampler_init lowers them (a
+ * word becomes its regex_escape'd pattern, a full pattern is anchored with
+ * '^' and '$' where it lacks them, "^$" when empty; tokens stay ids) and
+ * llama_grammar_init_impl compiles them (std::regex, ECMAScript: regex.h).
+ * NULL with *code an RX_* of regex.h: RX_INVALID when libstdc++ refuses a
+ * pattern (err has its words; llama-server answers 400 "Failed to
+ * initialize samplers: " + them), RX_UNSUPPORTED when bankml does not
+ * reproduce it or the type is unknown (llama-server b11669 aborts on an
+ * unknown type), RX_NOMEM. Read-only once built; outlives its states. */
+gr_lazy *gr_lazy_new(const gr_trigger *t, size_t n, int *code, char *err, size_t errlen);
+void gr_lazy_free(gr_lazy *lz);
+
+/* gr_state_new for a lazy grammar (lz NULL: not lazy). Until a trigger,
+ * gr_apply and gr_allows constrain nothing and gr_accept only buffers each
+ * token's whole piece (llama_grammar_accept_impl while awaiting_trigger):
+ * a trigger token is accepted by the grammar as it comes; after each other
+ * token every pattern is searched over the buffer (std::regex_match first
+ * for one that begins with '^' and ends with '$', then std::regex_search),
+ * and on the first that matches, the grammar is fed from the start of its
+ * first capturing group that matched something (else the match's start):
+ * every buffered token that ends after it, the first one cut. Then it
+ * constrains as any grammar. gr_accept fails (-1 with llama.cpp's
+ * "Unexpected empty grammar stack after accepting piece: ..." of the cut
+ * piece) when the grammar cannot take that text, as llama-server's 500. */
+gr_state *gr_state_new_lazy(const gr_grammar *g, const gr_vocab *v, const gr_lazy *lz, char *err, size_t errlen);
+/* 1 while a lazy grammar awaits its trigger. */
+int gr_awaiting(const gr_state *st);
+
 /* The number of stacks, 1 when one of them is empty (the grammar may end
  * here), for tests. */
 size_t gr_n_stacks(const gr_state *st);
