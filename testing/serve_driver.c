@@ -203,6 +203,9 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--read-timeout-ms") == 0) o.read_timeout_ms = atoi(v);
         else if (strcmp(a, "--grace-ms") == 0) o.grace_ms = atoi(v);
         else if (strcmp(a, "--max-conns") == 0) o.max_conns = atoi(v);
+        else if (strcmp(a, "--head-timeout-ms") == 0) o.head_timeout_ms = atoi(v);
+        else if (strcmp(a, "--body-timeout-ms") == 0) o.body_timeout_ms = atoi(v);
+        else if (strcmp(a, "--idle-per-peer") == 0) o.idle_per_peer = atoi(v);
         else { fprintf(stderr, "serve_driver: unknown option %s\n", a); return 2; }
         i++;
     }
@@ -211,6 +214,7 @@ int main(int argc, char **argv)
     serve_route(s, "GET", "/health", health, NULL, SERVE_PUBLIC);
     serve_route(s, "GET", "/v1/health", health, NULL, SERVE_PUBLIC);
     serve_route(s, "GET", "/", root, NULL, SERVE_PUBLIC);
+    serve_route(s, "GET", "/always", health, NULL, SERVE_PUBLIC | SERVE_ALWAYS);
     serve_route(s, "GET", "/echo", echo, NULL, 0);
     serve_route(s, "POST", "/echo", echo, NULL, 0);
     serve_route(s, "DELETE", "/echo", echo, NULL, 0);

@@ -552,3 +552,29 @@ TEST(serve_llama_json_check_accepts)
     CHECK_INT((int)e, 7);
     jbuf_free(&msg);
 }
+
+/* The shedding rule (issue #22.1): idle, not shed, old enough; a peer over
+ * its cap loses its oldest; a full server loses anyone's oldest. */
+TEST(serve_pick_shed_rule)
+{
+    const int64_t S = 1000000000;   /* 1 s in ns */
+    serve_conn_info c[5] = {
+        {1, 0, 10 * S, "127.0.0.1"},   /* idle since 10 s */
+        {1, 0, 5 * S, "10.0.0.2"},     /* the oldest idle, another peer */
+        {0, 0, 1 * S, "127.0.0.1"},    /* working: never shed */
+        {1, 0, 12 * S, "127.0.0.1"},
+        {1, 0, 13 * S + S / 2, "127.0.0.1"},   /* 0.5 s old at now = 14 s: too young */
+    };
+    int64_t now = 14 * S;
+    CHECK_INT(serve_pick_shed(c, 5, "127.0.0.1", 16, 0, now), -1);   /* under the cap, not full */
+    CHECK_INT(serve_pick_shed(c, 5, "127.0.0.1", 3, 0, now), 0);     /* 3 idle of 127.0.0.1: its oldest */
+    CHECK_INT(serve_pick_shed(c, 5, "127.0.0.1", 4, 0, now), -1);
+    CHECK_INT(serve_pick_shed(c, 5, "127.0.0.1", 16, 1, now), 1);    /* full: anyone's oldest */
+    CHECK_INT(serve_pick_shed(c, 5, NULL, 0, 1, now), 1);
+    c[1].shed = 1;                                                   /* already going */
+    CHECK_INT(serve_pick_shed(c, 5, "10.0.0.2", 16, 1, now), 0);
+    CHECK_INT(serve_pick_shed(c, 5, "127.0.0.1", 16, 1, 10 * S + S / 2), -1);   /* all too young then */
+    c[0].shed = c[3].shed = 1;
+    CHECK_INT(serve_pick_shed(c, 5, NULL, 0, 1, now), -1);          /* only the young one left */
+    CHECK_INT(serve_pick_shed(c, 5, NULL, 0, 1, now + S), 4);
+}

@@ -5,8 +5,15 @@
  *
  * One request per connection; every answer carries `Connection: close`, and
  * a Content-Length unless it is a stream (then the body ends when the socket
- * closes). Each connection runs on its own thread; more than max_conns open
- * at once are refused with 503 on a side thread.
+ * closes). Each connection runs on its own thread. No set of clients can
+ * hold the server: a head must arrive whole within head_timeout_ms of the
+ * accept and a body within body_timeout_ms of its head (else 408); one
+ * address keeps at most idle_per_peer connections whose request is still
+ * arriving (past that its oldest one idle for SERVE_SHED_MIN_MS is shed:
+ * 503 with the reason); when max_conns are open, SERVE_RESERVE more are
+ * taken, each sheds the oldest idle connection, and answers a SERVE_ALWAYS
+ * route (/health, /metrics) at once, any other once a place is free. Past
+ * those, connections wait in the kernel's accept queue.
  *
  * Checks, in order, before any handler runs (refusals are text/plain; the
  * declared body, if <= 16 MiB, is read and discarded first so the client
@@ -41,7 +48,10 @@
 #define SERVE_MAX_HEADERS   100
 #define SERVE_MAX_BODY      ((size_t)16 * 1024 * 1024)
 #define SERVE_LLAMA_MAX_BODY ((size_t)100 * 1024 * 1024)  /* cpp-httplib's payload limit in llama-server */
-#define SERVE_MAX_CONNS     32
+#define SERVE_MAX_CONNS     128                    /* connections that may run any route at once */
+#define SERVE_RESERVE       8     /* more, taken when those are all open: SERVE_ALWAYS routes at once */
+#define SERVE_IDLE_PER_PEER 16    /* idle connections (head or body still arriving) one address may keep */
+#define SERVE_SHED_MIN_MS   1000  /* an idle connection younger than this is never shed */
 #define SERVE_MAX_LISTENERS 4
 
 #define SERVE_MSG_HOST "bankml serve answers loopback clients only (Host must be 127.0.0.1, localhost or [::1])"
@@ -105,6 +115,9 @@ typedef struct {
     int cors_no_credentials;
     int json_posts_only;       /* 1: check 5 (415) on; default 1 as §2.1 */
     int read_timeout_ms;       /* idle time allowed between received bytes; default 30000 */
+    int head_timeout_ms;       /* a whole request head, from the accept; default 10000 */
+    int body_timeout_ms;       /* a whole body, from the end of its head; default 60000 */
+    int idle_per_peer;         /* default SERVE_IDLE_PER_PEER */
     int write_timeout_ms;      /* time allowed for the socket to take more bytes; default 120000 */
     int grace_ms;              /* on stop: wait this long for in-flight requests, then cut them; default 5000 */
     int max_conns;             /* default SERVE_MAX_CONNS */
@@ -118,6 +131,23 @@ typedef struct serve_server serve_server;
 int serve_origin_is_localhost(const char *origin);
 
 #define SERVE_PUBLIC 1u        /* route flag: no API key needed (llama-server: /health, /v1/health, /) */
+#define SERVE_ALWAYS 2u        /* route flag: answered on a reserve connection while max_conns are busy
+                                  (/health, /v1/health, /metrics: a handler that never waits) */
+
+/* One open connection as the shedding rule sees it. */
+typedef struct {
+    int idle;                  /* its head or body is still arriving */
+    int shed;                  /* already being shed */
+    int64_t since_ns;          /* when it became idle (CLOCK_MONOTONIC) */
+    const char *ip;            /* its peer's address, without the port */
+} serve_conn_info;
+
+/* The connection to shed when one more arrives from `ip`: an idle one, not
+ * already shed, idle for SERVE_SHED_MIN_MS or more, the oldest of `ip`'s
+ * when `ip` already keeps per_peer idle connections (counting the young),
+ * else, when full (every regular place taken), the oldest of anyone's.
+ * Its index, or -1 for none. */
+int serve_pick_shed(const serve_conn_info *c, size_t n, const char *ip, int per_peer, int full, int64_t now_ns);
 
 void serve_opts_default(serve_opts *o);
 
