@@ -485,6 +485,42 @@ def t_slow_clients(exe):
             s.check("cut at the body deadline", time.time() - t0 < 3.5, f"{time.time() - t0:.2f} s")
 
 
+def t_lagging_reader(exe):
+    """Issue #22.2: a handler's writes never wait for its reader. A reader that never reads is cut once its
+    stream has --stream-buffer bytes waiting (the handler sees -1 at once); one that reads gets every byte."""
+    with Driver(exe, "--stream-buffer", "65536") as d:
+        c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.settimeout(10)
+        c.connect(("127.0.0.1", d.port))
+        try:
+            c.sendall(b"GET /flood?n=20000&size=1000 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            res = {}
+            for _ in range(100):
+                time.sleep(0.05)
+                res = json.loads(get(d.port, "/flood/result")[3])
+                if res["done"] >= 0:
+                    break
+            s.check("a reader that never reads: its 20 MB stream is cut, the handler told at once",
+                    res.get("cut") == 1 and 0 < res.get("done", 0) < 20000 and res.get("ms", 9999) < 1000, str(res))
+            t0 = time.time()
+            got = read_all(c)
+            s.check("the cut reader then sees the end of its stream, short", len(got) < 20000 * 1000 and
+                    time.time() - t0 < 5, f"{len(got)} bytes")
+        finally:
+            c.close()
+    with Driver(exe) as d:   # the default bound (4 MiB) holds a 3 MB stream written at memory speed
+        with connect(d.port, timeout=30) as c:
+            c.sendall(b"GET /flood?n=3000&size=1000 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            st, _, _, body, _ = parse_response(read_all(c))
+        evs = body.split(b"\n\n")
+        want = [b"data: " + b"%08d" % i + b"x" * 992 for i in range(3000)] + [b"data: [DONE]", b""]
+        s.check("a reader that reads: all 3000 events of 1000 bytes, in order", st == 200 and evs == want,
+                f"{st} {len(evs)} events")
+        res = json.loads(get(d.port, "/flood/result")[3])
+        s.equal("... and its handler was never cut", (res["done"], res["cut"]), (3000, 0))
+
+
 def t_timeout(exe):
     with Driver(exe, "--read-timeout-ms", "400") as d:
         t0 = time.time()
@@ -645,7 +681,7 @@ def main():
             s.run(f"[{name}] ran", fn, d)
         st, _, _, _, _ = get(d.port, "/health")
         s.equal("still serving after every refusal", st, 200)
-    for name, fn in [("too many", t_too_many), ("slow clients", t_slow_clients), ("timeout", t_timeout), ("api key", t_api_key), ("cors", t_cors),
+    for name, fn in [("too many", t_too_many), ("slow clients", t_slow_clients), ("lagging reader", t_lagging_reader), ("timeout", t_timeout), ("api key", t_api_key), ("cors", t_cors),
                      ("stop", t_stop), ("llama-server", t_llama_server)]:
         s.run(f"[{name}] ran", fn, exe)
     s.finish()

@@ -578,3 +578,23 @@ TEST(serve_pick_shed_rule)
     CHECK_INT(serve_pick_shed(c, 5, NULL, 0, 1, now), -1);          /* only the young one left */
     CHECK_INT(serve_pick_shed(c, 5, NULL, 0, 1, now + S), 4);
 }
+
+/* Ollama's origins for /api/ (issue #22.3), as gin-contrib/cors matches
+ * OLLAMA_ORIGINS' defaults. */
+TEST(serve_ollama_origins)
+{
+    static const char *const ok[] = {"http://localhost", "https://localhost", "http://localhost:3000",
+                                     "http://127.0.0.1:11434", "https://0.0.0.0:1", "http://0.0.0.0",
+                                     "app://x", "file://", "tauri://localhost", "vscode-webview://abc",
+                                     "vscode-file://vscode-app"};
+    static const char *const bad[] = {"http://evil.com", "null", "http://localhost.evil.com", "http://127.0.0.2",
+                                      "https://localhostx", "http://[::1]:8080", "HTTP://localhost", "chrome-extension://x",
+                                      "", "ftp://localhost", "http://127.0.0.1.nip.io"};
+    size_t i;
+    for (i = 0; i < sizeof ok / sizeof ok[0]; i++) CHECK_INT(serve_ollama_origin_ok(NULL, ok[i]), 1);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK_INT(serve_ollama_origin_ok(NULL, bad[i]), 0);
+    CHECK_INT(serve_ollama_origin_ok("https://space.example, http://b", "https://space.example"), 1);
+    CHECK_INT(serve_ollama_origin_ok("https://space.example, http://b", "http://b"), 1);
+    CHECK_INT(serve_ollama_origin_ok("https://space.example", "https://space.example.evil"), 0);
+    CHECK_INT(serve_ollama_origin_ok("https://space.example", NULL), 0);
+}

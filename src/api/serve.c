@@ -557,7 +557,76 @@ struct serve_resp {
     int cors_llama;         /* llama-server's CORS: no Vary header */
     jbuf extra;             /* header lines added by the handler */
     jbuf scratch;           /* SSE/NDJSON framing */
+    jbuf pending;           /* bytes the socket has not taken yet: sent after the handler returns */
+    size_t pending_off;     /* pending.p[0 .. pending_off) already went out */
+    size_t stream_bound;    /* a stream's pending bytes past this: the reader is too slow, cut */
 };
+
+/* Sends what the socket takes now, never waiting. 0, or -1 when the peer is
+ * gone. *n is left with what was not taken. */
+static int send_now(int fd, const char **p, size_t *n, int more)
+{
+    while (*n > 0) {
+        ssize_t put = send(fd, *p, *n, MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0));
+        if (put > 0) { *p += put; *n -= (size_t)put; continue; }
+        if (put < 0 && errno == EINTR) continue;
+        if (put < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        return -1;
+    }
+    return 0;
+}
+
+/* Every write of an answer: what the socket takes goes now, the rest waits
+ * in resp->pending, so a handler (holding the engine lock) never waits for
+ * a client. bound: 0 for a whole answer (its bytes are in memory already),
+ * else the most a stream may have waiting; past it the client is cut (its
+ * socket shut down) and -1 says so, as for a client gone. */
+static int resp_write(serve_resp *resp, const void *p, size_t n, size_t bound, int more)
+{
+    const char *c = p;
+    size_t waiting;
+    if (resp->failed) return -1;
+    if (resp->pending.len > resp->pending_off) {
+        const char *q = resp->pending.p + resp->pending_off;
+        size_t left = resp->pending.len - resp->pending_off;
+        if (send_now(resp->fd, &q, &left, 0) != 0) goto gone;
+        resp->pending_off = resp->pending.len - left;
+        if (left == 0) {
+            jbuf_reset(&resp->pending);
+            resp->pending_off = 0;
+        }
+    }
+    if (resp->pending.len == resp->pending_off && send_now(resp->fd, &c, &n, more) != 0) goto gone;
+    if (n == 0) return 0;
+    waiting = resp->pending.len - resp->pending_off;
+    if (bound && waiting + n > bound) {
+        shutdown(resp->fd, SHUT_RDWR);
+        goto gone;
+    }
+    if (resp->pending_off > 0 && resp->pending_off >= resp->pending.len / 2) {   /* keep the buffer compact */
+        memmove(resp->pending.p, resp->pending.p + resp->pending_off, waiting);
+        resp->pending.len = waiting;
+        resp->pending_off = 0;
+    }
+    jbuf_put(&resp->pending, c, n);
+    if (resp->pending.oom) goto gone;
+    return 0;
+gone:
+    resp->failed = 1;
+    return -1;
+}
+
+/* After the handler: the waiting bytes, giving the socket write_timeout_ms
+ * each time it is full. */
+static void resp_finish(serve_resp *resp)
+{
+    if (!resp->failed && resp->pending.len > resp->pending_off &&
+        send_all(resp->fd, resp->pending.p + resp->pending_off, resp->pending.len - resp->pending_off,
+                 resp->write_timeout_ms, 0) != 0)
+        resp->failed = 1;
+    jbuf_free(&resp->pending);
+    resp->pending_off = 0;
+}
 
 int serve_resp_header(serve_resp *resp, const char *name, const char *value)
 {
@@ -588,10 +657,9 @@ int serve_reply(serve_resp *resp, int status, const char *content_type, const vo
     jbuf_init(&h);
     put_head(resp, &h, status, content_type, 1, len);
     if (h.oom) { jbuf_free(&h); resp->failed = 1; return -1; }
-    rc = send_all(resp->fd, h.p, h.len, resp->write_timeout_ms, len > 0 && !resp->head_only);
-    if (rc == 0 && len > 0 && !resp->head_only) rc = send_all(resp->fd, body, len, resp->write_timeout_ms, 0);
+    rc = resp_write(resp, h.p, h.len, 0, len > 0 && !resp->head_only);
+    if (rc == 0 && len > 0 && !resp->head_only) rc = resp_write(resp, body, len, 0, 0);
     jbuf_free(&h);
-    if (rc != 0) resp->failed = 1;
     return rc;
 }
 
@@ -652,9 +720,14 @@ int serve_stream_begin(serve_resp *resp, int status, const char *content_type)
     resp->sent = 1;
     resp->streaming = 1;
     resp->status = status;
+    /* The kernel's share of a lagging reader's bytes fixed too (Linux lets a
+     * loopback socket's buffer grow to 4 MiB unasked): twice this there (the
+     * kernel doubles it), the bound here, then the reader is cut. */
+    int sb = resp->stream_bound < SERVE_STREAM_SNDBUF ? (int)resp->stream_bound : (int)SERVE_STREAM_SNDBUF;
+    setsockopt(resp->fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof sb);
     jbuf_init(&h);
     put_head(resp, &h, status, content_type, 0, 0);
-    rc = h.oom ? -1 : send_all(resp->fd, h.p, h.len, resp->write_timeout_ms, 0);
+    rc = h.oom ? -1 : resp_write(resp, h.p, h.len, 0, 0);
     jbuf_free(&h);
     if (rc != 0) resp->failed = 1;
     return rc;
@@ -664,11 +737,7 @@ int serve_stream_write(serve_resp *resp, const void *p, size_t n)
 {
     if (!resp->streaming || resp->failed) return -1;
     if (resp->head_only) return -1;    /* HEAD: nothing more to say */
-    if (send_all(resp->fd, p, n, resp->write_timeout_ms, 0) != 0) {
-        resp->failed = 1;
-        return -1;
-    }
-    return 0;
+    return resp_write(resp, p, n, resp->stream_bound, 0);
 }
 
 int serve_sse_begin(serve_resp *resp)
@@ -933,6 +1002,49 @@ static int cors_is_llama(const serve_server *s, const serve_req *r)
     return !s->origins && strncmp(r->path, "/api/", 5) != 0 && strcmp(r->path, "/api") != 0;
 }
 
+static int is_api_path(const serve_req *r)
+{
+    return strncmp(r->path, "/api/", 5) == 0 || strcmp(r->path, "/api") == 0;
+}
+
+int serve_ollama_origin_ok(const char *allow_list, const char *origin)
+{
+    /* OLLAMA_ORIGINS' defaults, after what the list adds (envconfig.AllowedOrigins), matched as gin-contrib/cors
+     * does with AllowWildcard: exactly, or a "prefix*" rule by prefix */
+    static const char *const exact[] = {"http://localhost", "https://localhost", "http://127.0.0.1",
+                                        "https://127.0.0.1", "http://0.0.0.0", "https://0.0.0.0"};
+    static const char *const prefix[] = {"http://localhost:", "https://localhost:", "http://127.0.0.1:",
+                                         "https://127.0.0.1:", "http://0.0.0.0:", "https://0.0.0.0:",
+                                         "app://", "file://", "tauri://", "vscode-webview://", "vscode-file://"};
+    size_t i;
+    if (!origin || !*origin) return 0;
+    if (origin_allowed(allow_list, origin)) return 1;
+    for (i = 0; i < sizeof exact / sizeof exact[0]; i++)
+        if (strcmp(origin, exact[i]) == 0) return 1;
+    for (i = 0; i < sizeof prefix / sizeof prefix[0]; i++)
+        if (strncmp(origin, prefix[i], strlen(prefix[i])) == 0) return 1;
+    return 0;
+}
+
+/* gin-contrib/cors's same-origin test: the Origin is http:// or https://
+ * followed by the Host header exactly. */
+static int same_origin(const serve_req *r, const char *origin)
+{
+    const char *host = serve_header_get(r, "Host");
+    if (!host) return 0;
+    if (strncmp(origin, "http://", 7) == 0) return strcmp(origin + 7, host) == 0;
+    if (strncmp(origin, "https://", 8) == 0) return strcmp(origin + 8, host) == 0;
+    return 0;
+}
+
+/* Whether a request's Origin may use this route when it is not llama-server's: on Ollama's /api/ as Ollama
+ * decides (serve_ollama_origin_ok, or the same origin), elsewhere the --allow-origin list. */
+static int origin_ok(const serve_server *s, const serve_req *r, const char *origin)
+{
+    if (is_api_path(r)) return same_origin(r, origin) || serve_ollama_origin_ok(s->origins, origin);
+    return origin_allowed(s->origins, origin);
+}
+
 static const char *origin_is_localhost_hdr(const char *origin)
 {
     return origin && *origin && origin_is_localhost(origin) ? origin : NULL;
@@ -957,7 +1069,7 @@ static void answer_preflight(serve_server *s, conn *c)
         serve_reply(resp, 204, NULL, "", 0);
         return;
     }
-    if (!origin_allowed(s->origins, origin)) {
+    if (!origin_ok(s, r, origin)) {
         serve_reply_text(resp, 403, "bankml serve: this origin is not allowed (start bankml serve with --allow-origin ORIGIN)");
         return;
     }
@@ -1149,8 +1261,10 @@ static void *conn_main(void *arg)
     memcpy(r->peer, c->peer, sizeof r->peer);
     resp->fd = c->fd;
     resp->write_timeout_ms = s->o.write_timeout_ms;
+    resp->stream_bound = s->o.stream_buffer;
     jbuf_init(&resp->extra);
     jbuf_init(&resp->scratch);
+    jbuf_init(&resp->pending);
 
     r->t_arrival_ns = bk_mono_ns();
     rc = read_head(s, c, &buf, &len, &head_len, &status, err, sizeof err);
@@ -1173,7 +1287,7 @@ static void *conn_main(void *arg)
         if (!s->o.cors_no_credentials && !strcmp(s->o.cors_origins, "*")) resp->cors_origin = origin ? origin : "";
         else if (!strcmp(s->o.cors_origins, "localhost")) resp->cors_origin = origin_is_localhost_hdr(origin);
         else resp->cors_origin = s->o.cors_origins;
-    } else if (origin && origin_allowed(s->origins, origin)) {
+    } else if (origin && *origin && origin_ok(s, r, origin) && !(is_api_path(r) && same_origin(r, origin))) {
         resp->cors_origin = origin;
     }
     if (strcmp(r->method, "HEAD") == 0) resp->head_only = 1;
@@ -1224,6 +1338,13 @@ static void *conn_main(void *arg)
     r->body_len = body_len;
     conn_state(c, CS_WORK);
 
+    /* Ollama's routes as Ollama guards them from web pages (gin-contrib/cors over OLLAMA_ORIGINS): a request
+     * of any method whose Origin is neither allowed nor this server gets 403 -- a page's text/plain POST to
+     * /api/create or /api/copy included, which a browser sends without a preflight. */
+    if (is_api_path(r) && origin && *origin && !origin_ok(s, r, origin)) {
+        serve_reply_text(resp, 403, SERVE_MSG_ORIGIN);
+        goto out;
+    }
     if (strcmp(r->method, "OPTIONS") == 0) {
         answer_preflight(s, c);
         goto out;
@@ -1243,6 +1364,7 @@ static void *conn_main(void *arg)
     if (!resp->sent) serve_reply_error(resp, 500, NULL, "the handler gave no answer", NULL);
 
 out:
+    resp_finish(resp);
     free(body);
     free(buf);
     jbuf_free(&resp->extra);
@@ -1276,6 +1398,7 @@ void serve_opts_default(serve_opts *o)
     o->body_timeout_ms = 60000;
     o->idle_per_peer = SERVE_IDLE_PER_PEER;
     o->write_timeout_ms = 120000;
+    o->stream_buffer = SERVE_STREAM_BUFFER;
     o->grace_ms = 5000;
     o->max_conns = SERVE_MAX_CONNS;
     o->max_body = SERVE_MAX_BODY;
@@ -1295,6 +1418,7 @@ serve_server *serve_new(const serve_opts *o, char *err, size_t errlen)
     if (s->o.write_timeout_ms <= 0) s->o.write_timeout_ms = 120000;
     if (s->o.grace_ms < 0) s->o.grace_ms = 0;
     if (!s->o.max_body) s->o.max_body = SERVE_MAX_BODY;
+    if (!s->o.stream_buffer) s->o.stream_buffer = SERVE_STREAM_BUFFER;
     if (!s->o.cors_origins) s->o.cors_origins = "*";
     if (!s->o.cors_methods) s->o.cors_methods = "GET, POST, DELETE, OPTIONS";
     if (!s->o.cors_headers) s->o.cors_headers = "*";

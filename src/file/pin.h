@@ -96,6 +96,13 @@ int pin_write(const char *gguf_path, const char *fork_path, char sha_out[65],
  * with errno set (tmp removed). */
 int pin_replace_file(const char *path, const char *tmp, const void *data, size_t n, long mode);
 
+/* Removes from dir the temporaries of writers killed mid-write: files (or
+ * symlinks, never what they point to) named as pin_replace_file names its
+ * own ("<file>.tmp.<pid>") or as derived-model manifests' are named
+ * (".<name>.MODEL.json.<pid>[.<n>].tmp") whose pid is no running process.
+ * The count removed, or -1 when dir cannot be read. */
+int pin_clean_temps(const char *dir);
+
 /*
  * A file's identity: what must not change between verifying a model and
  * using it. Cheaper than rehashing, and it catches a replaced file (new inode)
