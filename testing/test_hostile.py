@@ -273,6 +273,73 @@ def t_kill9(reg, tmp):
     S.equal("after 60 kill -9s and one more run of each: no temporary file left", temps, [])
 
 
+# ---------------------------------------------------------------- the model file under the server
+
+CHANGED = ("demo.gguf changed since bankml verified it: unloaded, and refused; the next request verifies it again")
+
+
+def t_model_file(tmp):
+    d = os.path.join(tmp, "model")
+    os.makedirs(d)
+    m, fork = os.path.join(d, "demo.gguf"), os.path.join(d, "demo.FORK.json")
+    shutil.copy(MODEL, m)
+    subprocess.run([BIN, "pin", m, "--fork", fork, "--write"], stdout=subprocess.DEVNULL, check=True, timeout=60)
+    ask = {"prompt": "Once upon a time", "n_predict": 8, "temperature": 0}
+    sha = json.load(open(fork))["files"][0]["sha256"]
+    with oracle.Server.bankml(m, ctx=2048, extra=["--fork", fork]) as B:
+        st, b, _ = http(B.port, "POST", "/completion", ask)
+        want = json.loads(b)["content"]
+        S.equal("the copy answers", st, 200)
+        # a byte flipped in place, the mtime put back (touch -r): ctime moved, the next request is refused
+        size = os.path.getsize(m)
+        st0 = os.stat(m)
+        with open(m, "r+b") as f:
+            f.seek(size - 100)
+            old = f.read(1)
+            f.seek(size - 100)
+            f.write(bytes([old[0] ^ 0xFF]))
+        os.utime(m, ns=(st0.st_atime_ns, st0.st_mtime_ns))
+        S.equal("an in-place edit with the mtime restored: same size and mtime", (os.path.getsize(m),
+                os.stat(m).st_mtime_ns), (size, st0.st_mtime_ns))
+        st, b, _ = http(B.port, "POST", "/completion", ask)
+        S.equal("... the next request: refused, as at load", (st, json.loads(b)["error"]["message"]), (503, CHANGED))
+        st, b, _ = http(B.port, "POST", "/completion", ask)
+        S.check("... the one after: the pin refuses the edited bytes",
+                st == 400 and json.loads(b)["error"]["message"].endswith(f"!= pinned {sha}: refused"), b[:300])
+        with open(m, "r+b") as f:
+            f.seek(size - 100)
+            f.write(old)
+        st, b, _ = http(B.port, "POST", "/completion", ask)
+        S.equal("the byte put back: verified again, the same answer", (st, json.loads(b).get("content")), (200, want))
+        # truncated during a long generation: the request ends with that error, the server lives
+        c = socket.create_connection(("127.0.0.1", B.port), timeout=60)
+        body = json.dumps({"prompt": "Once upon a time", "n_predict": 1500, "stream": True, "ignore_eos": True,
+                           "n_probs": 50}).encode()
+        c.sendall(b"POST /completion HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        first = c.recv(1 << 16)
+        os.truncate(m, 100000)
+        raw = first
+        while True:
+            b = c.recv(1 << 16)
+            if not b:
+                break
+            raw += b
+        c.close()
+        evs = [e[6:] for e in raw.partition(b"\r\n\r\n")[2].split(b"\n\n") if e.startswith(b"data: ")]
+        last = json.loads(evs[-1]) if evs else {}
+        S.check("truncated mid-generation: the stream ends with the error, before its 1500 tokens",
+                last == {"error": CHANGED} and len(evs) < 1500, f"{len(evs)} events, last {evs[-1][:200] if evs else b''!r}")
+        S.equal("... the server is alive", (B.proc.poll(), http(B.port, "GET", "/health")[0]), (None, 200))
+        st, b, _ = http(B.port, "POST", "/completion", ask)
+        S.equal("... the next request: refused, as at load", (st, json.loads(b)["error"]["message"]), (503, CHANGED))
+        st, b, _ = http(B.port, "POST", "/completion", ask)
+        S.check("... then refused by the guard or the pin (the file is cut)", st == 400, b[:300])
+        shutil.copy(MODEL, m)
+        st, b, _ = http(B.port, "POST", "/completion", ask)
+        S.equal("the file put back: serving again, the same answer", (st, json.loads(b).get("content")), (200, want))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="bankml-hostile-")
     reg, outside = os.path.join(tmp, "registry"), os.path.join(tmp, "outside")
@@ -289,6 +356,7 @@ def main():
             S.run("[leftovers] ran", t_leftovers, reg, outside, left, live)
             S.run("[registry] ran", t_registry, B, reg, outside)
         S.run("[kill -9] ran", t_kill9, reg, tmp)
+        S.run("[model file] ran", t_model_file, tmp)
     except oracle.ServerError as e:
         S.fail("bankml serve", str(e))
     finally:

@@ -57,13 +57,16 @@ int pin_ident_of(const char *path, pin_ident *id)
     id->size = st.st_size;
     id->mtime_sec = (int64_t)st.st_mtim.tv_sec;
     id->mtime_nsec = st.st_mtim.tv_nsec;
+    id->ctime_sec = (int64_t)st.st_ctim.tv_sec;
+    id->ctime_nsec = st.st_ctim.tv_nsec;
     return 0;
 }
 
 int pin_ident_same(const pin_ident *a, const pin_ident *b)
 {
     return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-           a->mtime_sec == b->mtime_sec && a->mtime_nsec == b->mtime_nsec;
+           a->mtime_sec == b->mtime_sec && a->mtime_nsec == b->mtime_nsec &&
+           a->ctime_sec == b->ctime_sec && a->ctime_nsec == b->ctime_nsec;
 }
 
 /* ---- lookup ---- */

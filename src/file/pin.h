@@ -106,7 +106,7 @@ int pin_clean_temps(const char *dir);
 /*
  * A file's identity: what must not change between verifying a model and
  * using it. Cheaper than rehashing, and it catches a replaced file (new inode)
- * as well as one written in place (size or mtime).
+ * as well as one written in place (size, mtime or ctime).
  */
 typedef struct {
     dev_t dev;
@@ -114,6 +114,8 @@ typedef struct {
     off_t size;
     int64_t mtime_sec;
     long mtime_nsec;
+    int64_t ctime_sec;         /* moves on every write, even when mtime is put back (touch -r) */
+    long ctime_nsec;
 } pin_ident;
 
 /* stat(2) of path (following symlinks) into *id. 0, or -1 with errno set. */
