@@ -81,8 +81,8 @@ FUZZ_CC      ?= clang
 FUZZ_FLAGS   := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TARGETS := $(patsubst tests/fuzz_%.c,build/fuzz/fuzz_%,$(wildcard tests/fuzz_*.c))
 
-# each target links the sources it exercises (all of src/ when it names none: clang 14 refuses the
-# kernels' __builtin_cpu_supports("f16c"), so a target that does not need them should not build them)
+# each target links the sources it exercises (all of src/ when it names none; the kernels ask cpuid for F16C,
+# which clang 14's __builtin_cpu_supports does not know)
 FUZZ_SRC_json    := src/base/json.c src/base/base.c
 FUZZ_SRC_gguf    := src/file/gguf.c src/base/json.c src/base/base.c
 FUZZ_SRC_grammar := src/sampling/grammar.c src/sampling/regex.c src/sampling/sampler.c src/base/json.c src/base/base.c
@@ -91,6 +91,9 @@ FUZZ_SRC_chat_analyze := $(wildcard src/text/chat_analyze*.c) $(wildcard src/tex
 FUZZ_SRC_peg     := src/text/peg.c src/text/peg_parse.c src/text/chat_peg.c src/sampling/peg_grammar.c \
                     src/sampling/json_schema.c src/base/json.c src/base/base.c
 FUZZ_SRC_regex   := src/sampling/regex.c src/base/base.c
+FUZZ_SRC_http    := src/api/serve.c src/api/serve_nljson.c src/base/json.c src/base/base.c
+FUZZ_SRC_template := $(wildcard src/text/template*.c) src/base/json.c src/base/base.c
+FUZZ_SRC_tokenizer := $(wildcard src/text/tokenizer*.c) src/file/gguf.c src/file/ftype.c src/base/json.c src/base/base.c
 
 build/fuzz/fuzz_%: tests/fuzz_%.c $(SRC) $(wildcard src/*/*.h) build/gen/ui_assets.h
 	@mkdir -p build/fuzz

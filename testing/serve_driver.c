@@ -159,6 +159,48 @@ static void slow_result(serve_req *req, serve_resp *resp, void *ud)
     jbuf_free(&b);
 }
 
+/* n SSE events of size bytes each, as fast as the handler can write them
+ * (a generation that never waits for its reader); how many went into the
+ * stream, whether it was cut and how long the handler took are kept for
+ * /flood/result. */
+static int flood_done = -1, flood_cut = -1, flood_ms = -1;
+
+static void flood(serve_req *req, serve_resp *resp, void *ud)
+{
+    int n = query_int(req, "n", 1000), size = query_int(req, "size", 1000), i, cut = 0;
+    struct timespec t0, t1;
+    char *ev = malloc((size_t)size + 16);
+    (void)ud;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (!ev || serve_sse_begin(resp) != 0) { free(ev); return; }
+    for (i = 0; i < n; i++) {
+        int k = snprintf(ev, 16, "%08d", i);
+        memset(ev + k, 'x', (size_t)size - (size_t)k);
+        if (serve_sse_event(resp, ev, (size_t)size) != 0) { cut = 1; break; }
+    }
+    if (!cut) serve_sse_event(resp, "[DONE]", 6);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    free(ev);
+    pthread_mutex_lock(&slow_mu);
+    flood_done = i;
+    flood_cut = cut;
+    flood_ms = (int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+    pthread_mutex_unlock(&slow_mu);
+}
+
+static void flood_result(serve_req *req, serve_resp *resp, void *ud)
+{
+    jbuf b;
+    (void)req;
+    (void)ud;
+    jbuf_init(&b);
+    pthread_mutex_lock(&slow_mu);
+    jbuf_printf(&b, "{\"done\": %d, \"cut\": %d, \"ms\": %d}", flood_done, flood_cut, flood_ms);
+    pthread_mutex_unlock(&slow_mu);
+    serve_reply_json(resp, 200, &b);
+    jbuf_free(&b);
+}
+
 /* Holds the connection ms, then answers (concurrency and stop tests). */
 static void hold(serve_req *req, serve_resp *resp, void *ud)
 {
@@ -203,6 +245,10 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--read-timeout-ms") == 0) o.read_timeout_ms = atoi(v);
         else if (strcmp(a, "--grace-ms") == 0) o.grace_ms = atoi(v);
         else if (strcmp(a, "--max-conns") == 0) o.max_conns = atoi(v);
+        else if (strcmp(a, "--head-timeout-ms") == 0) o.head_timeout_ms = atoi(v);
+        else if (strcmp(a, "--body-timeout-ms") == 0) o.body_timeout_ms = atoi(v);
+        else if (strcmp(a, "--idle-per-peer") == 0) o.idle_per_peer = atoi(v);
+        else if (strcmp(a, "--stream-buffer") == 0) o.stream_buffer = (size_t)atol(v);
         else { fprintf(stderr, "serve_driver: unknown option %s\n", a); return 2; }
         i++;
     }
@@ -211,6 +257,7 @@ int main(int argc, char **argv)
     serve_route(s, "GET", "/health", health, NULL, SERVE_PUBLIC);
     serve_route(s, "GET", "/v1/health", health, NULL, SERVE_PUBLIC);
     serve_route(s, "GET", "/", root, NULL, SERVE_PUBLIC);
+    serve_route(s, "GET", "/always", health, NULL, SERVE_PUBLIC | SERVE_ALWAYS);
     serve_route(s, "GET", "/echo", echo, NULL, 0);
     serve_route(s, "POST", "/echo", echo, NULL, 0);
     serve_route(s, "DELETE", "/echo", echo, NULL, 0);
@@ -218,6 +265,8 @@ int main(int argc, char **argv)
     serve_route(s, "GET", "/sse", sse, NULL, 0);
     serve_route(s, "GET", "/ndjson", ndjson, NULL, 0);
     serve_route(s, "GET", "/slow/result", slow_result, NULL, 0);
+    serve_route(s, "GET", "/flood/result", flood_result, NULL, 0);
+    serve_route(s, "GET", "/flood", flood, NULL, 0);
     serve_route(s, "GET", "/slow", slow, NULL, 0);
     serve_route(s, "GET", "/hold", hold, NULL, 0);
     serve_route(s, "GET", "/error", error_route, NULL, 0);

@@ -2,7 +2,7 @@
 testing/serve_driver.c, a small binary that serves a few demo routes on a free loopback port.
 
 Checks status lines, headers and bodies, the limits and refusals of §2.1 (16 KiB line, 100 headers,
-16 MiB body, chunked, Host, Content-Type, Content-Length, 32 connections, read timeout), the API key
+16 MiB body, chunked, Host, Content-Type, Content-Length, connection places, slow clients, deadlines, read timeout), the API key
 (llama-server's 401 body), CORS preflight, SSE and NDJSON framing, client-gone detection, pipelining,
 concurrency and a clean stop on SIGTERM/SIGINT. With the oracle kit it also asks llama-server b11669
 the same bad requests and compares the bodies serve.c copies from it.
@@ -22,6 +22,9 @@ BODY_404 = b'{"error":{"message":"File Not Found","type":"not_found_error","code
 MSG_HOST = b"bankml serve answers loopback clients only (Host must be 127.0.0.1, localhost or [::1])"
 JSON_CT = "application/json; charset=utf-8"
 TEXT_CT = "text/plain; charset=utf-8"
+SHED = (b"bankml serve: connection shed: too many connections whose request is still arriving; "
+        b"send the request at once")
+HEAD_408 = b"request timed out: the request head did not arrive within 3 s"
 
 s = oracle.Suite("test_serve")
 
@@ -34,7 +37,7 @@ def build_driver():
         return exe
     exe = os.path.join(ROOT, "build", "serve_driver")
     os.makedirs(os.path.dirname(exe), exist_ok=True)
-    srcs = ["testing/serve_driver.c", "src/api/serve.c", "src/base/json.c", "src/base/base.c"]
+    srcs = ["testing/serve_driver.c", "src/api/serve.c", "src/api/serve_nljson.c", "src/base/json.c", "src/base/base.c"]
     cc = os.environ.get("CC", "gcc")
     flags = ["-std=gnu11", "-D_GNU_SOURCE", "-Iinclude", "-Isrc", "-pthread", "-O2", "-Wall", "-Wextra", "-Werror"]
     flags += os.environ.get("SERVE_CFLAGS", "").split()
@@ -373,8 +376,9 @@ def t_concurrency(d):
 
 
 def t_too_many(exe):
-    """Past 32 open connections a client waits in the kernel's accept queue and is served once one closes."""
-    with Driver(exe) as d:
+    """Past 32 open connections (--max-conns 32) a client waits (on a reserve place, then in the kernel's accept
+    queue) and is served once one closes; a SERVE_ALWAYS route is answered at once on a reserve place."""
+    with Driver(exe, "--max-conns", "32") as d:
         socks = []
         try:
             t0 = time.time()
@@ -383,6 +387,10 @@ def t_too_many(exe):
                 c.sendall(b"GET /hold?ms=1500 HTTP/1.1\r\nHost: localhost\r\n\r\n")
                 socks.append(c)
             time.sleep(0.3)
+            t1 = time.time()
+            st, _, _, body, _ = get(d.port, "/always")
+            s.check("33rd connection to a SERVE_ALWAYS route: answered at once on a reserve place",
+                    st == 200 and time.time() - t1 < 0.5, f"{st} {body!r} {time.time() - t1:.2f} s")
             st, reason, h, body, _ = get(d.port, "/health")
             dt = time.time() - t0
             s.equal("33rd connection: queued, then answered 200", (st, reason), (200, "OK"))
@@ -411,6 +419,106 @@ def t_too_many(exe):
         s.check("120 at once: served 32 at a time (>= 4 rounds of 150 ms)", 0.55 < dt < 20, f"{dt:.2f} s")
         st, _, _, _, _ = get(d.port, "/health")
         s.equal("served again afterwards", st, 200)
+
+
+def t_slow_clients(exe):
+    """Issue #22.1: 64 clients that never finish a head (a partial head, or a byte a second) cannot keep /health
+    from answering within 1 s, with the default places and with 32; they are shed (503 with the reason) or cut
+    by the head deadline (408 with the reason), and the server serves on."""
+    for label, args in [("default places", ["--head-timeout-ms", "3000"]),
+                        ("32 places", ["--max-conns", "32", "--head-timeout-ms", "3000"])]:
+        with Driver(exe, *args) as d:
+            socks, stop = [], threading.Event()
+            try:
+                for i in range(64):
+                    c = connect(d.port, timeout=15)
+                    c.sendall(b"GET /health HTTP/1.1\r\nHost: loc" if i % 2 else b"G")
+                    socks.append(c)
+
+                def trickle():   # the odd ones: a byte a second, forever
+                    while not stop.wait(0.5):
+                        for c in socks[1::2]:
+                            try:
+                                c.send(b"a")
+                            except OSError:
+                                pass
+                tr = threading.Thread(target=trickle, daemon=True)
+                tr.start()
+                time.sleep(1.3)
+                t0 = time.time()
+                st, _, _, body, _ = get(d.port, "/health")
+                dt = time.time() - t0
+                s.check(f"{label}: /health answered within 1 s while 64 slow clients are connected",
+                        st == 200 and dt < 1.0, f"{st} {body!r} {dt:.2f} s")
+                answers = []
+                for c in socks:
+                    answers.append(parse_response(read_all(c))[::3][:2])
+                stop.set()
+                kinds = {}
+                for st, body in answers:
+                    kinds[(st, body)] = kinds.get((st, body), 0) + 1
+                s.check(f"{label}: every slow client shed (503) or cut at the head deadline (408), with the reason",
+                        set(kinds) <= {(503, SHED), (408, HEAD_408)} and sum(kinds.values()) == 64, str(kinds))
+                if label == "default places":
+                    s.check(f"{label}: most cut by the deadline, a few shed as 127.0.0.1 keeps > 16 idle",
+                            kinds.get((408, HEAD_408), 0) >= 48, str(kinds))
+            finally:
+                stop.set()
+                for c in socks:
+                    c.close()
+            st, _, _, _, _ = get(d.port, "/health")
+            s.equal(f"{label}: serving afterwards", st, 200)
+    with Driver(exe, "--body-timeout-ms", "1500") as d:
+        with connect(d.port) as c:
+            c.sendall(b"POST /json HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 100\r\n\r\n{")
+            t0 = time.time()
+            for _ in range(8):   # a byte every 0.3 s: never idle for the read timeout, but past the body's deadline
+                time.sleep(0.3)
+                try:
+                    c.send(b" ")
+                except OSError:
+                    break
+            st, _, _, body, _ = parse_response(read_all(c))
+            s.equal("a body trickled past its deadline: 408 with the reason", (st, body),
+                    (408, b"request timed out: the body did not arrive within 1 s"))
+            s.check("cut at the body deadline", time.time() - t0 < 3.5, f"{time.time() - t0:.2f} s")
+
+
+def t_lagging_reader(exe):
+    """Issue #22.2: a handler's writes never wait for its reader. A reader that never reads is cut once its
+    stream has --stream-buffer bytes waiting (the handler sees -1 at once); one that reads gets every byte."""
+    with Driver(exe, "--stream-buffer", "65536") as d:
+        c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.settimeout(10)
+        c.connect(("127.0.0.1", d.port))
+        try:
+            c.sendall(b"GET /flood?n=20000&size=1000 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            res = {}
+            for _ in range(100):
+                time.sleep(0.05)
+                res = json.loads(get(d.port, "/flood/result")[3])
+                if res["done"] >= 0:
+                    break
+            s.check("a reader that never reads: its 20 MB stream is cut, the handler told at once",
+                    res.get("cut") == 1 and 0 < res.get("done", 0) < 20000 and res.get("ms", 9999) < 1000, str(res))
+            t0 = time.time()
+            got = read_all(c)
+            s.check("the cut reader then sees the end of its stream, short", len(got) < 20000 * 1000 and
+                    time.time() - t0 < 5, f"{len(got)} bytes")
+        finally:
+            c.close()
+    with Driver(exe) as d:   # the default bound (4 MiB) holds a 3 MB stream written at memory speed
+        with connect(d.port, timeout=30) as c:
+            c.sendall(b"GET /flood?n=3000&size=1000 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            st, _, _, body, _ = parse_response(read_all(c))
+        evs = body.split(b"\n\n")
+        want = [b"data: " + b"%08d" % i + b"x" * 992 for i in range(3000)] + [b"data: [DONE]", b""]
+        s.check("a reader that reads: all 3000 events of 1000 bytes, in order", st == 200 and evs == want,
+                f"{st} {len(evs)} events")
+        res = json.loads(get(d.port, "/flood/result")[3])
+        s.equal("... and its handler was never cut", (res["done"], res["cut"]), (3000, 0))
 
 
 def t_timeout(exe):
@@ -573,7 +681,7 @@ def main():
             s.run(f"[{name}] ran", fn, d)
         st, _, _, _, _ = get(d.port, "/health")
         s.equal("still serving after every refusal", st, 200)
-    for name, fn in [("too many", t_too_many), ("timeout", t_timeout), ("api key", t_api_key), ("cors", t_cors),
+    for name, fn in [("too many", t_too_many), ("slow clients", t_slow_clients), ("lagging reader", t_lagging_reader), ("timeout", t_timeout), ("api key", t_api_key), ("cors", t_cors),
                      ("stop", t_stop), ("llama-server", t_llama_server)]:
         s.run(f"[{name}] ran", fn, exe)
     s.finish()

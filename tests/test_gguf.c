@@ -1339,3 +1339,56 @@ TEST(gguf_ftype_name_as_llama_cpp)
     CHECK_STR(ftype_of(k4, 3, 4), "unknown, may not work");   /* 4: removed from llama.h */
     CHECK_STR(ftype_of(NULL, 0, -1), "(guessed) all F32");
 }
+
+/* The map of a file that shrinks, or is written in place, under it (issue
+ * #22.5): a read past the new end is caught (zeros, gguf_map_faulted), not
+ * a SIGBUS that kills; an in-place write with its mtime put back is seen
+ * through ctime. */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
+
+TEST(gguf_map_shrunk_or_edited_under_it)
+{
+    char path[] = "/tmp/bankml-map-XXXXXX", err[256];
+    int fd = mkstemp(path);
+    static unsigned char buf[3 * 65536];
+    gguf_map m;
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    memset(buf, 0xAB, sizeof buf);
+    CHECK(write(fd, buf, sizeof buf) == (ssize_t)sizeof buf);
+    close(fd);
+    CHECK_INT(gguf_map_open(path, &m, err, sizeof err), 0);
+    CHECK_INT(gguf_map_unchanged(&m, path), 1);
+    CHECK_INT(gguf_map_intact(&m), 1);
+    CHECK_INT(gguf_map_faulted(&m), 0);
+    CHECK_INT(m.p[sizeof buf - 1], 0xAB);
+    CHECK_INT(truncate(path, 4096), 0);
+    CHECK_INT(gguf_map_intact(&m), 0);                 /* the size moved */
+    volatile const unsigned char *v = m.p;
+    CHECK_INT(v[100], 0xAB);                           /* still inside the file */
+    CHECK_INT(v[2 * 65536 + 5], 0);                    /* past its end: caught, zeros */
+    CHECK_INT(gguf_map_faulted(&m), 1);
+    CHECK_INT(v[sizeof buf - 1], 0);
+    gguf_map_close(&m);
+    /* an in-place write with the mtime put back: ctime tells */
+    CHECK_INT(gguf_map_open(path, &m, err, sizeof err), 0);
+    CHECK_INT(gguf_map_faulted(&m), 0);                /* a new map starts clean */
+    struct stat st;
+    CHECK_INT(stat(path, &st), 0);
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);                              /* a later ctime than the map's, on any clock */
+    fd = open(path, O_WRONLY);
+    CHECK(fd >= 0 && pwrite(fd, "\x01", 1, 10) == 1);
+    if (fd >= 0) close(fd);
+    struct timespec times[2] = {st.st_atim, st.st_mtim};
+    CHECK_INT(utimensat(AT_FDCWD, path, times, 0), 0);   /* touch -r: the mtime as it was */
+    CHECK_INT(stat(path, &st), 0);
+    CHECK(st.st_mtim.tv_sec == m.mtime_sec && st.st_mtim.tv_nsec == m.mtime_nsec);
+    CHECK_INT(gguf_map_intact(&m), 0);
+    CHECK_INT(gguf_map_unchanged(&m, path), 0);
+    gguf_map_close(&m);
+    gguf_map_close(&m);
+    unlink(path);
+}

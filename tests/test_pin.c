@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* sha256("abc") and of the 1,000-byte file below */
@@ -506,5 +507,41 @@ TEST(pin_ident_detects_changes)
     errno = 0;
     CHECK_INT(pin_ident_of(in_tmp("missing"), &b), -1);
     CHECK_INT(errno, ENOENT);
+    rm_tmp();
+}
+
+/* pin_clean_temps (issue #22.4): a killed writer's temporaries go, a live
+ * one's stay, a symlink goes itself (never its target), other names stay. */
+TEST(pin_clean_temps_dead_writers_only)
+{
+    char name[128];
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, NULL, 0);
+    SETUP();
+    const char *gone[] = {"a.FORK.json.tmp.%ld", ".m.MODEL.json.%ld.3.tmp", ".m.MODEL.json.%ld.tmp", NULL};
+    const char *kept[] = {"b.FORK.json.tmp.%ld", ".n.MODEL.json.%ld.0.tmp", NULL};   /* this process: alive */
+    for (int i = 0; gone[i]; i++) {
+        snprintf(name, sizeof name, gone[i], (long)dead);
+        CHECK_INT(put_file(in_tmp(name), "{"), 0);
+    }
+    for (int i = 0; kept[i]; i++) {
+        snprintf(name, sizeof name, kept[i], (long)getpid());
+        CHECK_INT(put_file(in_tmp(name), "{"), 0);
+    }
+    CHECK_INT(put_file(in_tmp("target.txt"), "kept\n"), 0);
+    snprintf(name, sizeof name, ".s.MODEL.json.%ld.1.tmp", (long)dead);
+    CHECK_INT(symlink(in_tmp("target.txt"), in_tmp(name)), 0);
+    CHECK_INT(put_file(in_tmp("c.tmp.12x"), "{"), 0);          /* not a pid */
+    CHECK_INT(put_file(in_tmp("m.MODEL.json"), "{"), 0);        /* a manifest */
+    CHECK_INT(put_file(in_tmp(".m.MODEL.json.x.tmp"), "{"), 0); /* not a pid */
+    CHECK_INT(count_entries(), 10);
+    CHECK_INT(pin_clean_temps(tmpdir), 4);
+    CHECK_INT(count_entries(), 6);
+    snprintf(name, sizeof name, kept[1], (long)getpid());
+    CHECK_INT(access(in_tmp(name), F_OK), 0);
+    CHECK_INT(access(in_tmp("target.txt"), F_OK), 0);
+    CHECK_INT(pin_clean_temps(tmpdir), 0);
+    CHECK_INT(pin_clean_temps("/nonexistent-bankml-dir"), -1);
     rm_tmp();
 }

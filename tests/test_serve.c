@@ -552,3 +552,49 @@ TEST(serve_llama_json_check_accepts)
     CHECK_INT((int)e, 7);
     jbuf_free(&msg);
 }
+
+/* The shedding rule (issue #22.1): idle, not shed, old enough; a peer over
+ * its cap loses its oldest; a full server loses anyone's oldest. */
+TEST(serve_pick_shed_rule)
+{
+    const int64_t S = 1000000000;   /* 1 s in ns */
+    serve_conn_info c[5] = {
+        {1, 0, 10 * S, "127.0.0.1"},   /* idle since 10 s */
+        {1, 0, 5 * S, "10.0.0.2"},     /* the oldest idle, another peer */
+        {0, 0, 1 * S, "127.0.0.1"},    /* working: never shed */
+        {1, 0, 12 * S, "127.0.0.1"},
+        {1, 0, 13 * S + S / 2, "127.0.0.1"},   /* 0.5 s old at now = 14 s: too young */
+    };
+    int64_t now = 14 * S;
+    CHECK_INT(serve_pick_shed(c, 5, "127.0.0.1", 16, 0, now), -1);   /* under the cap, not full */
+    CHECK_INT(serve_pick_shed(c, 5, "127.0.0.1", 3, 0, now), 0);     /* 3 idle of 127.0.0.1: its oldest */
+    CHECK_INT(serve_pick_shed(c, 5, "127.0.0.1", 4, 0, now), -1);
+    CHECK_INT(serve_pick_shed(c, 5, "127.0.0.1", 16, 1, now), 1);    /* full: anyone's oldest */
+    CHECK_INT(serve_pick_shed(c, 5, NULL, 0, 1, now), 1);
+    c[1].shed = 1;                                                   /* already going */
+    CHECK_INT(serve_pick_shed(c, 5, "10.0.0.2", 16, 1, now), 0);
+    CHECK_INT(serve_pick_shed(c, 5, "127.0.0.1", 16, 1, 10 * S + S / 2), -1);   /* all too young then */
+    c[0].shed = c[3].shed = 1;
+    CHECK_INT(serve_pick_shed(c, 5, NULL, 0, 1, now), -1);          /* only the young one left */
+    CHECK_INT(serve_pick_shed(c, 5, NULL, 0, 1, now + S), 4);
+}
+
+/* Ollama's origins for /api/ (issue #22.3), as gin-contrib/cors matches
+ * OLLAMA_ORIGINS' defaults. */
+TEST(serve_ollama_origins)
+{
+    static const char *const ok[] = {"http://localhost", "https://localhost", "http://localhost:3000",
+                                     "http://127.0.0.1:11434", "https://0.0.0.0:1", "http://0.0.0.0",
+                                     "app://x", "file://", "tauri://localhost", "vscode-webview://abc",
+                                     "vscode-file://vscode-app"};
+    static const char *const bad[] = {"http://evil.com", "null", "http://localhost.evil.com", "http://127.0.0.2",
+                                      "https://localhostx", "http://[::1]:8080", "HTTP://localhost", "chrome-extension://x",
+                                      "", "ftp://localhost", "http://127.0.0.1.nip.io"};
+    size_t i;
+    for (i = 0; i < sizeof ok / sizeof ok[0]; i++) CHECK_INT(serve_ollama_origin_ok(NULL, ok[i]), 1);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK_INT(serve_ollama_origin_ok(NULL, bad[i]), 0);
+    CHECK_INT(serve_ollama_origin_ok("https://space.example, http://b", "https://space.example"), 1);
+    CHECK_INT(serve_ollama_origin_ok("https://space.example, http://b", "http://b"), 1);
+    CHECK_INT(serve_ollama_origin_ok("https://space.example", "https://space.example.evil"), 0);
+    CHECK_INT(serve_ollama_origin_ok("https://space.example", NULL), 0);
+}

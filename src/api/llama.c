@@ -1030,8 +1030,8 @@ llama_api *llama_api_register(serve_server *srv, engine *e)
     llama_api_opts_init(&api->o);
     make_media_marker(api->media_marker, sizeof api->media_marker);
     api->o.slots = 0;   /* what /props said before the command line set it: no /slots route yet */
-    serve_route(srv, "GET", "/health", h_health, api, SERVE_PUBLIC);
-    serve_route(srv, "GET", "/v1/health", h_health, api, SERVE_PUBLIC);
+    serve_route(srv, "GET", "/health", h_health, api, SERVE_PUBLIC | SERVE_ALWAYS);
+    serve_route(srv, "GET", "/v1/health", h_health, api, SERVE_PUBLIC | SERVE_ALWAYS);
     serve_route(srv, "GET", "/props", h_props, api, 0);
     serve_route(srv, "GET", "/v1/models", h_models, api, 0);
     serve_route(srv, "GET", "/models", h_models, api, 0);

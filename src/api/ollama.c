@@ -77,13 +77,25 @@ static json_value *parse_body(serve_req *req, serve_resp *resp)
     return doc;
 }
 
-static const char *body_model(const json_value *body)
+/* A name sent with a NUL byte ("e\u0000vil"): C strings would cut it at
+ * the NUL and name another model, so it stands for itself as a name that
+ * no rule accepts and no model has. */
+#define NAME_WITH_NUL "<a name holding a NUL byte>"
+
+/* A JSON string member as a name: NULL when absent or empty, NAME_WITH_NUL
+ * when it holds a NUL byte. */
+static const char *name_member(const json_value *body, const char *key)
 {
     const char *m = NULL;
     size_t l;
-    if (json_as_str(json_get(body, "model"), &m, &l) && l) return m;
-    if (json_as_str(json_get(body, "name"), &m, &l) && l) return m;
-    return NULL;
+    if (!json_as_str(json_get(body, key), &m, &l) || !l) return NULL;
+    return memchr(m, 0, l) ? NAME_WITH_NUL : m;
+}
+
+static const char *body_model(const json_value *body)
+{
+    const char *m = name_member(body, "model");
+    return m ? m : name_member(body, "name");
 }
 
 /* What a request's model name means: a derived model (its layer copied, so
@@ -266,7 +278,12 @@ static int read_options(const json_value *options, const json_value *layer, opts
                 continue;
             }
             if (!strcmp(k, "num_ctx")) {
-                o->num_ctx = d >= 1 && d < 1e9 ? (long)d : 0;
+                /* whole tokens, as Ollama's int; past the server's --ctx the caller refuses it with the figure */
+                if (!(d >= 1)) {
+                    bk_err(err, errlen, "options.num_ctx %g: a context holds at least 1 token", d);
+                    return -1;
+                }
+                o->num_ctx = d < 1e18 ? (long)d : (long)1e18;
                 continue;
             }
             size_t j = 0;   /* a later value of the same key replaces the earlier one */
@@ -1284,7 +1301,9 @@ static void h_copy(serve_req *req, serve_resp *resp, void *ud)
      * destination's name, then whether the source exists; bankml's own
      * rules for a derived model's name after them */
     if (!json_as_str(json_get(body, "source"), &src, &l)) src = "";
+    else if (memchr(src, 0, l)) src = NAME_WITH_NUL;
     if (!json_as_str(json_get(body, "destination"), &dst, &l)) dst = "";
+    else if (memchr(dst, 0, l)) dst = NAME_WITH_NUL;
     if (!ollama_name_valid(src) || !ollama_name_valid(dst)) {
         char q[600];
         int bad_src = !ollama_name_valid(src);

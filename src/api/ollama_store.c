@@ -271,7 +271,22 @@ void ol_derived_free(derived *d)
     free(d->manifest);
 }
 
-/* Reads one manifest; refuses one edited by hand or whose base pin moved. */
+/* A manifest's name as a file may claim it: what ollama_name_check makes
+ * (letters, digits, '.', '_', '-', lower case: no '/', no NUL, never "." or
+ * ".."), and the file's own, <name>.MODEL.json. A planted manifest naming
+ * "../victim" would otherwise make DELETE remove a file outside the registry. */
+static int manifest_name_ok(const char *path, const char *name, size_t n)
+{
+    char canon[132], why[256];
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (!n || ollama_name_check(name, canon, sizeof canon, why, sizeof why) != 0 || strcmp(canon, name) ||
+        !strcmp(name, ".") || !strcmp(name, ".."))
+        return 0;
+    return !strncmp(base, name, n) && !strcmp(base + n, ".MODEL.json");
+}
+
+/* Reads one manifest; refuses one edited by hand, misnamed, or whose base pin moved. */
 static int derived_read(const char *path, const pin_ent *pins, size_t n_pins, derived *out, char *err, size_t errlen)
 {
     size_t len;
@@ -289,12 +304,17 @@ static int derived_read(const char *path, const pin_ent *pins, size_t n_pins, de
     int rc = -1;
     jbuf_init(&c);
     if (!doc || !layer || layer->type != JSON_OBJECT || !json_as_str(json_get(doc, "name"), &name, &l) ||
+        memchr(name, 0, l) ||
         !json_as_str(json_get(doc, "digest"), &dg, &l) || !json_as_str(json_get(base, "name"), &bn, &l) ||
         !json_as_str(json_get(base, "sha256"), &bs, &l)) {
         if (doc) bk_err(err, errlen, "%s: not a bankml derived-model manifest", path);
         goto out;
     }
     json_as_str(json_get(doc, "created_at"), &ca, &l);
+    if (!manifest_name_ok(path, name, l = strlen(name))) {
+        bk_err(err, errlen, "%s: its name is not the file's own, or not a model name: refused", path);
+        goto out;
+    }
     char digest[80];
     if (canon_layer(layer, &c, digest) != 0 || strcmp(digest, dg)) {
         bk_err(err, errlen, "%s: edited by hand, refused — create it again", path);
@@ -335,8 +355,14 @@ static int ends_with(const char *s, const char *suf)
 /* Every <dir>/<name>.MODEL.json that reads back whole. */
 void ol_derived_load_dir(const char *dir, const pin_ent *pins, size_t n_pins, derived **out, size_t *n_out)
 {
-    DIR *d = dir ? opendir(dir) : NULL;
+    DIR *d;
     struct dirent *e;
+    if (dir) {
+        int gone = pin_clean_temps(dir);
+        if (gone > 0) fprintf(stderr, "bankml: %s: removed %d temporary file%s left by killed writes\n", dir, gone,
+                              gone == 1 ? "" : "s");
+    }
+    d = dir ? opendir(dir) : NULL;
     while (d && (e = readdir(d))) {
         if (!ends_with(e->d_name, ".MODEL.json")) continue;
         char path[4096 + 300], err[1024];
@@ -598,13 +624,11 @@ static int resolve_from(const char *from, const pin_ent *pins, size_t n_pins, co
         }
     struct stat st, st2;
     if (strchr(from, '/') || ends_with(from, ".gguf")) {
-        if (stat(from, &st) != 0) {
-            bk_err(err, errlen, "FROM %s: %s", from, strerror(errno));
-            return -1;
-        }
+        /* One answer whether or not the path exists: a client learns nothing
+         * of the file system beyond the registry's pins. */
         const char *b = strrchr(from, '/');
         b = b ? b + 1 : from;
-        for (size_t i = 0; i < n_pins; i++)
+        for (size_t i = 0; i < n_pins && stat(from, &st) == 0; i++)
             if (!strcmp(pins[i].file, b) && stat(pins[i].path, &st2) == 0 && st.st_dev == st2.st_dev &&
                 st.st_ino == st2.st_ino) {
                 *base = &pins[i];
@@ -656,22 +680,24 @@ int ol_write_manifest(const char *dir, const char *name, const pin_ent *base, co
     json_put_cstr(&m, digest);
     jbuf_puts(&m, "}\n");
     snprintf(path, sizeof path, "%s/%s.MODEL.json", dir, name);
-    snprintf(tmp, sizeof tmp, "%s/.%s.MODEL.json.%ld.tmp", dir, name, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || m.oom) {
-        bk_err(err, errlen, "cannot write %s: %s", tmp, fd < 0 ? strerror(errno) : "out of memory");
-        if (fd >= 0) close(fd);
+    /* the temporary in the same folder, made O_EXCL (a planted file or
+     * symlink at its name is never written through), fsynced, renamed, the
+     * folder fsynced (pin_replace_file); named so pin_clean_temps knows it
+     * for a killed writer's once its pid is gone */
+    static unsigned seq;
+    if (m.oom) {
+        bk_err(err, errlen, "cannot write %s: out of memory", path);
         goto out;
     }
-    size_t off = 0;
-    while (off < m.len) {
-        ssize_t w = write(fd, m.p + off, m.len - off);
-        if (w <= 0) break;
-        off += (size_t)w;
+    int wrc = -1;
+    for (int tries = 0; tries < 64 && wrc != 0; tries++) {   /* a name already taken: the next one */
+        snprintf(tmp, sizeof tmp, "%s/.%s.MODEL.json.%ld.%u.tmp", dir, name, (long)getpid(),
+                 __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED));
+        wrc = pin_replace_file(path, tmp, m.p, m.len, 0644);
+        if (wrc != 0 && errno != EEXIST) break;
     }
-    if (off != m.len || fsync(fd) != 0 || close(fd) != 0 || rename(tmp, path) != 0) {
+    if (wrc != 0) {
         bk_err(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
         goto out;
     }
     if (out) {
@@ -756,6 +782,10 @@ int ol_create_model(const char *dir, const char *asked, const ollama_modelfile *
         const char *f;
         size_t fl;
         if (json_as_str(json_get(req, "from"), &f, &fl) && fl) n_from++, from = f;
+        if (from == f && memchr(f, 0, fl)) {
+            bk_err(err, errlen, "from holds a NUL byte: no model or file has such a name");
+            goto out;
+        }
     }
     if (n_from != 1) {
         bk_err(err, errlen, n_from ? "more than one FROM: a derived model has exactly one base"
@@ -801,7 +831,13 @@ int ol_create_model(const char *dir, const char *asked, const ollama_modelfile *
             jbuf_reset(&b.system);
             jbuf_put(&b.system, s, sl);
         }
-        if (json_as_str(json_get(req, "template"), &s, &sl) && sl) tmpl = s;
+        if (json_as_str(json_get(req, "template"), &s, &sl) && sl) {
+            if (memchr(s, 0, sl)) {
+                bk_err(err, errlen, "template holds a NUL byte, which no template renders");
+                goto out;
+            }
+            tmpl = s;
+        }
         if ((v = json_get(req, "license"))) {
             if (v->type == JSON_STRING && v->len) {
                 if (b.n_license++) jbuf_putc(&b.license, ',');

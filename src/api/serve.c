@@ -9,7 +9,13 @@
  *
  * Threads: serve_run() polls the listeners and a wake pipe on the caller's
  * thread; each accepted connection gets a detached thread of its own, at
- * most max_conns at once. While max_conns are open the listeners are not
+ * most max_conns + SERVE_RESERVE at once. A connection is idle while its
+ * head or body arrives (each under a whole-request deadline), then working;
+ * an arrival may shed one idle connection (serve_pick_shed: the oldest of a
+ * peer that keeps too many, or, when the regular places are taken, the
+ * oldest of all), so slow clients cannot hold the places. A reserve
+ * connection answers /health and /metrics at once and waits for a regular
+ * place for anything else. While every place is taken the listeners are not
  * polled: further connections wait in the kernel's accept queue (backlog
  * SERVE_BACKLOG) and are taken, in arrival order, as connections close, so
  * a burst of requests is served rather than refused.
@@ -47,6 +53,7 @@
  * the blank line. Past this nothing can be valid. */
 #define MAX_HEAD ((size_t)(SERVE_MAX_HEADERS + 1) * (SERVE_MAX_LINE + 2) + 2)
 #define LINGER_MS 500
+#define SHED_POLL_MS 250
 
 // --------------------------------------------------------------------------
 // small helpers
@@ -453,410 +460,6 @@ static int origin_is_localhost(const char *o)
 int serve_origin_is_localhost(const char *origin) { return origin && origin_is_localhost(origin); }
 
 // --------------------------------------------------------------------------
-// llama-server's words for a body that is not JSON
-//
-// llama-server reads every body with nlohmann::json::parse (3.12.0) and
-// answers its exception's text. This walks a body the way that parser does
-// (a lexer that keeps the bytes read since the last string or number began,
-// line and column counters that an unget steps back, no depth limit) only to
-// say whether it stops, where and why; json.c still builds the tree.
-
-enum { NL_EOF = -1 };
-enum {
-    NT_NONE, NT_TRUE, NT_FALSE, NT_NULL, NT_STRING, NT_NUMBER, NT_BEGIN_ARRAY, NT_BEGIN_OBJECT, NT_END_ARRAY,
-    NT_END_OBJECT, NT_NAME_SEP, NT_VALUE_SEP, NT_ERROR, NT_END, NT_LITERAL_OR_VALUE
-};
-
-typedef struct {
-    const unsigned char *p;
-    size_t n, i;                /* the bytes, and how many have been read */
-    int cur;                    /* the byte read last, or NL_EOF */
-    size_t total, col, lines;   /* nlohmann's position_t */
-    size_t tok0;                /* its token_string is p[tok0 .. i) */
-    const char *why;            /* the lexer's error_message */
-    char why_buf[112];
-    int last;                   /* the parser's last token */
-} nl_lex;
-
-static const char *nl_token_name(int t)
-{
-    static const char *const names[] = {
-        "<uninitialized>", "true literal", "false literal", "null literal", "string literal", "number literal",
-        "'['", "'{'", "']'", "'}'", "':'", "','", "<parse error>", "end of input", "'[', '{', or a literal"};
-    return names[t];
-}
-
-/* get(): the end of input is "read", and counted, as often as it is asked. */
-static int nl_get(nl_lex *L)
-{
-    L->total++;
-    L->col++;
-    L->cur = L->i < L->n ? L->p[L->i++] : NL_EOF;
-    if (L->cur == '\n') {
-        L->lines++;
-        L->col = 0;
-    }
-    return L->cur;
-}
-
-/* unget(): the byte goes back; after a newline the line count steps back
- * but the column stays 0, as nlohmann does it. */
-static void nl_unget(nl_lex *L)
-{
-    L->total--;
-    if (L->col == 0) {
-        if (L->lines > 0) L->lines--;
-    } else {
-        L->col--;
-    }
-    if (L->cur != NL_EOF) L->i--;
-}
-
-/* reset(): token_string starts again at the byte just read. */
-static void nl_reset(nl_lex *L) { L->tok0 = L->i ? L->i - 1 : 0; }
-
-static int nl_hex4(nl_lex *L)
-{
-    int cp = 0;
-    for (int k = 0; k < 4; k++) {
-        int c = nl_get(L), d;
-        if (c >= '0' && c <= '9') d = c - '0';
-        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-        else return -1;
-        cp = cp * 16 + d;
-    }
-    return cp;
-}
-
-/* The bytes after a UTF-8 lead byte, each within its range. */
-static int nl_utf8_tail(nl_lex *L, const unsigned char *ranges, int n_ranges)
-{
-    for (int k = 0; k < n_ranges; k++) {
-        int c = nl_get(L);
-        if (c < ranges[2 * k] || c > ranges[2 * k + 1]) {
-            L->why = "invalid string: ill-formed UTF-8 byte";
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static int nl_string(nl_lex *L)
-{
-    static const char *const ctl[32] = {"NUL", "SOH", "STX", "ETX", "EOT", "ENQ", "ACK", "BEL", "BS", "HT", "LF",
-                                        "VT", "FF", "CR", "SO", "SI", "DLE", "DC1", "DC2", "DC3", "DC4", "NAK",
-                                        "SYN", "ETB", "CAN", "EM", "SUB", "ESC", "FS", "GS", "RS", "US"};
-    static const unsigned char r2[] = {0x80, 0xBF}, rE0[] = {0xA0, 0xBF, 0x80, 0xBF},
-                               r3[] = {0x80, 0xBF, 0x80, 0xBF}, rED[] = {0x80, 0x9F, 0x80, 0xBF},
-                               rF0[] = {0x90, 0xBF, 0x80, 0xBF, 0x80, 0xBF},
-                               r4[] = {0x80, 0xBF, 0x80, 0xBF, 0x80, 0xBF},
-                               rF4[] = {0x80, 0x8F, 0x80, 0xBF, 0x80, 0xBF};
-    nl_reset(L);
-    for (;;) {
-        int c = nl_get(L), cp;
-        if (c == NL_EOF) {
-            L->why = "invalid string: missing closing quote";
-            return NT_ERROR;
-        }
-        if (c == '"') return NT_STRING;
-        if (c == '\\') {
-            c = nl_get(L);
-            if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't')
-                continue;
-            if (c != 'u') {
-                L->why = "invalid string: forbidden character after backslash";
-                return NT_ERROR;
-            }
-            if ((cp = nl_hex4(L)) < 0) goto bad_hex;
-            if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                L->why = "invalid string: surrogate U+DC00..U+DFFF must follow U+D800..U+DBFF";
-                return NT_ERROR;
-            }
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                if (nl_get(L) != '\\' || nl_get(L) != 'u') goto bad_pair;
-                if ((cp = nl_hex4(L)) < 0) goto bad_hex;
-                if (cp < 0xDC00 || cp > 0xDFFF) goto bad_pair;
-            }
-            continue;
-        }
-        if (c < 0x20) {
-            static const char alt[32] = {[8] = 'b', [9] = 't', [10] = 'n', [12] = 'f', [13] = 'r'};
-            char tail[8] = "";
-            if (alt[c]) snprintf(tail, sizeof tail, " or \\%c", alt[c]);
-            snprintf(L->why_buf, sizeof L->why_buf,
-                     "invalid string: control character U+%04X (%s) must be escaped to \\u%04X%s", c, ctl[c], c, tail);
-            L->why = L->why_buf;
-            return NT_ERROR;
-        }
-        if (c < 0x80) continue;
-        int rc;
-        if (c >= 0xC2 && c <= 0xDF) rc = nl_utf8_tail(L, r2, 1);
-        else if (c == 0xE0) rc = nl_utf8_tail(L, rE0, 2);
-        else if (c == 0xED) rc = nl_utf8_tail(L, rED, 2);
-        else if (c >= 0xE1 && c <= 0xEF) rc = nl_utf8_tail(L, r3, 2);
-        else if (c == 0xF0) rc = nl_utf8_tail(L, rF0, 3);
-        else if (c >= 0xF1 && c <= 0xF3) rc = nl_utf8_tail(L, r4, 3);
-        else if (c == 0xF4) rc = nl_utf8_tail(L, rF4, 3);
-        else {
-            L->why = "invalid string: ill-formed UTF-8 byte";
-            rc = -1;
-        }
-        if (rc) return NT_ERROR;
-    }
-bad_hex:
-    L->why = "invalid string: '\\u' must be followed by 4 hex digits";
-    return NT_ERROR;
-bad_pair:
-    L->why = "invalid string: surrogate U+D800..U+DBFF must be followed by U+DC00..U+DFFF";
-    return NT_ERROR;
-}
-
-static int nl_digit(int c) { return c >= '0' && c <= '9'; }
-
-/* RFC 8259's number; the byte after it is given back (unget). */
-static int nl_number(nl_lex *L)
-{
-    int c = L->cur;
-    nl_reset(L);
-    if (c == '-' && !nl_digit(c = nl_get(L))) {
-        L->why = "invalid number; expected digit after '-'";
-        return NT_ERROR;
-    }
-    if (c != '0')
-        while (nl_digit(c = nl_get(L))) {}
-    else
-        c = nl_get(L);
-    if (c == '.') {
-        if (!nl_digit(nl_get(L))) {
-            L->why = "invalid number; expected digit after '.'";
-            return NT_ERROR;
-        }
-        while (nl_digit(c = nl_get(L))) {}
-    }
-    if (c == 'e' || c == 'E') {
-        c = nl_get(L);
-        if (c == '+' || c == '-') {
-            if (!nl_digit(nl_get(L))) {
-                L->why = "invalid number; expected digit after exponent sign";
-                return NT_ERROR;
-            }
-        } else if (!nl_digit(c)) {
-            L->why = "invalid number; expected '+', '-', or digit after exponent";
-            return NT_ERROR;
-        }
-        while (nl_digit(nl_get(L))) {}
-    }
-    nl_unget(L);
-    return NT_NUMBER;
-}
-
-static int nl_literal(nl_lex *L, const char *text, int type)
-{
-    for (size_t k = 1; text[k]; k++)
-        if (nl_get(L) != (unsigned char)text[k]) {
-            L->why = "invalid literal";
-            return NT_ERROR;
-        }
-    return type;
-}
-
-static int nl_scan(nl_lex *L)
-{
-    int c;
-    if (L->total == 0) {   /* a UTF-8 byte order mark may open the text */
-        if (nl_get(L) == 0xEF) {
-            if (nl_get(L) != 0xBB || nl_get(L) != 0xBF) {
-                L->why = "invalid BOM; must be 0xEF 0xBB 0xBF if given";
-                return L->last = NT_ERROR;
-            }
-        } else {
-            nl_unget(L);
-        }
-    }
-    do c = nl_get(L);
-    while (c == ' ' || c == '\t' || c == '\n' || c == '\r');
-    switch (c) {
-    case '[': return L->last = NT_BEGIN_ARRAY;
-    case ']': return L->last = NT_END_ARRAY;
-    case '{': return L->last = NT_BEGIN_OBJECT;
-    case '}': return L->last = NT_END_OBJECT;
-    case ':': return L->last = NT_NAME_SEP;
-    case ',': return L->last = NT_VALUE_SEP;
-    case 't': return L->last = nl_literal(L, "true", NT_TRUE);
-    case 'f': return L->last = nl_literal(L, "false", NT_FALSE);
-    case 'n': return L->last = nl_literal(L, "null", NT_NULL);
-    case '"': return L->last = nl_string(L);
-    case 0: case NL_EOF: return L->last = NT_END;   /* a NUL byte ends the text too */
-    }
-    if (c == '-' || nl_digit(c)) return L->last = nl_number(L);
-    L->why = "invalid literal";
-    return L->last = NT_ERROR;
-}
-
-/* Appends the token string as nlohmann prints it: bytes below 0x20 as
- * <U+00XX>, and, as llama-server's reply writes invalid UTF-8, each broken
- * sequence as one U+FFFD (a byte that breaks a sequence starts the next). */
-static void nl_put_token(jbuf *b, const nl_lex *L)
-{
-    const unsigned char *s = L->p + L->tok0;
-    size_t n = L->i - L->tok0, k = 0;
-    while (k < n) {
-        unsigned c = s[k];
-        int need;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c < 0x20) {
-            jbuf_printf(b, "<U+%04X>", c);
-            k++;
-            continue;
-        }
-        if (c < 0x80) { jbuf_putc(b, (char)c); k++; continue; }
-        if (c >= 0xC2 && c <= 0xDF) need = 1;
-        else if (c >= 0xE0 && c <= 0xEF) need = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        else if (c >= 0xF0 && c <= 0xF4) need = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        else { jbuf_puts(b, "\xEF\xBF\xBD"); k++; continue; }
-        size_t j = 1;
-        for (; j <= (size_t)need && k + j < n; j++) {
-            unsigned t = s[k + j];
-            if (t < (j == 1 ? lo : 0x80) || t > (j == 1 ? hi : 0xBF)) break;
-        }
-        if (j == (size_t)need + 1) jbuf_put(b, s + k, j);
-        else jbuf_puts(b, "\xEF\xBF\xBD");
-        k += j;
-    }
-}
-
-/* exception_message() after "parse error at line L, column C: ". */
-static int nl_fail(nl_lex *L, int expected, const char *context, jbuf *msg)
-{
-    jbuf_printf(msg, "[json.exception.parse_error.101] parse error at line %zu, column %zu: syntax error while "
-                     "parsing %s - ", L->lines + 1, L->col, context);
-    if (L->last == NT_ERROR) {
-        jbuf_printf(msg, "%s; last read: '", L->why);
-        nl_put_token(msg, L);
-        jbuf_putc(msg, '\'');
-    } else {
-        jbuf_printf(msg, "unexpected %s", nl_token_name(L->last));
-    }
-    if (expected != NT_NONE) jbuf_printf(msg, "; expected %s", nl_token_name(expected));
-    return 1;
-}
-
-int serve_llama_json_check(const char *body, size_t n, jbuf *msg, size_t *start, size_t *end)
-{
-    nl_lex L;
-    unsigned char *stack = NULL;   /* 1 array, 0 object; nlohmann has no depth limit */
-    size_t depth = 0, cap = 0;
-    int skip = 0, rc = -1;
-    memset(&L, 0, sizeof L);
-    L.p = (const unsigned char *)body;
-    L.n = n;
-    L.cur = NL_EOF;
-    nl_scan(&L);
-    *start = n >= 3 && memcmp(body, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
-    for (;;) {
-        if (!skip) {
-            int push = -1;
-            switch (L.last) {
-            case NT_BEGIN_OBJECT:
-                if (nl_scan(&L) == NT_END_OBJECT) break;
-                if (L.last != NT_STRING) { rc = nl_fail(&L, NT_STRING, "object key", msg); goto out; }
-                if (nl_scan(&L) != NT_NAME_SEP) { rc = nl_fail(&L, NT_NAME_SEP, "object separator", msg); goto out; }
-                nl_scan(&L);
-                push = 0;
-                break;
-            case NT_BEGIN_ARRAY:
-                if (nl_scan(&L) == NT_END_ARRAY) break;
-                push = 1;
-                break;
-            case NT_NUMBER: {
-                /* a literal past double's range: out_of_range.406, no position */
-                char tmp[512];
-                size_t tl = L.i - L.tok0;
-                double d = 0;
-                if (tl < sizeof tmp) {
-                    memcpy(tmp, body + L.tok0, tl);
-                    tmp[tl] = 0;
-                    d = strtod(tmp, NULL);
-                } else {   /* a long literal: strtod needs it NUL-terminated */
-                    char *t = strndup(body + L.tok0, tl);
-                    if (t) d = strtod(t, NULL);
-                    free(t);
-                }
-                if (!isfinite(d)) {
-                    jbuf_puts(msg, "[json.exception.out_of_range.406] number overflow parsing '");
-                    nl_put_token(msg, &L);
-                    jbuf_putc(msg, '\'');
-                    rc = 1;
-                    goto out;
-                }
-                break;
-            }
-            case NT_TRUE: case NT_FALSE: case NT_NULL: case NT_STRING:
-                break;
-            case NT_ERROR:
-                rc = nl_fail(&L, NT_NONE, "value", msg);
-                goto out;
-            case NT_END:
-                if (L.total == 1) {
-                    jbuf_puts(msg, "[json.exception.parse_error.101] parse error at line 1, column 1: attempting to "
-                                   "parse an empty input; check that your input string or stream contains the "
-                                   "expected JSON");
-                    rc = 1;
-                    goto out;
-                }
-                /* fall through */
-            default:
-                rc = nl_fail(&L, NT_LITERAL_OR_VALUE, "value", msg);
-                goto out;
-            }
-            if (push >= 0) {
-                if (depth == cap) {
-                    size_t nc = cap ? cap * 2 : 64;
-                    unsigned char *ns = realloc(stack, nc);
-                    if (!ns) goto out;
-                    stack = ns;
-                    cap = nc;
-                }
-                stack[depth++] = (unsigned char)push;
-                continue;
-            }
-        }
-        skip = 0;
-        if (depth == 0) {
-            /* the whole text must be one value */
-            if (nl_scan(&L) != NT_END) {
-                rc = nl_fail(&L, NT_END, "value", msg);
-                goto out;
-            }
-            *end = L.cur == 0 ? L.i - 1 : n;
-            rc = 0;
-            goto out;
-        }
-        if (stack[depth - 1]) {
-            if (nl_scan(&L) == NT_VALUE_SEP) {
-                nl_scan(&L);
-                continue;
-            }
-            if (L.last != NT_END_ARRAY) { rc = nl_fail(&L, NT_END_ARRAY, "array", msg); goto out; }
-        } else {
-            if (nl_scan(&L) == NT_VALUE_SEP) {
-                if (nl_scan(&L) != NT_STRING) { rc = nl_fail(&L, NT_STRING, "object key", msg); goto out; }
-                if (nl_scan(&L) != NT_NAME_SEP) { rc = nl_fail(&L, NT_NAME_SEP, "object separator", msg); goto out; }
-                nl_scan(&L);
-                continue;
-            }
-            if (L.last != NT_END_OBJECT) { rc = nl_fail(&L, NT_END_OBJECT, "object", msg); goto out; }
-        }
-        depth--;
-        skip = 1;
-    }
-out:
-    free(stack);
-    return rc;
-}
-
-// --------------------------------------------------------------------------
 // socket I/O with timeouts
 
 /* Waits for fd to be readable within ms. 1 readable, 0 timeout, -1 error. */
@@ -954,7 +557,76 @@ struct serve_resp {
     int cors_llama;         /* llama-server's CORS: no Vary header */
     jbuf extra;             /* header lines added by the handler */
     jbuf scratch;           /* SSE/NDJSON framing */
+    jbuf pending;           /* bytes the socket has not taken yet: sent after the handler returns */
+    size_t pending_off;     /* pending.p[0 .. pending_off) already went out */
+    size_t stream_bound;    /* a stream's pending bytes past this: the reader is too slow, cut */
 };
+
+/* Sends what the socket takes now, never waiting. 0, or -1 when the peer is
+ * gone. *n is left with what was not taken. */
+static int send_now(int fd, const char **p, size_t *n, int more)
+{
+    while (*n > 0) {
+        ssize_t put = send(fd, *p, *n, MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0));
+        if (put > 0) { *p += put; *n -= (size_t)put; continue; }
+        if (put < 0 && errno == EINTR) continue;
+        if (put < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        return -1;
+    }
+    return 0;
+}
+
+/* Every write of an answer: what the socket takes goes now, the rest waits
+ * in resp->pending, so a handler (holding the engine lock) never waits for
+ * a client. bound: 0 for a whole answer (its bytes are in memory already),
+ * else the most a stream may have waiting; past it the client is cut (its
+ * socket shut down) and -1 says so, as for a client gone. */
+static int resp_write(serve_resp *resp, const void *p, size_t n, size_t bound, int more)
+{
+    const char *c = p;
+    size_t waiting;
+    if (resp->failed) return -1;
+    if (resp->pending.len > resp->pending_off) {
+        const char *q = resp->pending.p + resp->pending_off;
+        size_t left = resp->pending.len - resp->pending_off;
+        if (send_now(resp->fd, &q, &left, 0) != 0) goto gone;
+        resp->pending_off = resp->pending.len - left;
+        if (left == 0) {
+            jbuf_reset(&resp->pending);
+            resp->pending_off = 0;
+        }
+    }
+    if (resp->pending.len == resp->pending_off && send_now(resp->fd, &c, &n, more) != 0) goto gone;
+    if (n == 0) return 0;
+    waiting = resp->pending.len - resp->pending_off;
+    if (bound && waiting + n > bound) {
+        shutdown(resp->fd, SHUT_RDWR);
+        goto gone;
+    }
+    if (resp->pending_off > 0 && resp->pending_off >= resp->pending.len / 2) {   /* keep the buffer compact */
+        memmove(resp->pending.p, resp->pending.p + resp->pending_off, waiting);
+        resp->pending.len = waiting;
+        resp->pending_off = 0;
+    }
+    jbuf_put(&resp->pending, c, n);
+    if (resp->pending.oom) goto gone;
+    return 0;
+gone:
+    resp->failed = 1;
+    return -1;
+}
+
+/* After the handler: the waiting bytes, giving the socket write_timeout_ms
+ * each time it is full. */
+static void resp_finish(serve_resp *resp)
+{
+    if (!resp->failed && resp->pending.len > resp->pending_off &&
+        send_all(resp->fd, resp->pending.p + resp->pending_off, resp->pending.len - resp->pending_off,
+                 resp->write_timeout_ms, 0) != 0)
+        resp->failed = 1;
+    jbuf_free(&resp->pending);
+    resp->pending_off = 0;
+}
 
 int serve_resp_header(serve_resp *resp, const char *name, const char *value)
 {
@@ -985,10 +657,9 @@ int serve_reply(serve_resp *resp, int status, const char *content_type, const vo
     jbuf_init(&h);
     put_head(resp, &h, status, content_type, 1, len);
     if (h.oom) { jbuf_free(&h); resp->failed = 1; return -1; }
-    rc = send_all(resp->fd, h.p, h.len, resp->write_timeout_ms, len > 0 && !resp->head_only);
-    if (rc == 0 && len > 0 && !resp->head_only) rc = send_all(resp->fd, body, len, resp->write_timeout_ms, 0);
+    rc = resp_write(resp, h.p, h.len, 0, len > 0 && !resp->head_only);
+    if (rc == 0 && len > 0 && !resp->head_only) rc = resp_write(resp, body, len, 0, 0);
     jbuf_free(&h);
-    if (rc != 0) resp->failed = 1;
     return rc;
 }
 
@@ -1049,9 +720,14 @@ int serve_stream_begin(serve_resp *resp, int status, const char *content_type)
     resp->sent = 1;
     resp->streaming = 1;
     resp->status = status;
+    /* The kernel's share of a lagging reader's bytes fixed too (Linux lets a
+     * loopback socket's buffer grow to 4 MiB unasked): twice this there (the
+     * kernel doubles it), the bound here, then the reader is cut. */
+    int sb = resp->stream_bound < SERVE_STREAM_SNDBUF ? (int)resp->stream_bound : (int)SERVE_STREAM_SNDBUF;
+    setsockopt(resp->fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof sb);
     jbuf_init(&h);
     put_head(resp, &h, status, content_type, 0, 0);
-    rc = h.oom ? -1 : send_all(resp->fd, h.p, h.len, resp->write_timeout_ms, 0);
+    rc = h.oom ? -1 : resp_write(resp, h.p, h.len, 0, 0);
     jbuf_free(&h);
     if (rc != 0) resp->failed = 1;
     return rc;
@@ -1061,11 +737,7 @@ int serve_stream_write(serve_resp *resp, const void *p, size_t n)
 {
     if (!resp->streaming || resp->failed) return -1;
     if (resp->head_only) return -1;    /* HEAD: nothing more to say */
-    if (send_all(resp->fd, p, n, resp->write_timeout_ms, 0) != 0) {
-        resp->failed = 1;
-        return -1;
-    }
-    return 0;
+    return resp_write(resp, p, n, resp->stream_bound, 0);
 }
 
 int serve_sse_begin(serve_resp *resp)
@@ -1144,12 +816,24 @@ typedef struct conn conn;
 struct conn {
     serve_server *srv;
     int fd;
-    int slot;               /* index in srv->conn_fds */
+    int slot;               /* index in srv->slots */
     int listener;
+    int reserve;            /* admitted past max_conns: SERVE_ALWAYS routes at once, the rest wait for room */
     char peer[64];
     serve_resp resp;
     serve_req req;
 };
+
+/* What the server knows of each open connection (under srv->mu). */
+typedef struct {
+    int fd;                 /* -1: free */
+    int state;              /* CS_* */
+    int shed;               /* chosen to be shed: its reads were shut down */
+    int64_t since_ns;       /* when it entered its state */
+    char ip[48];            /* the peer's address without its port */
+} conn_slot;
+
+enum { CS_HEAD, CS_BODY, CS_WORK };
 
 int serve_client_gone(serve_req *r)
 {
@@ -1195,8 +879,10 @@ struct serve_server {
     int wake[2];
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int n_conns;
-    int *conn_fds;          /* max_conns slots, -1 when free */
+    int n_conns;            /* open connections, regular and reserve */
+    int n_regular;          /* of them, those holding one of the max_conns places */
+    int n_slots;            /* max_conns + SERVE_RESERVE */
+    conn_slot *slots;
     int stopping;
 };
 
@@ -1316,6 +1002,49 @@ static int cors_is_llama(const serve_server *s, const serve_req *r)
     return !s->origins && strncmp(r->path, "/api/", 5) != 0 && strcmp(r->path, "/api") != 0;
 }
 
+static int is_api_path(const serve_req *r)
+{
+    return strncmp(r->path, "/api/", 5) == 0 || strcmp(r->path, "/api") == 0;
+}
+
+int serve_ollama_origin_ok(const char *allow_list, const char *origin)
+{
+    /* OLLAMA_ORIGINS' defaults, after what the list adds (envconfig.AllowedOrigins), matched as gin-contrib/cors
+     * does with AllowWildcard: exactly, or a "prefix*" rule by prefix */
+    static const char *const exact[] = {"http://localhost", "https://localhost", "http://127.0.0.1",
+                                        "https://127.0.0.1", "http://0.0.0.0", "https://0.0.0.0"};
+    static const char *const prefix[] = {"http://localhost:", "https://localhost:", "http://127.0.0.1:",
+                                         "https://127.0.0.1:", "http://0.0.0.0:", "https://0.0.0.0:",
+                                         "app://", "file://", "tauri://", "vscode-webview://", "vscode-file://"};
+    size_t i;
+    if (!origin || !*origin) return 0;
+    if (origin_allowed(allow_list, origin)) return 1;
+    for (i = 0; i < sizeof exact / sizeof exact[0]; i++)
+        if (strcmp(origin, exact[i]) == 0) return 1;
+    for (i = 0; i < sizeof prefix / sizeof prefix[0]; i++)
+        if (strncmp(origin, prefix[i], strlen(prefix[i])) == 0) return 1;
+    return 0;
+}
+
+/* gin-contrib/cors's same-origin test: the Origin is http:// or https://
+ * followed by the Host header exactly. */
+static int same_origin(const serve_req *r, const char *origin)
+{
+    const char *host = serve_header_get(r, "Host");
+    if (!host) return 0;
+    if (strncmp(origin, "http://", 7) == 0) return strcmp(origin + 7, host) == 0;
+    if (strncmp(origin, "https://", 8) == 0) return strcmp(origin + 8, host) == 0;
+    return 0;
+}
+
+/* Whether a request's Origin may use this route when it is not llama-server's: on Ollama's /api/ as Ollama
+ * decides (serve_ollama_origin_ok, or the same origin), elsewhere the --allow-origin list. */
+static int origin_ok(const serve_server *s, const serve_req *r, const char *origin)
+{
+    if (is_api_path(r)) return same_origin(r, origin) || serve_ollama_origin_ok(s->origins, origin);
+    return origin_allowed(s->origins, origin);
+}
+
 static const char *origin_is_localhost_hdr(const char *origin)
 {
     return origin && *origin && origin_is_localhost(origin) ? origin : NULL;
@@ -1340,7 +1069,7 @@ static void answer_preflight(serve_server *s, conn *c)
         serve_reply(resp, 204, NULL, "", 0);
         return;
     }
-    if (!origin_allowed(s->origins, origin)) {
+    if (!origin_ok(s, r, origin)) {
         serve_reply_text(resp, 403, "bankml serve: this origin is not allowed (start bankml serve with --allow-origin ORIGIN)");
         return;
     }
@@ -1361,6 +1090,102 @@ static void default_not_found(serve_req *req, serve_resp *resp, void *ud)
     serve_reply(resp, 404, SERVE_JSON, SERVE_BODY_404, strlen(SERVE_BODY_404));
 }
 
+/* The wait for one read: the idle allowance, cut to what is left before
+ * the deadline (at least 1 ms, so a passed deadline reads as a timeout). */
+static int wait_ms(int idle_ms, int64_t deadline)
+{
+    int64_t left = (deadline - bk_mono_ns() + 999999) / 1000000;   /* rounded up: a timeout is past it */
+    if (left < 1) left = 1;
+    return left < idle_ms ? (int)left : idle_ms;
+}
+
+int serve_pick_shed(const serve_conn_info *c, size_t n, const char *ip, int per_peer, int full, int64_t now_ns)
+{
+    size_t i;
+    int mine = 0;
+    long best_mine = -1, best_any = -1;
+    int64_t min_age = (int64_t)SERVE_SHED_MIN_MS * 1000000;
+    for (i = 0; i < n; i++) {
+        int same;
+        if (!c[i].idle || c[i].shed) continue;
+        same = ip && c[i].ip && strcmp(c[i].ip, ip) == 0;
+        mine += same;
+        if (now_ns - c[i].since_ns < min_age) continue;
+        if (same && (best_mine < 0 || c[i].since_ns < c[best_mine].since_ns)) best_mine = (long)i;
+        if (best_any < 0 || c[i].since_ns < c[best_any].since_ns) best_any = (long)i;
+    }
+    if (per_peer > 0 && mine >= per_peer && best_mine >= 0) return (int)best_mine;
+    return full ? (int)best_any : -1;
+}
+
+/* Sheds one idle connection if the rule says so, for a newcomer from ip.
+ * Its reads are shut down: its thread sees the end of input, answers 503
+ * with the reason and closes. Caller holds s->mu. */
+static void shed_locked(serve_server *s, const char *ip, int full)
+{
+    serve_conn_info v[SERVE_MAX_CONNS + SERVE_RESERVE];
+    int i, n = s->n_slots < (int)(sizeof v / sizeof v[0]) ? s->n_slots : (int)(sizeof v / sizeof v[0]), k;
+    for (i = 0; i < n; i++) {
+        v[i].idle = s->slots[i].fd >= 0 && s->slots[i].state != CS_WORK;
+        v[i].shed = s->slots[i].shed;
+        v[i].since_ns = s->slots[i].since_ns;
+        v[i].ip = s->slots[i].ip;
+    }
+    k = serve_pick_shed(v, (size_t)n, ip, s->o.idle_per_peer, full, bk_mono_ns());
+    if (k < 0) return;
+    s->slots[k].shed = 1;
+    shutdown(s->slots[k].fd, SHUT_RD);
+}
+
+/* 1 while a shed connection has not closed yet. Caller holds s->mu. */
+static int shed_pending_locked(const serve_server *s)
+{
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].fd >= 0 && s->slots[i].shed) return 1;
+    return 0;
+}
+
+/* Moves a connection to another state (for the shedding rule). */
+static void conn_state(conn *c, int state)
+{
+    serve_server *s = c->srv;
+    pthread_mutex_lock(&s->mu);
+    s->slots[c->slot].state = state;
+    s->slots[c->slot].since_ns = bk_mono_ns();
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* 1 if this connection was chosen to be shed. */
+static int conn_shed(conn *c)
+{
+    serve_server *s = c->srv;
+    int shed;
+    pthread_mutex_lock(&s->mu);
+    shed = s->slots[c->slot].shed;
+    pthread_mutex_unlock(&s->mu);
+    return shed;
+}
+
+#define MSG_SHED "bankml serve: connection shed: too many connections whose request is still arriving; send the request at once"
+
+/* A reserve connection with a route that may wait: waits for a regular
+ * place (as it would have in the accept queue). 0 once it holds one, -1 at
+ * a stop. */
+static int conn_take_place(conn *c)
+{
+    serve_server *s = c->srv;
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    while (s->n_regular >= s->o.max_conns && !s->stopping) pthread_cond_wait(&s->cv, &s->mu);
+    if (s->stopping) rc = -1;
+    else {
+        s->n_regular++;
+        c->reserve = 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
 /* Reads the head: the first `*len` bytes of c->buf are all that came. A
  * parse is tried only when a line end arrives or the open line is already
  * too long, so a client trickling bytes costs no quadratic work. Returns
@@ -1369,6 +1194,7 @@ static void default_not_found(serve_req *req, serve_resp *resp, void *ud)
 static int read_head(serve_server *s, conn *c, char **bufp, size_t *len,
                      size_t *head_len, int *status, char *err, size_t errlen)
 {
+    int64_t deadline = c->req.t_arrival_ns + (int64_t)s->o.head_timeout_ms * 1000000;
     size_t last_lf_end = 0;     /* bytes up to and including the last '\n' seen */
     size_t cap = 0;
     char *buf = NULL;
@@ -1396,14 +1222,17 @@ static int read_head(serve_server *s, conn *c, char **bufp, size_t *len,
             *bufp = buf = nb;
             cap = ncap;
         }
-        got = read_some(c->fd, buf + *len, cap - *len, s->o.read_timeout_ms);
-        if (got == -2 && *len > 0) {
+        got = read_some(c->fd, buf + *len, cap - *len, wait_ms(s->o.read_timeout_ms, deadline));
+        if (got == -2 && (*len > 0 || bk_mono_ns() >= deadline)) {
             *status = 408;
-            bk_err(err, errlen, "request timed out");
+            if (bk_mono_ns() >= deadline)
+                bk_err(err, errlen, "request timed out: the request head did not arrive within %d s",
+                       s->o.head_timeout_ms / 1000);
+            else
+                bk_err(err, errlen, "request timed out");
             return SERVE_PARSE_ERROR;
         }
         if (got <= 0) return -2;
-        if (*len == 0) c->req.t_arrival_ns = bk_mono_ns();
         lf = memrchr(buf + *len, '\n', (size_t)got);
         *len += (size_t)got;
         if (lf) last_lf_end = (size_t)(lf - buf) + 1;
@@ -1432,10 +1261,17 @@ static void *conn_main(void *arg)
     memcpy(r->peer, c->peer, sizeof r->peer);
     resp->fd = c->fd;
     resp->write_timeout_ms = s->o.write_timeout_ms;
+    resp->stream_bound = s->o.stream_buffer;
     jbuf_init(&resp->extra);
     jbuf_init(&resp->scratch);
+    jbuf_init(&resp->pending);
 
+    r->t_arrival_ns = bk_mono_ns();
     rc = read_head(s, c, &buf, &len, &head_len, &status, err, sizeof err);
+    if (rc == -2 && conn_shed(c)) {
+        serve_reply_text(resp, 503, MSG_SHED);
+        goto out;
+    }
     if (rc == -2) goto out;
     if (rc == SERVE_PARSE_ERROR) {
         serve_reply_text(resp, status, err);
@@ -1451,7 +1287,7 @@ static void *conn_main(void *arg)
         if (!s->o.cors_no_credentials && !strcmp(s->o.cors_origins, "*")) resp->cors_origin = origin ? origin : "";
         else if (!strcmp(s->o.cors_origins, "localhost")) resp->cors_origin = origin_is_localhost_hdr(origin);
         else resp->cors_origin = s->o.cors_origins;
-    } else if (origin && origin_allowed(s->origins, origin)) {
+    } else if (origin && *origin && origin_ok(s, r, origin) && !(is_api_path(r) && same_origin(r, origin))) {
         resp->cors_origin = origin;
     }
     if (strcmp(r->method, "HEAD") == 0) resp->head_only = 1;
@@ -1477,11 +1313,22 @@ static void *conn_main(void *arg)
     memcpy(body, buf + head_len, have);
     if (have < body_len) {
         const char *expect = serve_header_get(r, "Expect");
+        int64_t deadline = bk_mono_ns() + (int64_t)s->o.body_timeout_ms * 1000000;
+        conn_state(c, CS_BODY);
         if (expect && strcasecmp(expect, "100-continue") == 0)
             send_all(c->fd, "HTTP/1.1 100 Continue\r\n\r\n", 25, s->o.write_timeout_ms, 0);
         while (have < body_len) {
-            ssize_t got = read_some(c->fd, body + have, body_len - have, s->o.read_timeout_ms);
-            if (got == -2) { serve_reply_text(resp, 408, "request timed out"); goto out; }
+            ssize_t got = read_some(c->fd, body + have, body_len - have, wait_ms(s->o.read_timeout_ms, deadline));
+            if (got == -2) {
+                if (bk_mono_ns() >= deadline)
+                    bk_err(err, sizeof err, "request timed out: the body did not arrive within %d s",
+                           s->o.body_timeout_ms / 1000);
+                else
+                    bk_err(err, sizeof err, "request timed out");
+                serve_reply_text(resp, 408, err);
+                goto out;
+            }
+            if (got == 0 && conn_shed(c)) { serve_reply_text(resp, 503, MSG_SHED); goto out; }
             if (got <= 0) goto out;
             have += (size_t)got;
         }
@@ -1489,7 +1336,15 @@ static void *conn_main(void *arg)
     body[body_len] = 0;
     r->body = body;
     r->body_len = body_len;
+    conn_state(c, CS_WORK);
 
+    /* Ollama's routes as Ollama guards them from web pages (gin-contrib/cors over OLLAMA_ORIGINS): a request
+     * of any method whose Origin is neither allowed nor this server gets 403 -- a page's text/plain POST to
+     * /api/create or /api/copy included, which a browser sends without a preflight. */
+    if (is_api_path(r) && origin && *origin && !origin_ok(s, r, origin)) {
+        serve_reply_text(resp, 403, SERVE_MSG_ORIGIN);
+        goto out;
+    }
     if (strcmp(r->method, "OPTIONS") == 0) {
         answer_preflight(s, c);
         goto out;
@@ -1500,11 +1355,16 @@ static void *conn_main(void *arg)
         goto out;
     }
     rt = find_route(s, r->method, r);
+    if (c->reserve && !(rt && (rt->flags & SERVE_ALWAYS)) && conn_take_place(c) != 0) {
+        serve_reply_text(resp, 503, "bankml serve: stopping");
+        goto out;
+    }
     if (rt) rt->fn(r, resp, rt->ud);
     else s->not_found(r, resp, s->not_found_ud);
     if (!resp->sent) serve_reply_error(resp, 500, NULL, "the handler gave no answer", NULL);
 
 out:
+    resp_finish(resp);
     free(body);
     free(buf);
     jbuf_free(&resp->extra);
@@ -1513,9 +1373,10 @@ out:
     /* Unregistered and closed under the lock, so a stop that cuts
      * connections never shuts down a number the kernel gave someone else. */
     pthread_mutex_lock(&s->mu);
-    s->conn_fds[c->slot] = -1;
+    s->slots[c->slot].fd = -1;
     close(c->fd);
-    if (s->n_conns-- == s->o.max_conns) {   /* accepting was paused: wake serve_run */
+    if (!c->reserve) s->n_regular--;
+    if (s->n_conns-- == s->n_slots) {   /* accepting was paused: wake serve_run */
         ssize_t w = write(s->wake[1], "r", 1);
         (void)w;                             /* a full pipe already holds a wake-up */
     }
@@ -1533,7 +1394,11 @@ void serve_opts_default(serve_opts *o)
     memset(o, 0, sizeof *o);
     o->json_posts_only = 1;
     o->read_timeout_ms = 30000;
+    o->head_timeout_ms = 10000;
+    o->body_timeout_ms = 60000;
+    o->idle_per_peer = SERVE_IDLE_PER_PEER;
     o->write_timeout_ms = 120000;
+    o->stream_buffer = SERVE_STREAM_BUFFER;
     o->grace_ms = 5000;
     o->max_conns = SERVE_MAX_CONNS;
     o->max_body = SERVE_MAX_BODY;
@@ -1545,25 +1410,30 @@ serve_server *serve_new(const serve_opts *o, char *err, size_t errlen)
     int i;
     if (!s) { bk_err(err, errlen, "out of memory"); return NULL; }
     s->o = *o;
-    if (s->o.max_conns <= 0) s->o.max_conns = SERVE_MAX_CONNS;
+    if (s->o.max_conns <= 0 || s->o.max_conns > SERVE_MAX_CONNS) s->o.max_conns = SERVE_MAX_CONNS;
     if (s->o.read_timeout_ms <= 0) s->o.read_timeout_ms = 30000;
+    if (s->o.head_timeout_ms <= 0) s->o.head_timeout_ms = 10000;
+    if (s->o.body_timeout_ms <= 0) s->o.body_timeout_ms = 60000;
+    if (s->o.idle_per_peer < 0) s->o.idle_per_peer = 0;
     if (s->o.write_timeout_ms <= 0) s->o.write_timeout_ms = 120000;
     if (s->o.grace_ms < 0) s->o.grace_ms = 0;
     if (!s->o.max_body) s->o.max_body = SERVE_MAX_BODY;
+    if (!s->o.stream_buffer) s->o.stream_buffer = SERVE_STREAM_BUFFER;
     if (!s->o.cors_origins) s->o.cors_origins = "*";
     if (!s->o.cors_methods) s->o.cors_methods = "GET, POST, DELETE, OPTIONS";
     if (!s->o.cors_headers) s->o.cors_headers = "*";
     s->wake[0] = s->wake[1] = -1;
     s->api_keys = o->api_keys && *o->api_keys ? strdup(o->api_keys) : NULL;
     s->origins = o->allow_origins && *o->allow_origins ? strdup(o->allow_origins) : NULL;
-    s->conn_fds = malloc(sizeof *s->conn_fds * (size_t)s->o.max_conns);
+    s->n_slots = s->o.max_conns + SERVE_RESERVE;
+    s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
     if ((o->api_keys && *o->api_keys && !s->api_keys) || (o->allow_origins && *o->allow_origins && !s->origins) ||
-        !s->conn_fds) {
+        !s->slots) {
         bk_err(err, errlen, "out of memory");
         serve_free(s);
         return NULL;
     }
-    for (i = 0; i < s->o.max_conns; i++) s->conn_fds[i] = -1;
+    for (i = 0; i < s->n_slots; i++) s->slots[i].fd = -1;
     if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
         bk_err(err, errlen, "cannot make a pipe: %s", strerror(errno));
         serve_free(s);
@@ -1598,7 +1468,7 @@ void serve_free(serve_server *s)
     }
     free(s->api_keys);
     free(s->origins);
-    free(s->conn_fds);
+    free(s->slots);
     free(s);
 }
 
@@ -1736,6 +1606,14 @@ static int spawn(void *(*fn)(void *), void *arg)
     return rc == 0 ? 0 : -1;
 }
 
+/* "127.0.0.1:5000" -> "127.0.0.1", "[::1]:5000" -> "[::1]". */
+static void peer_ip(const char *peer, char *out, size_t n)
+{
+    const char *colon = strrchr(peer, ':');
+    size_t k = colon ? (size_t)(colon - peer) : strlen(peer);
+    snprintf(out, n, "%.*s", (int)k, peer);
+}
+
 /* One accepted socket gets a connection thread (serve_run accepts only
  * while fewer than max_conns are open); with no thread to be had, a plain
  * close. */
@@ -1745,24 +1623,32 @@ static void admit(serve_server *s, int fd, int listener, const struct sockaddr_s
     conn *c;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);   /* an SSE event goes out at once */
     pthread_mutex_lock(&s->mu);
-    if (s->n_conns >= s->o.max_conns) {   /* not reached: serve_run checks first */
+    if (s->n_conns >= s->n_slots) {   /* not reached: serve_run checks first */
         pthread_mutex_unlock(&s->mu);
         close(fd);
         return;
     }
-    for (slot = 0; s->conn_fds[slot] >= 0; slot++) {}
+    for (slot = 0; s->slots[slot].fd >= 0; slot++) {}
     c = calloc(1, sizeof *c);
     if (!c) { pthread_mutex_unlock(&s->mu); close(fd); return; }
     c->srv = s;
     c->fd = fd;
     c->slot = slot;
     c->listener = listener;
+    c->reserve = s->n_regular >= s->o.max_conns;
     format_peer(ss, c->peer, sizeof c->peer);
-    s->conn_fds[slot] = fd;
+    peer_ip(c->peer, s->slots[slot].ip, sizeof s->slots[slot].ip);
+    shed_locked(s, s->slots[slot].ip, c->reserve);
+    s->slots[slot].fd = fd;
+    s->slots[slot].state = CS_HEAD;
+    s->slots[slot].shed = 0;
+    s->slots[slot].since_ns = bk_mono_ns();
     s->n_conns++;
+    if (!c->reserve) s->n_regular++;
     if (spawn(conn_main, c) != 0) {
-        s->conn_fds[slot] = -1;
+        s->slots[slot].fd = -1;
         s->n_conns--;
+        if (!c->reserve) s->n_regular--;
         pthread_mutex_unlock(&s->mu);
         free(c);
         close(fd);
@@ -1801,11 +1687,15 @@ int serve_run(serve_server *s)
         /* Full: poll the wake pipe only, so waiting clients stay queued in
          * the kernel until a connection closes (it writes "r"). */
         pthread_mutex_lock(&s->mu);
-        full = s->n_conns >= s->o.max_conns;
+        full = s->n_conns >= s->n_slots;
+        /* Every place taken: the oldest idle connection makes room (one at
+         * a time), so clients that never finish a request cannot keep the
+         * rest in the queue; looked at again every SHED_POLL_MS. */
+        if (full && !shed_pending_locked(s)) shed_locked(s, NULL, 1);
         pthread_mutex_unlock(&s->mu);
         for (i = 0; i <= n; i++) p[i].revents = 0;
         for (i = 0; i < n; i++) p[i].fd = full ? -1 : s->lfd[i];
-        rc = poll(p, (nfds_t)n + 1, -1);
+        rc = poll(p, (nfds_t)n + 1, full ? SHED_POLL_MS : -1);
         if (rc < 0) {
             if (errno == EINTR) continue;
             break;
@@ -1823,7 +1713,7 @@ int serve_run(serve_server *s)
             int fd;
             if (!(p[i].revents & POLLIN)) continue;
             pthread_mutex_lock(&s->mu);
-            full = s->n_conns >= s->o.max_conns;
+            full = s->n_conns >= s->n_slots;
             pthread_mutex_unlock(&s->mu);
             if (full) break;
             fd = accept4(s->lfd[i], (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
@@ -1844,9 +1734,10 @@ int serve_run(serve_server *s)
     }
     pthread_mutex_lock(&s->mu);
     __atomic_store_n(&s->stopping, 1, __ATOMIC_RELAXED);
+    pthread_cond_broadcast(&s->cv);   /* reserve connections waiting for a place give up */
     if (!wait_idle(s, s->o.grace_ms)) {
-        for (i = 0; i < s->o.max_conns; i++)
-            if (s->conn_fds[i] >= 0) shutdown(s->conn_fds[i], SHUT_RDWR);
+        for (i = 0; i < s->n_slots; i++)
+            if (s->slots[i].fd >= 0) shutdown(s->slots[i].fd, SHUT_RDWR);
         wait_idle(s, 30000);
     }
     pthread_mutex_unlock(&s->mu);

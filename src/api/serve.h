@@ -5,8 +5,15 @@
  *
  * One request per connection; every answer carries `Connection: close`, and
  * a Content-Length unless it is a stream (then the body ends when the socket
- * closes). Each connection runs on its own thread; more than max_conns open
- * at once are refused with 503 on a side thread.
+ * closes). Each connection runs on its own thread. No set of clients can
+ * hold the server: a head must arrive whole within head_timeout_ms of the
+ * accept and a body within body_timeout_ms of its head (else 408); one
+ * address keeps at most idle_per_peer connections whose request is still
+ * arriving (past that its oldest one idle for SERVE_SHED_MIN_MS is shed:
+ * 503 with the reason); when max_conns are open, SERVE_RESERVE more are
+ * taken, each sheds the oldest idle connection, and answers a SERVE_ALWAYS
+ * route (/health, /metrics) at once, any other once a place is free. Past
+ * those, connections wait in the kernel's accept queue.
  *
  * Checks, in order, before any handler runs (refusals are text/plain; the
  * declared body, if <= 16 MiB, is read and discarded first so the client
@@ -22,7 +29,9 @@
  *      unparsable or conflicting Content-Length -> 400 "bad Content-Length"
  *   5. POST not Content-Type application/json (option json_posts_only)
  *                                       -> 415
- *   6. OPTIONS: a CORS preflight (allowed origin -> 204, else 403)
+ *   6. Ollama's /api/ routes: an Origin that is not this server and not
+ *      allowed (serve_ollama_origin_ok) -> 403 (SERVE_MSG_ORIGIN), any method
+ *   6b. OPTIONS: a CORS preflight (allowed origin -> 204, else 403)
  *   7. API key (when set), except on routes registered SERVE_PUBLIC
  *                                       -> 401 llama-server's exact body
  *   8. routing; no route for this method and path -> 404 llama-server's body
@@ -41,13 +50,21 @@
 #define SERVE_MAX_HEADERS   100
 #define SERVE_MAX_BODY      ((size_t)16 * 1024 * 1024)
 #define SERVE_LLAMA_MAX_BODY ((size_t)100 * 1024 * 1024)  /* cpp-httplib's payload limit in llama-server */
-#define SERVE_MAX_CONNS     32
+#define SERVE_MAX_CONNS     128                    /* connections that may run any route at once */
+#define SERVE_RESERVE       8     /* more, taken when those are all open: SERVE_ALWAYS routes at once */
+#define SERVE_IDLE_PER_PEER 16    /* idle connections (head or body still arriving) one address may keep */
+#define SERVE_SHED_MIN_MS   1000  /* an idle connection younger than this is never shed */
+#define SERVE_STREAM_BUFFER ((size_t)4 * 1024 * 1024)  /* a stream's bytes kept for a reader that lags */
+#define SERVE_STREAM_SNDBUF (512u * 1024u)             /* a stream socket's SO_SNDBUF (at most the bound) */
 #define SERVE_MAX_LISTENERS 4
 
 #define SERVE_MSG_HOST "bankml serve answers loopback clients only (Host must be 127.0.0.1, localhost or [::1])"
 #define SERVE_MSG_CHUNKED "chunked requests are not accepted; send Content-Length"
 #define SERVE_MSG_TOO_MANY "bankml serve: too many connections"
 #define SERVE_MSG_JSON_ONLY "POST bodies must be Content-Type: application/json"
+#define SERVE_MSG_ORIGIN "bankml serve: Ollama's /api/ routes refuse requests from this web origin, as Ollama does " \
+    "(allowed: localhost, 127.0.0.1 and 0.0.0.0 on any port over http or https, app://, file://, tauri://, " \
+    "vscode-webview://, vscode-file://, this server itself, and each --allow-origin ORIGIN)"
 
 /* llama-server's content type for every JSON answer. */
 #define SERVE_JSON "application/json; charset=utf-8"
@@ -105,7 +122,12 @@ typedef struct {
     int cors_no_credentials;
     int json_posts_only;       /* 1: check 5 (415) on; default 1 as §2.1 */
     int read_timeout_ms;       /* idle time allowed between received bytes; default 30000 */
-    int write_timeout_ms;      /* time allowed for the socket to take more bytes; default 120000 */
+    int head_timeout_ms;       /* a whole request head, from the accept; default 10000 */
+    int body_timeout_ms;       /* a whole body, from the end of its head; default 60000 */
+    int idle_per_peer;         /* default SERVE_IDLE_PER_PEER */
+    int write_timeout_ms;      /* time allowed for the socket to take more bytes, once the handler has
+                                  returned (a handler's writes never wait); default 120000 */
+    size_t stream_buffer;      /* a stream's bytes waiting for a slow reader, at most; default SERVE_STREAM_BUFFER */
     int grace_ms;              /* on stop: wait this long for in-flight requests, then cut them; default 5000 */
     int max_conns;             /* default SERVE_MAX_CONNS */
     size_t max_body;           /* default SERVE_MAX_BODY */
@@ -113,11 +135,35 @@ typedef struct {
 
 typedef struct serve_server serve_server;
 
+/* Ollama's origin rule for its /api/ routes (OLLAMA_ORIGINS' defaults as
+ * gin-contrib/cors matches them): 1 if origin is in allow_list (bankML's
+ * --allow-origin, comma-separated exact origins, may be NULL) or is
+ * http(s)://localhost, 127.0.0.1 or 0.0.0.0 with or without ":..." after,
+ * or starts app://, file://, tauri://, vscode-webview://, vscode-file://. */
+int serve_ollama_origin_ok(const char *allow_list, const char *origin);
+
 /* llama-server's origin_is_localhost (its URL parser's host is localhost,
  * 127.0.0.1 or ::1): --cors-origins localhost reflects such an Origin. */
 int serve_origin_is_localhost(const char *origin);
 
 #define SERVE_PUBLIC 1u        /* route flag: no API key needed (llama-server: /health, /v1/health, /) */
+#define SERVE_ALWAYS 2u        /* route flag: answered on a reserve connection while max_conns are busy
+                                  (/health, /v1/health, /metrics: a handler that never waits) */
+
+/* One open connection as the shedding rule sees it. */
+typedef struct {
+    int idle;                  /* its head or body is still arriving */
+    int shed;                  /* already being shed */
+    int64_t since_ns;          /* when it became idle (CLOCK_MONOTONIC) */
+    const char *ip;            /* its peer's address, without the port */
+} serve_conn_info;
+
+/* The connection to shed when one more arrives from `ip`: an idle one, not
+ * already shed, idle for SERVE_SHED_MIN_MS or more, the oldest of `ip`'s
+ * when `ip` already keeps per_peer idle connections (counting the young),
+ * else, when full (every regular place taken), the oldest of anyone's.
+ * Its index, or -1 for none. */
+int serve_pick_shed(const serve_conn_info *c, size_t n, const char *ip, int per_peer, int full, int64_t now_ns);
 
 void serve_opts_default(serve_opts *o);
 
@@ -215,8 +261,13 @@ int serve_reply_error(serve_resp *resp, int code, const char *type, const char *
 int serve_llama_json_check(const char *body, size_t n, jbuf *msg, size_t *start, size_t *end);
 
 /* A stream: writes the status line and headers (no Content-Length) now.
- * Then serve_stream_write() sends bytes at once (no buffering past the
- * kernel's). -1 once the client is gone; the handler should stop. */
+ * Then serve_stream_write() sends bytes at once, never waiting: what the
+ * socket does not take is kept (at most stream_buffer bytes) and sent
+ * as the socket drains, the rest after the handler returns. A reader that
+ * lags past the bound is cut (its socket shut down). -1 once the client is
+ * gone or cut; the handler should stop. Whole answers (serve_reply*) never
+ * wait either: their unsent bytes go out after the handler returns, with
+ * write_timeout_ms each time the socket is full. */
 int serve_stream_begin(serve_resp *resp, int status, const char *content_type);
 int serve_stream_write(serve_resp *resp, const void *p, size_t n);
 /* SSE: stream_begin with text/event-stream and Cache-Control: no-cache. */

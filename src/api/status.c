@@ -339,7 +339,7 @@ status_api *status_register(serve_server *srv, engine *e, const char *upstream)
     api->e = e;
     api->upstream = upstream ? upstream : "";
     serve_route(srv, "GET", "/bankml", h_bankml, api, 0);
-    serve_route(srv, "GET", "/metrics", h_metrics, api, 0);
+    serve_route(srv, "GET", "/metrics", h_metrics, api, SERVE_ALWAYS);
     serve_route(srv, "GET", "/bankml/usage", h_bankml_usage, api, 0);
     serve_route(srv, "GET", "/bankml/metrics", h_bankml_metrics, api, 0);
     serve_route(srv, "GET", "/bankml/status", h_status, api, 0);

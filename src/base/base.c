@@ -52,3 +52,15 @@ static int64_t clock_ns(clockid_t id)
 int64_t bk_mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 int64_t bk_mono_us(void) { return clock_ns(CLOCK_MONOTONIC) / 1000; }
 int64_t bk_wall_ns(void) { return clock_ns(CLOCK_REALTIME); }
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+int bk_cpu_f16c(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    return (c & bit_F16C) != 0;
+}
+#else
+int bk_cpu_f16c(void) { return 0; }
+#endif

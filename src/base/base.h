@@ -24,6 +24,11 @@ int bk_grow(void **p, size_t *cap, size_t need, size_t sz);
 /* The value of a hex digit, or -1. */
 int bk_hexval(int c);
 
+/* 1 when the CPU has F16C (cpuid leaf 1, ECX bit 29; 0 off x86). Asked of
+ * cpuid directly: clang 14 (Debian 12's) does not know
+ * __builtin_cpu_supports("f16c"). */
+int bk_cpu_f16c(void);
+
 /* CLOCK_MONOTONIC in ns and in us: timings, deadlines, keep-alive expiry. */
 int64_t bk_mono_ns(void);
 int64_t bk_mono_us(void);

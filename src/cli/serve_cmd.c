@@ -5,6 +5,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -596,6 +597,12 @@ int cmd_serve(int argc, char **argv)
     }
     if ((rc = serve_read_flags(&a, &c, &o))) goto fail;
     rc = BANKML_EXIT_IO;
+    /* Memory that settles under load (issue #22.7): the prompt cache's states and the answers' buffers are
+     * large blocks freed in any order by many connection threads; with glibc's sliding mmap threshold they
+     * come to live in the arenas, where freed space is kept and fragments. A fixed threshold maps each one and
+     * gives it back on free; two arenas bound what the per-thread ones keep. */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+    mallopt(M_ARENA_MAX, 2);
     engine *e = engine_new(&o, &er);
     if (!e) {
         fprintf(stderr, "bankml serve: %s\n", er.msg);

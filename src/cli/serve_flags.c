@@ -24,7 +24,9 @@ static const arg_opt serve_opts[] = {
      "llama-server routes too (which otherwise keep it, as llama-server does)", ARG_OWN,
      NULL, NULL},
     {"--allow-origin", NULL, "O", NULL, "", "bankML's CORS for every route: only these exact origins, comma-separated "
-     "(instead of llama-server's --cors-* rules)", ARG_OWN, NULL, NULL},
+     "(instead of llama-server's --cors-* rules); on Ollama's /api/ routes added to Ollama's own list (localhost, "
+     "127.0.0.1, 0.0.0.0 on any port; app://, file://, tauri://, vscode-webview://, vscode-file://), and any other "
+     "Origin is refused 403 whatever the method, as Ollama refuses it (docs/SECURITY.md)", ARG_OWN, NULL, NULL},
     {"--native", NULL, NULL, NULL, "", "the Rust original's mode flag (Savante passes it): native is the only mode", ARG_OWN,
      NULL, NULL},
     {"--slot-dir", NULL, "DIR", NULL, "", "--slot-save-path, the directory created when it is missing (the Rust original's name)",

@@ -440,7 +440,9 @@ static engine_model *make_resident(engine *e, size_t idx, engine_error *er)
     reg_entry *r = &e->reg[idx];
     if (e->cur && e->cur->idx == idx) {
         pin_ident now;
-        if (pin_ident_of(r->path, &now) == 0 && pin_ident_same(&now, &e->cur->ident)) return e->cur;
+        if (pin_ident_of(r->path, &now) == 0 && pin_ident_same(&now, &e->cur->ident) &&
+            gguf_map_unchanged(&e->cur->map, r->path))
+            return e->cur;
         model_free(e->cur);
         e->cur = NULL;
         engine_err(er, ENGINE_UNAVAILABLE, "%s changed since bankml verified it: unloaded, and refused; the next "

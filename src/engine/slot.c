@@ -252,6 +252,22 @@ static int cancelled(run_state *r)
     return 0;
 }
 
+/* The model's file moved under the request (issue #22.5): written in place
+ * (its ctime moved), shrunk (a read past its end was caught: what the map
+ * now holds is zeros), or grown. Checked after every decode call, before
+ * its logits are used, with fstat of the descriptor the map holds: the
+ * request ends with the words a load of the changed file gets. 1 then. */
+static int file_moved(run_state *r, engine_error *er)
+{
+    engine_model *m = r->m;
+    if (gguf_map_intact(&m->map)) return 0;
+    const char *file = m->idx < m->e->n_reg ? m->e->reg[m->idx].file : "the model file";
+    engine_err(er, ENGINE_UNAVAILABLE, "%s changed since bankml verified it: unloaded, and refused; the next "
+               "request verifies it again", file);
+    engine_log(m->e, "%s changed during a request: the request ends with an error", file);
+    return 1;
+}
+
 /* The sink's progress event with processed tokens in the slot: 0, 1 when
  * the sink asked to stop (gone set). */
 static int slot_progress(run_state *r, size_t processed)
@@ -291,6 +307,7 @@ static int prefill(run_state *r, engine_error *er)
             er->kind = ENGINE_INTERNAL;
             return -1;
         }
+        if (file_moved(r, er)) return -1;
         engine_view_tokens(r->m->e, r->m);
         i += n;
         r->res->n_processed = i - n_past;
@@ -613,6 +630,7 @@ int engine_complete(engine *e, engine_model *m, const engine_request *rq, const 
                 er->kind = ENGINE_INTERNAL;
                 goto fail_model;
             }
+            if (file_moved(&r, er)) goto fail_model;
         }
     }
     rc = 0;

@@ -15,6 +15,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1340,6 +1342,86 @@ int gguf_tensor_span(const gguf_header *h, const gguf_tensor *t, uint64_t *off,
     return 0;
 }
 
+/* ---- the SIGBUS guard ----
+ *
+ * A file truncated while mapped makes any read of a page past its new end
+ * raise SIGBUS, which would kill the process. The handler looks up the
+ * faulting address among the open maps; inside one, it puts anonymous zero
+ * pages over the rest of that map (MAP_FIXED; the fault is past the end,
+ * so is everything after it), marks the map faulted and returns: the read
+ * retries and sees zeros, on whatever thread (the pool's too). The engine
+ * checks gguf_map_faulted after each decode call and ends the request.
+ * Outside every map the default action is restored, so a real fault still
+ * kills as before. */
+
+#define GUARD_SLOTS 16
+static struct {
+    uintptr_t lo, hi;       /* 0, 0: free */
+    int faulted;
+} g_guard[GUARD_SLOTS];
+static pthread_mutex_t g_guard_mu = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t g_page;
+
+static void gguf_on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+    uintptr_t a = (uintptr_t)si->si_addr;
+    (void)uc;
+    for (int i = 0; i < GUARD_SLOTS; i++) {
+        uintptr_t lo = __atomic_load_n(&g_guard[i].lo, __ATOMIC_ACQUIRE);
+        uintptr_t hi = __atomic_load_n(&g_guard[i].hi, __ATOMIC_ACQUIRE);
+        if (!lo || a < lo || a >= hi) continue;
+        uintptr_t page = a & ~(g_page - 1);
+        if (mmap((void *)page, hi - page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+            break;
+        __atomic_store_n(&g_guard[i].faulted, 1, __ATOMIC_RELEASE);
+        return;
+    }
+    signal(sig, SIG_DFL);   /* not a map's: the fault is real; it repeats and kills */
+}
+
+static void gguf_guard_install(void)
+{
+    struct sigaction sa;
+    long pg = sysconf(_SC_PAGESIZE);
+    g_page = pg > 0 ? (uintptr_t)pg : 4096;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = gguf_on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+}
+
+static int gguf_guard_add(const void *p, size_t len)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    int slot = -1;
+    pthread_once(&once, gguf_guard_install);
+    pthread_mutex_lock(&g_guard_mu);
+    for (int i = 0; i < GUARD_SLOTS && slot < 0; i++)
+        if (!g_guard[i].lo) slot = i;
+    if (slot >= 0) {
+        __atomic_store_n(&g_guard[slot].faulted, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&g_guard[slot].hi, (uintptr_t)p + len, __ATOMIC_RELEASE);
+        __atomic_store_n(&g_guard[slot].lo, (uintptr_t)p, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_guard_mu);
+    return slot;
+}
+
+static void gguf_guard_drop(int slot)
+{
+    if (slot < 0 || slot >= GUARD_SLOTS) return;
+    pthread_mutex_lock(&g_guard_mu);
+    __atomic_store_n(&g_guard[slot].lo, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_guard[slot].hi, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_guard_mu);
+}
+
+int gguf_map_faulted(const gguf_map *m)
+{
+    return m->p && m->guard >= 0 && m->guard < GUARD_SLOTS && __atomic_load_n(&g_guard[m->guard].faulted, __ATOMIC_ACQUIRE);
+}
+
 int gguf_map_open(const char *path, gguf_map *m, char *err, size_t errlen)
 {
     struct stat st;
@@ -1372,25 +1454,47 @@ int gguf_map_open(const char *path, gguf_map *m, char *err, size_t errlen)
         return -1;
     }
     p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);                                 /* the mapping keeps the file */
     if (p == MAP_FAILED) {
         bk_err(err, errlen, "cannot map %s: %s", path, strerror(errno));
+        close(fd);
         return -1;
     }
     m->p = p;
     m->len = (size_t)st.st_size;
+    m->fd = fd;                                /* kept: fstat tells whether the mapped file moved */
+    m->guard = gguf_guard_add(p, m->len);
     m->dev = (uint64_t)st.st_dev;
     m->ino = (uint64_t)st.st_ino;
     m->size = (uint64_t)st.st_size;
     m->mtime_sec = (int64_t)st.st_mtim.tv_sec;
     m->mtime_nsec = st.st_mtim.tv_nsec;
+    m->ctime_sec = (int64_t)st.st_ctim.tv_sec;
+    m->ctime_nsec = st.st_ctim.tv_nsec;
     return 0;
+}
+
+/* The stat fields a map records, equal to st's. */
+static int gguf_map_same_stat(const gguf_map *m, const struct stat *st)
+{
+    return (uint64_t)st->st_dev == m->dev && (uint64_t)st->st_ino == m->ino && (uint64_t)st->st_size == m->size &&
+           (int64_t)st->st_mtim.tv_sec == m->mtime_sec && st->st_mtim.tv_nsec == m->mtime_nsec &&
+           (int64_t)st->st_ctim.tv_sec == m->ctime_sec && st->st_ctim.tv_nsec == m->ctime_nsec;
+}
+
+int gguf_map_intact(const gguf_map *m)
+{
+    struct stat st;
+    return m->p && fstat(m->fd, &st) == 0 && gguf_map_same_stat(m, &st) && !gguf_map_faulted(m);
 }
 
 void gguf_map_close(gguf_map *m)
 {
     if (!m) return;
-    if (m->p) munmap((void *)m->p, m->len);
+    if (m->p) {
+        gguf_guard_drop(m->guard);
+        munmap((void *)m->p, m->len);
+        close(m->fd);
+    }
     memset(m, 0, sizeof *m);
 }
 
@@ -1398,9 +1502,7 @@ int gguf_map_unchanged(const gguf_map *m, const char *path)
 {
     struct stat st;
     if (!m->p || stat(path, &st) != 0) return 0;
-    return (uint64_t)st.st_dev == m->dev && (uint64_t)st.st_ino == m->ino &&
-           (uint64_t)st.st_size == m->size && (int64_t)st.st_mtim.tv_sec == m->mtime_sec &&
-           st.st_mtim.tv_nsec == m->mtime_nsec;
+    return gguf_map_same_stat(m, &st) && gguf_map_intact(m);
 }
 
 const uint8_t *gguf_map_tensor(const gguf_map *m, const gguf_header *h, const gguf_tensor *t,

@@ -217,26 +217,42 @@ int gguf_arr_next_f64(gguf_arr_iter *it, double *v, char *err, size_t errlen);
 int gguf_tensor_span(const gguf_header *h, const gguf_tensor *t, uint64_t *off,
                      uint64_t *len, char *err, size_t errlen);
 
-/* A read-only private map of a whole file. The descriptor is closed once
- * mapped; the identity fields let a caller check that the file at a path
- * is still the one mapped (gguf_map_unchanged). */
+/* A read-only private map of a whole file, of a descriptor kept open: the
+ * identity fields (and fstat of fd) let a caller check that the file mapped
+ * is unchanged and that the path still names it (gguf_map_unchanged). A
+ * SIGBUS from reading past the end of a file that shrank under the map is
+ * caught (see gguf_map_faulted). */
 typedef struct {
     const uint8_t *p;       /* NULL when not open */
     size_t len;
+    int fd;                 /* the mapped file, open while p is */
+    int guard;              /* its slot in the SIGBUS guard, or -1 */
     uint64_t dev, ino, size;
-    int64_t mtime_sec;
-    long mtime_nsec;
+    int64_t mtime_sec, ctime_sec;
+    long mtime_nsec, ctime_nsec;
 } gguf_map;
 
 /* Maps path (PROT_READ, MAP_PRIVATE). Returns 0, or -1 with the reason
  * ("cannot open x: No such file or directory", "x is empty", "x is not a
  * regular file"); *m is then zeroed. */
 int gguf_map_open(const char *path, gguf_map *m, char *err, size_t errlen);
-/* Unmaps; harmless on a zeroed or already closed map. */
+/* Unmaps and closes; harmless on a zeroed or already closed map. */
 void gguf_map_close(gguf_map *m);
-/* 1 when path still names the mapped file (same device, inode, size and
- * modification time), else 0. */
+/* 1 when the mapped file is unchanged (its size, modification and change
+ * times, by fstat of the descriptor held; ctime moves on every write, even
+ * one whose mtime is put back with touch -r) and path still names it (same
+ * device, inode, size, mtime, ctime), and no read of the map has faulted;
+ * else 0. */
 int gguf_map_unchanged(const gguf_map *m, const char *path);
+/* 1 when the mapped file itself still has the size and times it had when
+ * mapped and no read faulted (fstat only: cheap enough for every decode
+ * step), else 0. */
+int gguf_map_intact(const gguf_map *m);
+/* 1 when a read of the map hit a page past the file's end (the file shrank
+ * under the map): the SIGBUS was caught, the rest of the map reads as
+ * zeros from then on, and what was computed from it must be thrown away.
+ * Maps are guarded while open (at most 16 at once; more map unguarded). */
+int gguf_map_faulted(const gguf_map *m);
 /* The tensor's bytes inside the map, or NULL with the reason when
  * gguf_tensor_span refuses it or the span runs past the end of the map
  * ("t: runs past the end of the file"). h must be the map's header. */

@@ -14,8 +14,10 @@
 #include "base/json.h"
 #include "base/sha256.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,13 +57,16 @@ int pin_ident_of(const char *path, pin_ident *id)
     id->size = st.st_size;
     id->mtime_sec = (int64_t)st.st_mtim.tv_sec;
     id->mtime_nsec = st.st_mtim.tv_nsec;
+    id->ctime_sec = (int64_t)st.st_ctim.tv_sec;
+    id->ctime_nsec = st.st_ctim.tv_nsec;
     return 0;
 }
 
 int pin_ident_same(const pin_ident *a, const pin_ident *b)
 {
     return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-           a->mtime_sec == b->mtime_sec && a->mtime_nsec == b->mtime_nsec;
+           a->mtime_sec == b->mtime_sec && a->mtime_nsec == b->mtime_nsec &&
+           a->ctime_sec == b->ctime_sec && a->ctime_nsec == b->ctime_nsec;
 }
 
 /* ---- lookup ---- */
@@ -478,6 +483,46 @@ fail_nofile:
     return -1;
 }
 
+/* The writer's pid in a temporary's name: "<x>.tmp.<pid>" (pin_replace_file's
+ * own) or ".<x>.MODEL.json.<pid>.<n>.tmp" / ".<x>.MODEL.json.<pid>.tmp"
+ * (derived models'); 0 when the name is neither. */
+static long pin_temp_pid(const char *name)
+{
+    const char *p = strstr(name, ".tmp."), *q;
+    char *end;
+    long pid;
+    if (p && p[5] >= '0' && p[5] <= '9') {
+        pid = strtol(p + 5, &end, 10);
+        return *end == 0 ? pid : 0;
+    }
+    size_t n = strlen(name);
+    if (name[0] != '.' || n < 4 || strcmp(name + n - 4, ".tmp") || !(q = strstr(name, ".MODEL.json."))) return 0;
+    q += 12;
+    if (*q < '0' || *q > '9') return 0;
+    pid = strtol(q, &end, 10);
+    if (*end == '.' && end[1] >= '0' && end[1] <= '9') strtol(end + 1, &end, 10);
+    return strcmp(end, ".tmp") == 0 ? pid : 0;
+}
+
+int pin_clean_temps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int gone = 0;
+    if (!d) return -1;
+    while ((e = readdir(d))) {
+        long pid = pin_temp_pid(e->d_name);
+        struct stat st;
+        if (pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;   /* its writer may still be at work */
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) continue;   /* a symlink itself goes, never its target */
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0) gone++;
+    }
+    closedir(d);
+    return gone;
+}
+
 int pin_write(const char *gguf_path, const char *fork_path, char sha_out[65],
               char *err, size_t errlen)
 {
@@ -527,6 +572,12 @@ int pin_write(const char *gguf_path, const char *fork_path, char sha_out[65],
         jbuf_free(&out);
         bk_err(err, errlen, "cannot write %s: %s", fork_path, strerror(ENOMEM));
         return 1;
+    }
+    {   /* a killed earlier --write's temporaries beside it go first */
+        const char *slash = strrchr(fork_path, '/');
+        char *dir = slash ? strndup(fork_path, (size_t)(slash - fork_path) + (slash == fork_path)) : strdup(".");
+        if (dir) pin_clean_temps(dir);
+        free(dir);
     }
     if (pin_replace_file(fork_path, NULL, out.p, out.len, keep_mode) != 0) {
         bk_err(err, errlen, "cannot write %s: %s", fork_path, strerror(errno));

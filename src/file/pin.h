@@ -98,10 +98,17 @@ int pin_write(const char *gguf_path, const char *fork_path, char sha_out[65],
  * with errno set (tmp removed). */
 int pin_replace_file(const char *path, const char *tmp, const void *data, size_t n, long mode);
 
+/* Removes from dir the temporaries of writers killed mid-write: files (or
+ * symlinks, never what they point to) named as pin_replace_file names its
+ * own ("<file>.tmp.<pid>") or as derived-model manifests' are named
+ * (".<name>.MODEL.json.<pid>[.<n>].tmp") whose pid is no running process.
+ * The count removed, or -1 when dir cannot be read. */
+int pin_clean_temps(const char *dir);
+
 /*
  * A file's identity: what must not change between verifying a model and
  * using it. Cheaper than rehashing, and it catches a replaced file (new inode)
- * as well as one written in place (size or mtime).
+ * as well as one written in place (size, mtime or ctime).
  */
 typedef struct {
     dev_t dev;
@@ -109,6 +116,8 @@ typedef struct {
     off_t size;
     int64_t mtime_sec;
     long mtime_nsec;
+    int64_t ctime_sec;         /* moves on every write, even when mtime is put back (touch -r) */
+    long ctime_nsec;
 } pin_ident;
 
 /* stat(2) of path (following symlinks) into *id. 0, or -1 with errno set. */

@@ -61,8 +61,7 @@ static int simd_on(void)
     if (s == 0) {
 #if F16_X86
         __builtin_cpu_init();
-        s = (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-             && __builtin_cpu_supports("f16c")) ? 1 : 2;
+        s = (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && bk_cpu_f16c()) ? 1 : 2;
 #else
         s = 2;
 #endif

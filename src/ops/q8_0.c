@@ -7,6 +7,7 @@
  * ggml's lane structure and horizontal-sum tree written out). Scales convert
  * through f16.h (exact, F16C semantics, NaN quieted with its payload).
  */
+#include "base/base.h"
 #include "ops/ops_util.h"
 #include "ops/q8_0.h"
 
@@ -45,8 +46,7 @@ static int cpu_has_simd(void)
 {
 #if Q8_X86
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && bk_cpu_f16c();
 #else
     return 0;
 #endif

@@ -287,7 +287,7 @@ int tok_detokenize(const tok_vocab *v, const int32_t *ids, size_t n, int remove_
         remove_space = 0;
     }
     if (out->oom) { bk_err(err, errlen, "out of memory"); return -1; }
-    if (!v->clean_spaces) return 0;
+    if (!v->clean_spaces || out->len == start) return 0;   /* nothing new (out->p may still be NULL) */
     /* llama_detokenize's clean-up passes over the new text */
     t = out->p + start;
     total = out->len - start;
