@@ -79,7 +79,7 @@ build/kit-schema: testing/kit_schema.cpp $(LLAMA_SRC)/common/json-schema-to-gram
 # also needs llama.cpp's headers: common/chat-auto-parser.h and what it includes).
 CHAT_ANALYZE_SRC := src/text/chat_analyze.c src/text/chat_analyze_tools.c src/text/chat_analyze_util.c src/text/chat_analyze_probe.c \
     src/text/template.c src/text/template_builtins.c src/text/template_eval.c src/text/template_parse.c \
-    src/text/template_value.c src/text/template_legacy.c src/base/json.c src/base/base.c
+    src/text/template_value.c src/text/template_legacy.c src/text/template_caps.c src/base/json.c src/base/base.c
 build/chat-analyze-driver: testing/chat_analyze_driver.c $(CHAT_ANALYZE_SRC) src/text/chat_analyze.h src/text/chat_analyze_int.h src/text/template.h
 	@mkdir -p build
 	$(CC) $(BASE) -O2 $(WARN) -o $@ testing/chat_analyze_driver.c $(CHAT_ANALYZE_SRC) $(LDLIBS)

@@ -333,7 +333,7 @@ def t_model_file(tmp):
         evs = [e[6:] for e in raw.partition(b"\r\n\r\n")[2].split(b"\n\n") if e.startswith(b"data: ")]
         last = json.loads(evs[-1]) if evs else {}
         S.check("truncated mid-generation: the stream ends with the error, before its 1500 tokens",
-                last == {"error": CHANGED} and len(evs) < 1500, f"{len(evs)} events, last {evs[-1][:200] if evs else b''!r}")
+                last == {"error": {"code": 500, "message": CHANGED, "type": "server_error"}} and len(evs) < 1500, f"{len(evs)} events, last {evs[-1][:200] if evs else b''!r}")
         S.equal("... the server is alive", (B.proc.poll(), http(B.port, "GET", "/health")[0]), (None, 200))
         st, b, _ = http(B.port, "POST", "/completion", ask)
         S.equal("... the next request: refused, as at load", (st, json.loads(b)["error"]["message"]), (503, CHANGED))
