@@ -56,6 +56,13 @@ typedef struct llama_api_opts_s {
     int slots;                 /* --slots (the default); --no-slots: GET /slots answers llama-server's 501 */
     int props;                 /* --props (refused by the command line today): POST /props allowed, else 501 */
     const char *slot_save_path;   /* --slot-save-path / --slot-dir, ending with '/': slot files go there; NULL: 501 */
+    /* --grammar / --grammar-file / -j / -jf: the server-wide grammar (a schema already converted to GBNF),
+     * the grammar of every request that brings none (no non-empty `grammar`, no `json_schema` outside
+     * chat), as common_params.sampling.grammar is in llama-server; NULL: none */
+    const char *grammar;
+    size_t grammar_len;
+    int grammar_prefill;       /* -j / -jf: an output-format grammar, which llama-server feeds a chat's
+                                  generation prompt before the answer (common_grammar_needs_prefill) */
 } llama_api_opts;
 
 /* With --sleep-idle-seconds: builds /props once with the startup model

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "api/llama.h"
 #include "api/llama_json.h"
 #include "sampling/json_schema.h"
 #include "sampling/regex.h"
@@ -481,9 +482,11 @@ static int grammar_tokenize(void *ctx, const char *text, size_t len, int32_t **i
  * null, with no "grammar" key in the body, is converted (an empty object
  * means {"type":"object"}; a conversion error is the 400 of the field);
  * otherwise a non-empty grammar string is llama-server's user grammar (any
- * other value is json_value's default, ""). Kept in rq->grammar_text,
+ * other value leaves the server-wide grammar dflt, NULL for none: the
+ * handler starts from the server's defaults). Kept in rq->grammar_text,
  * which generation_settings.grammar reports. 0, or -1 with the message. */
-static int read_grammar_text(const json_value *body, unsigned bit, engine_request *rq, char *err, size_t errlen)
+static int read_grammar_text(const json_value *body, unsigned bit, const llama_api_opts *lo, engine_request *rq,
+                             char *err, size_t errlen)
 {
     const json_value *g = json_get(body, "grammar");
     const json_value *js = json_get(body, "json_schema");
@@ -506,15 +509,28 @@ static int read_grammar_text(const json_value *body, unsigned bit, engine_reques
         free(out);
         return -1;
     }
-    if (!g || g->type != JSON_STRING || g->len == 0) return 0;
-    rq->grammar_text = malloc(g->len + 1);
+    const char *text = lo ? lo->grammar : NULL;
+    size_t len = text ? lo->grammar_len : 0;
+    if (g && g->type == JSON_STRING && g->len) {
+        text = g->str;
+        len = g->len;
+    } else if (text && len && text[0] && lo->grammar_prefill && bit == LLAMA_ROUTE_CHAT) {
+        /* b11669 feeds the chat's generation prompt to an output-format grammar before the answer; most
+         * prompts do not match a schema's grammar ("Failed to initialize samplers: std::exception") */
+        bk_err(err, errlen, "the server-wide -j/-jf grammar on chat is not reproduced yet (llama-server feeds it "
+                            "the template's generation prompt first, and answers 400 when that does not match): "
+                            "send a grammar with the request, or use /completion");
+        return -1;
+    }
+    if (!text) return 0;
+    rq->grammar_text = malloc(len + 1);
     if (!rq->grammar_text) {
         bk_err(err, errlen, "out of memory");
         return -1;
     }
-    memcpy(rq->grammar_text, g->str, g->len);
-    rq->grammar_text[g->len] = 0;
-    rq->grammar_len = g->len;
+    memcpy(rq->grammar_text, text, len);
+    rq->grammar_text[len] = 0;
+    rq->grammar_len = len;
     return 0;
 }
 
@@ -838,8 +854,8 @@ static int build_lazy(engine_request *rq, char *err, size_t errlen)
     return -1;
 }
 
-int llama_fields_read(const engine_model *m, const char *route, const json_value *body, engine_request *rq,
-                      char *err, size_t errlen)
+int llama_fields_read(const engine_model *m, const char *route, const json_value *body,
+                      const struct llama_api_opts_s *lo, engine_request *rq, char *err, size_t errlen)
 {
     size_t cap = 0;
     if (llama_fields_check(route, body, err, errlen) != 0) return -1;
@@ -853,7 +869,7 @@ int llama_fields_read(const engine_model *m, const char *route, const json_value
     rq->n_bias = 0;
     engine_request_free_lazy(rq);
     /* the json_schema/grammar field, converted where it stands in the schema */
-    if (read_grammar_text(body, llama_route_bit(route), rq, err, errlen)) return -1;
+    if (read_grammar_text(body, llama_route_bit(route), lo, rq, err, errlen)) return -1;
     /* grammar_lazy (after the schema field), preserved_tokens, then
      * grammar_triggers, as the completion schema reads them; the chat layer
      * overwrites all three with the template's */

@@ -161,10 +161,12 @@ int llama_fields_check(const char *route, const json_value *body, char *err, siz
  * read already): timings_per_token, return_tokens, return_progress, n_keep,
  * n_discard, logit_bias (rq->bias, every form llama-server reads) and
  * ignore_eos (every end-of-generation token appended to rq->bias at -inf);
- * streamed per-token timings and progress events are refused. 0, or -1 with
- * the 400 message. */
-int llama_fields_read(const engine_model *m, const char *route, const json_value *body, engine_request *rq,
-                      char *err, size_t errlen);
+ * streamed per-token timings and progress events are refused. lo (NULL:
+ * none) gives the server-wide grammar, taken when the body names none. 0, or
+ * -1 with the 400 message. */
+struct llama_api_opts_s;
+int llama_fields_read(const engine_model *m, const char *route, const json_value *body,
+                      const struct llama_api_opts_s *lo, engine_request *rq, char *err, size_t errlen);
 
 /* ---- writing (llama_out.c) ---- */
 

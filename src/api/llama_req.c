@@ -546,7 +546,7 @@ int llama_read_request(const engine_model *m, const llama_api_opts *lo, const js
     if (rc != 0) return -1;
     if (pre && pre->logprobs_set) rq->sp.n_probs = pre->logprobs_n;
     read_stops(json_get(body, "stop"), rq);
-    return llama_fields_read(m, pre ? pre->route : "/completion", body, rq, err, errlen);
+    return llama_fields_read(m, pre ? pre->route : "/completion", body, lo, rq, err, errlen);
 }
 
 /* Appends ids[0..n) to *out. 0, or -1 out of memory. */

@@ -20,6 +20,8 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "file/gguf.h"
+#include "sampling/grammar.h"
+#include "sampling/json_schema.h"
 #include "text/template.h"
 
 /* The sampling flags and the request fields they set (llama-server's
@@ -46,6 +48,7 @@ typedef struct {
     jbuf tmpl;                 /* --chat-template(-file)'s text */
     int have_tmpl;
     jbuf keys;                 /* --api-key and --api-key-file's keys, comma-separated */
+    jbuf grammar;              /* --grammar(-file) / -j / -jf: the server-wide grammar's GBNF */
     json_value *sampling;
     json_value *aliases, *tags;   /* --alias and --tags as llama-server keeps them (name_set) */
     llama_api_opts lo;
@@ -56,6 +59,7 @@ static void cfg_free(serve_cfg *c)
 {
     jbuf_free(&c->tmpl);
     jbuf_free(&c->keys);
+    jbuf_free(&c->grammar);
     json_free(c->sampling);
     json_free(c->aliases);
     json_free(c->tags);
@@ -346,6 +350,79 @@ static int serve_read_sampling(const parsed_args *a, serve_cfg *c)
     return 0;
 }
 
+/* The server-wide grammar, as llama-server's four flags set
+ * common_params.sampling.grammar: --grammar TEXT, --grammar-file FNAME (its
+ * bytes), -j SCHEMA and -jf FILE (json_schema_to_grammar of the schema, at
+ * start: a schema it rejects, or JSON that does not parse, exits with
+ * llama-server's words). Each flag replaces the others' value, so the last
+ * one on the command line would win there; bankml takes one. The GBNF itself
+ * is parsed at start against the startup model (check_model). 0, or an exit
+ * code after printing why. */
+static int serve_read_grammar(const parsed_args *a, serve_cfg *c)
+{
+    static const char *const flags[] = {"--grammar", "--grammar-file", "--json-schema", "--json-schema-file"};
+    const char *v = NULL;
+    int which = -1, n = 0;
+    for (int i = 0; i < 4; i++)
+        if (args_opt(a, flags[i])) {
+            v = args_opt(a, flags[i]);
+            which = i;
+            n++;
+        }
+    if (n == 0) return 0;
+    if (n > 1)
+        return refuse("give one of --grammar, --grammar-file, -j and -jf%s%s (llama-server keeps the last one "
+                      "on its command line; bankml does not guess the order)", "", "");
+    const char *how = args_how(a, flags[which]);
+    jbuf text;
+    jbuf_init(&text);
+    if (which == 1 || which == 3) {   /* read_file / std::ifstream: the whole file */
+        FILE *f = fopen(v, "rb");
+        if (!f || jbuf_read_stream(&text, f) != 0) {
+            fprintf(stderr, "bankml serve: error while handling argument \"%s\": error: failed to open file '%s'\n",
+                    how, v);
+            if (f) fclose(f);
+            jbuf_free(&text);
+            return BANKML_EXIT_IO;
+        }
+        fclose(f);
+    } else {
+        jbuf_puts(&text, v);
+    }
+    if (text.oom) {
+        jbuf_free(&text);
+        return BANKML_EXIT_IO;
+    }
+    if (which <= 1) {
+        c->grammar = text;
+    } else {
+        char err[512], *out = NULL;
+        size_t len = 0;
+        json_value *schema = json_parse(text.p ? text.p : "", text.len, err, sizeof err);
+        jbuf_free(&text);
+        if (!schema) {
+            fprintf(stderr, "bankml serve: error while handling argument \"%s\": the schema is not JSON: %s\n", how,
+                    err);
+            return BANKML_REFUSE;
+        }
+        int rc = json_schema_to_gbnf(schema, 0, &out, &len);
+        json_free(schema);
+        if (rc != JSON_SCHEMA_OK) {
+            fprintf(stderr, "bankml serve: error while handling argument \"%s\": %s\n", how,
+                    out ? out : "out of memory");
+            free(out);
+            return BANKML_REFUSE;
+        }
+        jbuf_put(&c->grammar, out ? out : "", out ? len : 0);
+        free(out);
+        if (c->grammar.oom) return BANKML_EXIT_IO;
+    }
+    c->lo.grammar = c->grammar.p ? c->grammar.p : "";
+    c->lo.grammar_len = c->grammar.len;
+    c->lo.grammar_prefill = which >= 2;
+    return 0;
+}
+
 /* --jinja, --chat-template, --chat-template-file. 0, or an exit code. */
 static int read_template(const parsed_args *a, serve_cfg *c, engine_opts *o)
 {
@@ -431,7 +508,7 @@ static int serve_read_flags(const parsed_args *a, serve_cfg *c, engine_opts *o)
     c->lo.metrics = args_bool(a, "--metrics", 0);
     c->lo.slots = args_bool(a, "--slots", 1);
     if ((rc = read_slot_path(a, c)) || (rc = read_opts(a, c, o)) || (rc = read_listen(a, c)) || (rc = read_keys(a, c)) || (rc = serve_read_sampling(a, c)) ||
-        (rc = read_template(a, c, o)))
+        (rc = serve_read_grammar(a, c)) || (rc = read_template(a, c, o)))
         return rc;
     /* the startup model's name in answers (engine_alias): the first alias; read_opts cleared o */
     o->alias = c->aliases && c->aliases->n ? c->aliases->items[0]->str : NULL;
@@ -556,6 +633,13 @@ static serve_server *open_server(engine *e, serve_cfg *c, const parsed_args *a, 
  * (with --no-jinja it must still parse as Jinja: common_chat_templates_init
  * parses it either way; a text with no built-in format starts, and each
  * render answers 500 then). 0, or an exit code. */
+/* A grammar's <piece> references, as llama-server tokenizes them (no BOS, specials parsed). */
+static int serve_grammar_tokenize(void *ctx, const char *text, size_t len, int32_t **ids, size_t *n)
+{
+    char terr[128];
+    return engine_tokenize_with(ctx, text, len, 0, 1, ids, n, terr, sizeof terr);
+}
+
 static int check_model(engine *e, engine_model *m, const serve_cfg *c)
 {
     char err[1024];
@@ -574,6 +658,18 @@ static int check_model(engine *e, engine_model *m, const serve_cfg *c)
         fprintf(stderr, "bankml serve: the chat template does not render (llama-server refuses it too): %s\n", err);
         return BANKML_EXIT_IO;
     }
+    /* the server-wide grammar: llama-server parses it when it builds the slots' samplers at load, and a
+     * grammar that does not parse ends it there ("failed to parse grammar", uncaught) */
+    if (c->lo.grammar && c->lo.grammar_len && c->lo.grammar[0]) {
+        gr_tokenizer tk = {m, serve_grammar_tokenize};
+        gr_grammar *g = gr_parse(c->lo.grammar, c->lo.grammar_len, &tk, err, sizeof err);
+        if (!g) {
+            fprintf(stderr, "bankml serve: the server-wide grammar: failed to parse grammar (%s; llama-server "
+                            "stops at load with the same words)\n", err);
+            return BANKML_REFUSE;
+        }
+        gr_free(g);
+    }
     return 0;
 }
 
@@ -589,6 +685,7 @@ int cmd_serve(int argc, char **argv)
     memset(&c, 0, sizeof c);
     jbuf_init(&c.tmpl);
     jbuf_init(&c.keys);
+    jbuf_init(&c.grammar);
     if (args_parse(&serve_spec, argc, argv, &a)) return BANKML_EXIT_IO;
     if (a.help) return args_help(&serve_spec), BANKML_OK;
     if (args_opt(&a, "--version")) {
