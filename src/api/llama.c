@@ -19,6 +19,7 @@ struct llama_api {
     serve_server *srv;
     void *compat;              /* llama_compat.c's routes */
     void *slots_api;           /* llama_slots.c's routes */
+    void *gcp;                 /* llama_gcp.c's /predict, with AIP_MODE=PREDICTION */
     llama_api_opts o;
     char *props_sleeping;      /* /props while the model sleeps (engine lock held to touch it) */
     char media_marker[64];     /* /props media_marker: $LLAMA_MEDIA_MARKER, else "<__media_" + 32 random + "__>" */
@@ -1057,6 +1058,7 @@ void llama_api_free(llama_api *api)
         llama_compat_free(api->compat);
         free(api->props_sleeping);
         llama_slots_free(api->slots_api);
+        llama_gcp_free(api->gcp);
     }
     free(api);
 }
@@ -1091,5 +1093,14 @@ int llama_api_configure(llama_api *api, const llama_api_opts *o)
     if (!o->props)
         rc |= serve_route(api->srv, "POST", "/props", h_not_supported,
                           (void *)"This server does not support changing global properties. Start it with `--props`", 0);
+    if (o->gcp_health && *o->gcp_health)   /* another path for /health (not public: the key applies) */
+        rc |= serve_route(api->srv, "GET", o->gcp_health, h_health, api, SERVE_ALWAYS);
+    if (o->gcp_predict) {
+        char err[512];
+        if (!(api->gcp = llama_gcp_register(api->srv, api->e, o->gcp_predict, err, sizeof err))) {
+            fprintf(stderr, "bankml serve: %s\n", err);
+            return -1;
+        }
+    }
     return rc ? -1 : 0;
 }

@@ -34,6 +34,14 @@ void llama_compat_free(void *compat);
 void *llama_slots_register(serve_server *srv, engine *e, const struct llama_api_opts_s *lo);
 void llama_slots_free(void *slots);
 
+/* api/llama_gcp.c: llama-server's Vertex AI route (AIP_MODE=PREDICTION),
+ * POST predict_route answering {"predictions": [...]} through the routes
+ * registered on srv so far (llama-server's; not /api/ or /bankml). Called
+ * by llama_api_configure. NULL with the reason in err: the route is one
+ * already registered (b11669's start error), or out of memory. */
+void *llama_gcp_register(serve_server *srv, engine *e, const char *predict_route, char *err, size_t errlen);
+void llama_gcp_free(void *gcp);
+
 /* What llama-server's command line sets for these routes (bankml serve's
  * flags, cli/serve_cmd.c). */
 typedef struct llama_api_opts_s {
@@ -63,6 +71,9 @@ typedef struct llama_api_opts_s {
     size_t grammar_len;
     int grammar_prefill;       /* -j / -jf: an output-format grammar, which llama-server feeds a chat's
                                   generation prompt before the answer (common_grammar_needs_prefill) */
+    /* AIP_MODE=PREDICTION (Vertex AI): the predict route (AIP_PREDICT_ROUTE, default /predict) and the
+     * extra health route (AIP_HEALTH_ROUTE, "" none); gcp_predict NULL: off */
+    const char *gcp_predict, *gcp_health;
 } llama_api_opts;
 
 /* With --sleep-idle-seconds: builds /props once with the startup model
@@ -72,8 +83,10 @@ int llama_api_prime(llama_api *api);
 /* llama-server's defaults: no sampling flags, n_predict -1, no expiry, no alias, slots on, metrics and props off. */
 void llama_api_opts_init(llama_api_opts *o);
 /* Takes o (copied; its pointers must outlive the server) and registers the
- * routes it switches: POST /props's 501
- * without --props. Call before the server listens. 0, or -1 out of memory. */
+ * routes it switches: POST /props's 501 without --props, the Vertex AI
+ * routes with o->gcp_predict. Call before the server listens, after the
+ * other llama-server routes. 0, or -1 after printing why on stderr (out of
+ * memory, a predict route that is taken). */
 int llama_api_configure(llama_api *api, const llama_api_opts *o);
 /* The command line's sampling defaults over the model's: into out
  * (uninitialised; free it with sampler_params_free whatever the result). 0,

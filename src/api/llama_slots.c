@@ -134,7 +134,7 @@ static void h_slot_action(serve_req *req, serve_resp *resp, void *ud)
         llama_reply_err(resp, 501, "This server does not support slots action. Start it with `--slot-save-path`");
         return;
     }
-    if (slots_stoi(serve_param(req, "id"), &id) != 0) {
+    if (slots_stoi(serve_param(req, "id_slot"), &id) != 0) {
         llama_reply_err(resp, 400, "Invalid slot ID");
         return;
     }
@@ -194,7 +194,7 @@ void *llama_slots_register(serve_server *srv, engine *e, const llama_api_opts *o
     api->e = e;
     api->o = o;
     if (serve_route(srv, "GET", "/slots", h_slots, api, 0) != 0 ||
-        serve_route(srv, "POST", "/slots/:id", h_slot_action, api, 0) != 0) {
+        serve_route(srv, "POST", "/slots/:id_slot", h_slot_action, api, 0) != 0) {
         free(api);
         return NULL;
     }

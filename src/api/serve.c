@@ -560,6 +560,7 @@ struct serve_resp {
     jbuf pending;           /* bytes the socket has not taken yet: sent after the handler returns */
     size_t pending_off;     /* pending.p[0 .. pending_off) already went out */
     size_t stream_bound;    /* a stream's pending bytes past this: the reader is too slow, cut */
+    jbuf *capture;          /* serve_call: the answer's body goes here, nothing to a socket */
 };
 
 /* Sends what the socket takes now, never waiting. 0, or -1 when the peer is
@@ -654,6 +655,10 @@ int serve_reply(serve_resp *resp, int status, const char *content_type, const vo
     if (resp->sent) return -1;
     resp->sent = 1;
     resp->status = status;
+    if (resp->capture) {
+        jbuf_put(resp->capture, body, len);
+        return resp->capture->oom ? -1 : 0;
+    }
     jbuf_init(&h);
     put_head(resp, &h, status, content_type, 1, len);
     if (h.oom) { jbuf_free(&h); resp->failed = 1; return -1; }
@@ -718,8 +723,12 @@ int serve_stream_begin(serve_resp *resp, int status, const char *content_type)
     int rc;
     if (resp->sent) return -1;
     resp->sent = 1;
-    resp->streaming = 1;
     resp->status = status;
+    if (resp->capture) {   /* serve_call takes whole answers only */
+        resp->failed = 1;
+        return -1;
+    }
+    resp->streaming = 1;
     /* The kernel's share of a lagging reader's bytes fixed too (Linux lets a
      * loopback socket's buffer grow to 4 MiB unasked): twice this there (the
      * kernel doubles it), the bound here, then the reader is cut. */
@@ -962,6 +971,47 @@ static const route *find_route(const serve_server *s, const char *method, serve_
             return &s->routes[i];
     r->n_params = 0;
     return NULL;
+}
+
+int serve_route_at(const serve_server *s, int i, const char **method, const char **pattern)
+{
+    if (i < 0 || i >= s->n_routes) return 0;
+    *method = s->routes[i].method;
+    *pattern = s->routes[i].pattern;
+    return 1;
+}
+
+int serve_call(serve_server *s, serve_req *parent, const char *method, const char *path, const char *body,
+               size_t len, int *status, jbuf *out)
+{
+    serve_req *r = malloc(sizeof *r);
+    serve_resp *resp = calloc(1, sizeof *resp);
+    char *copy = malloc(len + 1);
+    int rc = -1;
+    if (!r || !resp || !copy || strlen(path) >= sizeof r->path_buf_) goto done;
+    *r = *parent;
+    memcpy(r->path_buf_, path, strlen(path) + 1);
+    r->method = method;
+    r->path = r->target = r->path_buf_;
+    r->query = "";
+    memcpy(copy, body, len);
+    copy[len] = 0;
+    r->body = copy;
+    r->body_len = len;
+    const route *rt = find_route(s, method, r);
+    if (!rt) goto done;
+    resp->fd = -1;
+    resp->capture = out;
+    rt->fn(r, resp, rt->ud);
+    *status = resp->status;
+    rc = !resp->sent ? -1 : resp->failed ? 1 : 0;
+    jbuf_free(&resp->extra);
+    jbuf_free(&resp->scratch);
+done:
+    free(copy);
+    free(resp);
+    free(r);
+    return rc;
 }
 
 /* A public route (no key needed) for any method on this path. */

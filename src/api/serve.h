@@ -197,6 +197,19 @@ int serve_route(serve_server *s, const char *method, const char *pattern,
 /* Replaces the answer to "no route" (default: 404 with SERVE_BODY_404). */
 void serve_set_not_found(serve_server *s, serve_handler fn, void *ud);
 
+/* The i-th registered route (registration order): its method and pattern.
+ * 1, or 0 past the last one. */
+int serve_route_at(const serve_server *s, int i, const char **method, const char **pattern);
+
+/* Runs the handler registered for method and path as if that request had
+ * come on parent's connection (its headers, peer, client-gone checks) with
+ * this body, and captures its answer: *status and the body appended to out
+ * (headers dropped). 0; 1 when the handler answered with a stream (not
+ * captured: it is cut); -1 when no route matches, the handler gave no
+ * answer, or memory ran out. llama-server's Vertex AI /predict route. */
+int serve_call(serve_server *s, serve_req *parent, const char *method, const char *path, const char *body,
+               size_t len, int *status, jbuf *out);
+
 /* Runs until serve_stop() or a signal installed by serve_install_signals():
  * then closes the listeners, lets in-flight requests finish for grace_ms,
  * cuts the rest (their sockets are shut down, so a handler sees the client

@@ -53,6 +53,8 @@ typedef struct {
     json_value *aliases, *tags;   /* --alias and --tags as llama-server keeps them (name_set) */
     llama_api_opts lo;
     char slot_path[4096];      /* --slot-save-path / --slot-dir with its final '/' */
+    char gcp_predict[1024], gcp_health[1024];   /* AIP_PREDICT_ROUTE / AIP_HEALTH_ROUTE, with their '/' */
+    long gcp_port;             /* AIP_HTTP_PORT (default 8080); -1: AIP_MODE is not PREDICTION */
 } serve_cfg;
 
 static void cfg_free(serve_cfg *c)
@@ -227,7 +229,35 @@ static int read_opts(const parsed_args *a, serve_cfg *c, engine_opts *o)
     return cache_ram_opt(a, o) ? BANKML_EXIT_IO : 0;
 }
 
-/* --host/--port over --listen. 0, or an exit code after printing why. */
+/* llama-server's Google Cloud compat (gcp_params in server-http.cpp): with
+ * AIP_MODE=PREDICTION, AIP_PREDICT_ROUTE (default /predict) and
+ * AIP_HEALTH_ROUTE (none) get a leading '/' when they lack one (an empty
+ * value is the default), and AIP_HTTP_PORT (default 8080, read as stoi
+ * reads it: spaces, a sign, digits, anything after ignored) replaces the
+ * --port. 0, or an exit code after printing why. */
+static int read_gcp(serve_cfg *c)
+{
+    const char *mode = getenv("AIP_MODE"), *v;
+    c->gcp_port = -1;
+    if (!mode || strcmp(mode, "PREDICTION")) return 0;
+    v = getenv("AIP_PREDICT_ROUTE");
+    snprintf(c->gcp_predict, sizeof c->gcp_predict, "%s%s", v && *v && *v != '/' ? "/" : "", v && *v ? v : "/predict");
+    v = getenv("AIP_HEALTH_ROUTE");
+    snprintf(c->gcp_health, sizeof c->gcp_health, "%s%s", v && *v && *v != '/' ? "/" : "", v && *v ? v : "");
+    c->lo.gcp_predict = c->gcp_predict;
+    c->lo.gcp_health = c->gcp_health;
+    v = getenv("AIP_HTTP_PORT");
+    if (!v || !*v) v = "8080";
+    char *end;
+    errno = 0;
+    long port = strtol(v, &end, 10);
+    if (end == v || errno || port < 0 || port > 65535)
+        return refuse("AIP_HTTP_PORT=%s is not a port (0 to 65535)%s", v, "");
+    c->gcp_port = port;
+    return 0;
+}
+
+/* --host/--port over --listen (AIP_HTTP_PORT over --port). 0, or an exit code after printing why. */
 static int read_listen(const parsed_args *a, serve_cfg *c)
 {
     if (args_opt(a, "--allow-origin") && (args_opt(a, "--cors-origins") || args_opt(a, "--cors-methods") ||
@@ -236,11 +266,20 @@ static int read_listen(const parsed_args *a, serve_cfg *c)
     const char *h = args_opt(a, "--host"), *p = args_opt(a, "--port");
     long port;
     c->listen = args_opt(a, "--listen");
+    char gport[24];
+    if (c->gcp_port >= 0) {
+        if (c->listen && !h)
+            return refuse("AIP_MODE=PREDICTION sets the port (AIP_HTTP_PORT): give --host (and --port) instead of "
+                          "--listen %s%s", c->listen, "");
+        snprintf(gport, sizeof gport, "%ld", c->gcp_port);
+        p = gport;
+    }
     if (!c->listen) c->listen = "127.0.0.1:18093";
     if (!h && !p) return 0;
     if (h && strlen(h) > 5 && !strcmp(h + strlen(h) - 5, ".sock"))
         return refuse("refused --host %s: a UNIX socket is not reproduced; give TCP addresses%s", h, "");
-    if (num(a, "--port", 0, 65535, 18093, &port)) return BANKML_EXIT_IO;
+    if (c->gcp_port >= 0) port = c->gcp_port;
+    else if (num(a, "--port", 0, 65535, 18093, &port)) return BANKML_EXIT_IO;
     if (!h) h = "127.0.0.1";
     /* llama-server's comma-separated addresses, each a listener on the same port */
     size_t len = 0, n = 0;
@@ -507,7 +546,7 @@ static int serve_read_flags(const parsed_args *a, serve_cfg *c, engine_opts *o)
     c->lo.tags = c->tags;
     c->lo.metrics = args_bool(a, "--metrics", 0);
     c->lo.slots = args_bool(a, "--slots", 1);
-    if ((rc = read_slot_path(a, c)) || (rc = read_opts(a, c, o)) || (rc = read_listen(a, c)) || (rc = read_keys(a, c)) || (rc = serve_read_sampling(a, c)) ||
+    if ((rc = read_gcp(c)) || (rc = read_slot_path(a, c)) || (rc = read_opts(a, c, o)) || (rc = read_listen(a, c)) || (rc = read_keys(a, c)) || (rc = serve_read_sampling(a, c)) ||
         (rc = serve_read_grammar(a, c)) || (rc = read_template(a, c, o)))
         return rc;
     /* the startup model's name in answers (engine_alias): the first alias; read_opts cleared o */
@@ -597,7 +636,11 @@ static serve_server *open_server(engine *e, serve_cfg *c, const parsed_args *a, 
     }
     *la = llama_api_register(srv, e);
     *sa = status_register(srv, e, c->upstream);
-    if (!*la || !*sa || llama_api_configure(*la, &c->lo) != 0 || ollama_register(srv, e, c->dir) != 0) {
+    if (*la && *sa && llama_api_configure(*la, &c->lo) != 0) {   /* it said why */
+        serve_free(srv);
+        return NULL;
+    }
+    if (!*la || !*sa || ollama_register(srv, e, c->dir) != 0) {
         fprintf(stderr, "bankml serve: out of memory\n");
         serve_free(srv);
         return NULL;
@@ -629,16 +672,18 @@ static serve_server *open_server(engine *e, serve_cfg *c, const parsed_args *a, 
     return srv;
 }
 
-/* What llama-server checks on the model at start: the template must render
- * (with --no-jinja it must still parse as Jinja: common_chat_templates_init
- * parses it either way; a text with no built-in format starts, and each
- * render answers 500 then). 0, or an exit code. */
 /* A grammar's <piece> references, as llama-server tokenizes them (no BOS, specials parsed). */
 static int serve_grammar_tokenize(void *ctx, const char *text, size_t len, int32_t **ids, size_t *n)
 {
     char terr[128];
     return engine_tokenize_with(ctx, text, len, 0, 1, ids, n, terr, sizeof terr);
 }
+
+/* What llama-server checks on the model at start: the template must render
+ * (with --no-jinja it must still parse as Jinja: common_chat_templates_init
+ * parses it either way; a text with no built-in format starts, and each
+ * render answers 500 then); the server-wide grammar must parse. 0, or an
+ * exit code. */
 
 static int check_model(engine *e, engine_model *m, const serve_cfg *c)
 {
