@@ -144,11 +144,49 @@ def t_absent(L, B):
         S.equal("bankml: absent " + label(path, extra), strip(B.post(path, body)), want)
 
 
+BIAS_FLAGS = ["-l", "403+5", "--logit-bias", " 13 - 2.5x", "-l", "99999+1", "-l", "-5-1", "-l", "20+1,30-1"]
+
+
+def t_server_bias():
+    """-l/--logit-bias: the server-wide biases, repeated, in order (ids outside the vocabulary kept, biasing
+    nothing), the biases of every request without logit_bias; the request's field replaces them ([] clears);
+    ignore_eos appends after them; and llama-server's "invalid input format" at start."""
+    P = "Once upon a time"
+    L, B = oracle.start_both(oracle.Server.llama(kit, DEMO, ctx=CTX, extra=BIAS_FLAGS, name="llama-bias"),
+                             oracle.Server.bankml(DEMO, ctx=CTX, extra=["--fork", FORK, *BIAS_FLAGS],
+                                                  name="bankml-bias"))
+    try:
+        cases = [("/completion", {"prompt": P, "n_predict": 6, "temperature": 0}),
+                 ("/completion", {"prompt": P, "n_predict": 6, "temperature": 1, "seed": 4}),
+                 ("/completion", {"prompt": P, "n_predict": 6, "temperature": 0, "logit_bias": None}),
+                 ("/completion", {"prompt": P, "n_predict": 6, "temperature": 0, "logit_bias": []}),
+                 ("/completion", {"prompt": P, "n_predict": 6, "temperature": 0, "logit_bias": [[20, 3.0]]}),
+                 ("/completion", {"prompt": P, "n_predict": 6, "temperature": 0, "ignore_eos": True}),
+                 ("/v1/completions", {"prompt": P, "max_tokens": 6, "temperature": 0}),
+                 ("/v1/chat/completions", {"messages": [{"role": "user", "content": P}], "max_tokens": 6,
+                                           "temperature": 0})]
+        for path, body in cases:
+            S.equal("server -l: " + label(path, body), strip(B.post(path, body)), strip(L.post(path, body)))
+    finally:
+        L.stop()
+        B.stop()
+    for bad in ("403+abc", "403*1", "403+", "x+1", "403+1e99"):
+        lp = subprocess.run([kit.tool("llama-server"), "-m", DEMO, "--port", "0", "-l", bad], capture_output=True,
+                            text=True, timeout=60)
+        bp = subprocess.run([os.environ.get("BANKML_BIN") or os.path.join(oracle.ROOT, "bankml"), "serve", DEMO,
+                             "--fork", FORK, "--port", "0", "-l", bad], capture_output=True, text=True, timeout=60)
+        words = 'error while handling argument "-l": invalid input format'
+        S.check(f"-l {bad!r} refused at start", lp.returncode != 0 and bp.returncode != 0 and
+                words in lp.stderr + lp.stdout and words in bp.stderr,
+                f"llama {lp.returncode} / bankml {bp.returncode}: {bp.stderr[-200:]!r}")
+
+
 def main():
     with oracle.Server.llama(kit, DEMO, ctx=CTX, name="llama-fields") as L, \
             oracle.Server.bankml(DEMO, ctx=CTX, extra=["--fork", FORK], name="bankml-fields") as B:
         S.run("reproduced fields", t_cases, L, B)
         S.run("absent values", t_absent, L, B)
+    S.run("server-wide logit biases", t_server_bias)
     S.finish()
 
 

@@ -74,6 +74,10 @@ typedef struct llama_api_opts_s {
     /* AIP_MODE=PREDICTION (Vertex AI): the predict route (AIP_PREDICT_ROUTE, default /predict) and the
      * extra health route (AIP_HEALTH_ROUTE, "" none); gcp_predict NULL: off */
     const char *gcp_predict, *gcp_health;
+    /* -l/--logit-bias (each given once or more, in order, ids not checked: b11669 keeps an id outside the
+     * vocabulary, which biases nothing): a request without logit_bias (or with null) gets these */
+    const sampler_bias *logit_bias;
+    size_t n_logit_bias;
 } llama_api_opts;
 
 /* With --sleep-idle-seconds: builds /props once with the startup model

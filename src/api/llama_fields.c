@@ -881,7 +881,12 @@ int llama_fields_read(const engine_model *m, const char *route, const json_value
         if (read_budget(m, body, rq, err, errlen)) return -1;
     }
     const json_value *lb = json_get(body, "logit_bias");
-    if (lb && lb->type != JSON_NULL && read_logit_bias(m, lb, rq, &cap) != 0) goto oom;
+    if (lb && lb->type != JSON_NULL) {
+        if (read_logit_bias(m, lb, rq, &cap) != 0) goto oom;
+    } else if (lo) {   /* the field's handler clears the list: without it, the command line's -l biases stay */
+        for (size_t i = 0; i < lo->n_logit_bias; i++)
+            if (push_bias(rq, &cap, lo->logit_bias[i].token, lo->logit_bias[i].bias)) goto oom;
+    }
     if (llama_field_bool(body, "ignore_eos", &rq->ignore_eos, err, errlen)) return -1;
     if (rq->ignore_eos)
         for (int32_t id = 0; id < engine_model_n_tokens(m); id++)

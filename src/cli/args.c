@@ -154,6 +154,32 @@ static int row_of(const parsed_args *a, const char *name)
     return r;
 }
 
+size_t args_each(const command_spec *c, int argc, char **argv, const char *name, const char **out, size_t max)
+{
+    int want = args_row(c, name);
+    size_t k = 0;
+    for (int i = 0; i < argc && want >= 0; i++) {
+        const char *s = argv[i];
+        if (!(s[0] == '-' && s[1])) continue;
+        char nm[128];
+        const char *eq = s[1] == '-' ? strchr(s, '=') : NULL;
+        size_t n = eq ? (size_t)(eq - s) : strlen(s);
+        if (n >= sizeof nm) continue;
+        memcpy(nm, s, n);
+        nm[n] = 0;
+        for (size_t j = 2; s[1] == '-' && j < n; j++)
+            if (nm[j] == '_') nm[j] = '-';
+        int neg, r = find_row(c, nm, n, &neg);
+        if (r < 0 || neg || !c->opts[r].arg) continue;
+        const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+        if (r == want && v) {
+            if (k < max) out[k] = v;
+            k++;
+        }
+    }
+    return k;
+}
+
 const char *args_opt(const parsed_args *a, const char *name)
 {
     int r = row_of(a, name);

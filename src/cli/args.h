@@ -94,6 +94,11 @@ int args_row(const command_spec *c, const char *name);
 /* A valued option's text, or "" for a switch that is on; NULL when absent
  * or negated. name is any of the row's spellings. */
 const char *args_opt(const parsed_args *a, const char *name);
+/* Every value given to the valued option name on argv (as args_parse read
+ * it: args_parse must have accepted argv), in order, for the options
+ * llama-server lets repeat (-l/--logit-bias): up to max into out; returns
+ * how many there are. */
+size_t args_each(const command_spec *c, int argc, char **argv, const char *name, const char **out, size_t max);
 /* The first of two spellings given, or NULL (two rows, e.g. generate's --max and -n). */
 const char *args_opt2(const parsed_args *a, const char *name, const char *alias);
 /* A switch's state: 1 on, 0 negated, def when absent. */

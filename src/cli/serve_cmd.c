@@ -55,6 +55,7 @@ typedef struct {
     char slot_path[4096];      /* --slot-save-path / --slot-dir with its final '/' */
     char gcp_predict[1024], gcp_health[1024];   /* AIP_PREDICT_ROUTE / AIP_HEALTH_ROUTE, with their '/' */
     long gcp_port;             /* AIP_HTTP_PORT (default 8080); -1: AIP_MODE is not PREDICTION */
+    sampler_bias *bias;        /* -l/--logit-bias, in order */
 } serve_cfg;
 
 static void cfg_free(serve_cfg *c)
@@ -62,6 +63,7 @@ static void cfg_free(serve_cfg *c)
     jbuf_free(&c->tmpl);
     jbuf_free(&c->keys);
     jbuf_free(&c->grammar);
+    free(c->bias);
     json_free(c->sampling);
     json_free(c->aliases);
     json_free(c->tags);
@@ -462,6 +464,57 @@ static int serve_read_grammar(const parsed_args *a, serve_cfg *c)
     return 0;
 }
 
+/* One -l value as llama-server's handler reads it from a stringstream:
+ * `ss >> key` (an int: space, sign, digits), `ss >> sign` (the next
+ * non-space byte, + or -), getline for the rest (at least one byte), then
+ * std::stof of it (space, a float, anything after ignored; out of range is
+ * an error). 0, or -1 for its "invalid input format". */
+static int serve_parse_bias(const char *v, sampler_bias *out)
+{
+    const char *p = v;
+    char *end;
+    while (isspace((unsigned char)*p)) p++;
+    errno = 0;
+    long key = strtol(p, &end, 10);
+    if (end == p || errno || key < INT32_MIN || key > INT32_MAX) return -1;
+    for (p = end; isspace((unsigned char)*p); p++) {}
+    char sign = *p;
+    if (sign != '+' && sign != '-') return -1;
+    p++;
+    if (!*p) return -1;
+    errno = 0;
+    float f = strtof(p, &end);
+    if (end == p || errno == ERANGE) return -1;
+    out->token = (int32_t)key;
+    out->bias = f * (sign == '-' ? -1.0f : 1.0f);
+    return 0;
+}
+
+/* -l/--logit-bias TOKEN_ID(+/-)BIAS, each use appended (llama-server lets it
+ * repeat). 0, or an exit code after printing why. */
+static int serve_read_bias(int argc, char **argv, serve_cfg *c)
+{
+    size_t n = args_each(&serve_spec, argc, argv, "--logit-bias", NULL, 0);
+    if (!n) return 0;
+    const char **v = calloc(n, sizeof *v);
+    c->bias = calloc(n, sizeof *c->bias);
+    if (!v || !c->bias) {
+        free(v);
+        return BANKML_EXIT_IO;
+    }
+    args_each(&serve_spec, argc, argv, "--logit-bias", v, n);
+    for (size_t i = 0; i < n; i++)
+        if (serve_parse_bias(v[i], &c->bias[i]) != 0) {
+            fprintf(stderr, "bankml serve: error while handling argument \"-l\": invalid input format (%s)\n", v[i]);
+            free(v);
+            return BANKML_REFUSE;
+        }
+    free(v);
+    c->lo.logit_bias = c->bias;
+    c->lo.n_logit_bias = n;
+    return 0;
+}
+
 /* --jinja, --chat-template, --chat-template-file. 0, or an exit code. */
 static int read_template(const parsed_args *a, serve_cfg *c, engine_opts *o)
 {
@@ -737,7 +790,7 @@ int cmd_serve(int argc, char **argv)
         printf("bankml %s (llama-server b11669's command line)\n", BANKML_VERSION);
         return BANKML_OK;
     }
-    if ((rc = serve_read_flags(&a, &c, &o))) goto fail;
+    if ((rc = serve_read_flags(&a, &c, &o)) || (rc = serve_read_bias(argc, argv, &c))) goto fail;
     rc = BANKML_EXIT_IO;
     /* Memory that settles under load (issue #22.7): the prompt cache's states and the answers' buffers are
      * large blocks freed in any order by many connection threads; with glibc's sliding mmap threshold they
