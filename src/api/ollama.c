@@ -967,10 +967,30 @@ static const hinfo *hinfo_of(size_t i)
     if (!ol.hi[i].done) {
         engine_entry e;
         engine_entry_get(ol.e, i, &e);
-        if (e.present) ol_hinfo_fill(&ol.hi[i], e.path);
-        else ol.hi[i].done = 1;
+        char why[1024];
+        if (e.present) {
+            ol_hinfo_fill(&ol.hi[i], e.path);
+            ol.hi[i].native = engine_header_info(ol.e, e.path, why, sizeof why);
+        } else {
+            ol.hi[i].done = 1;
+            snprintf(why, sizeof why, "pinned, but the file is not on this machine");
+        }
+        if (!ol.hi[i].native) ol.hi[i].why = strdup(why);
     }
     return &ol.hi[i];
+}
+
+/* bankML's verdict on a registry entry, as /api/tags lists it (and /api/show nests it):
+ * {"native", "reason" (null when it plays), "file", "found"}. */
+static void put_native(jbuf *b, const engine_entry *e, const hinfo *hi)
+{
+    int native = e->present && hi && hi->native;
+    jbuf_printf(b, "{\"native\":%s,\"reason\":", native ? "true" : "false");
+    if (native) jbuf_puts(b, "null");
+    else json_put_cstr_go(b, hi && hi->why ? hi->why : "pinned, but the file is not on this machine");
+    jbuf_puts(b, ",\"file\":");
+    json_put_cstr_go(b, e->file);
+    jbuf_printf(b, ",\"found\":%s}", e->present ? "true" : "false");
 }
 
 static void put_details(jbuf *b, const hinfo *hi, const char *parent)
@@ -1016,12 +1036,9 @@ static void h_tags(serve_req *req, serve_resp *resp, void *ud)
         jbuf_printf(&b, "%s:latest\",\"model\":\"%s:latest\",\"modified_at\":\"%s\",\"size\":%lld,\"digest\":\"%s\","
                         "\"details\":", e.name, e.name, ts, (long long)(hi ? hi->size : 0), sha);
         put_details(&b, hi, "");
-        jbuf_printf(&b, ",\"bankml\":{\"native\":%s,\"reason\":", e.present ? "true" : "false");
-        if (e.present) jbuf_puts(&b, "null");
-        else jbuf_puts(&b, "\"pinned, but the file is not on this machine\"");
-        jbuf_puts(&b, ",\"file\":");
-        json_put_cstr_go(&b, e.file);
-        jbuf_printf(&b, ",\"found\":%s}}", e.present ? "true" : "false");
+        jbuf_puts(&b, ",\"bankml\":");
+        put_native(&b, &e, hi);
+        jbuf_putc(&b, '}');
     }
     for (size_t i = 0; i < ol.n_d; i++) {
         const derived *d = &ol.d[i];
@@ -1186,9 +1203,11 @@ static void h_show(serve_req *req, serve_resp *resp, void *ud)
     jbuf_puts(&b, ",\"model_info\":");
     jbuf_puts(&b, hi && hi->model_info ? hi->model_info : "{}");
     ollama_rfc3339(hi ? hi->mtime_ns : 0, ts);
-    jbuf_printf(&b, ",\"capabilities\":[%s],\"modified_at\":\"%s\",\"bankml\":{\"sha256\":\"%s\",\"native\":%s,"
-                    "\"n_ctx\":%zu", e.present ? "\"completion\"" : "", ts, sha, e.present ? "true" : "false",
-                engine_n_ctx_opt(ol.e));
+    int plays = e.present && hi && hi->native;
+    jbuf_printf(&b, ",\"capabilities\":[%s],\"modified_at\":\"%s\",\"bankml\":{\"sha256\":\"%s\",\"native\":",
+                plays ? "\"completion\"" : "", ts, sha);
+    put_native(&b, &e, hi);
+    jbuf_printf(&b, ",\"n_ctx\":%zu", engine_n_ctx_opt(ol.e));
     if (layer) {
         jbuf_puts(&b, ",\"layer\":");
         json_put_value(&b, layer);

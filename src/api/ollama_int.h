@@ -26,6 +26,8 @@ typedef struct {
     char *params;              /* the GGUF's sampling defaults as Modelfile lines */
     size_t ctx_len;
     int64_t size, mtime_ns;
+    int native;                /* engine_header_info: bankml plays it */
+    char *why;                 /* its reason when not, else NULL */
 } hinfo;
 
 /* A pinned file as create sees it (from the engine's registry when serving,

@@ -219,6 +219,7 @@ void ol_hinfo_free(hinfo *hi)
     free(hi->model_info);
     free(hi->tmpl);
     free(hi->params);
+    free(hi->why);
     memset(hi, 0, sizeof *hi);
 }
 

@@ -129,12 +129,8 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
         engine_err(er, ENGINE_BAD_INPUT, "%s: bankML's native forward pass does not play it: %s", path, why);
         goto fail;
     }
-    if (hp.n_swa > 0 && !e->o.swa_full) {
-        engine_err(er, ENGINE_BAD_INPUT,
-                   "%s: a sliding-window model (window of %u): without --swa-full llama-server keeps "
-                   "the window layers' cells in a smaller cache with context checkpoints and cuts "
-                   "prompts around them, which bankml does not reproduce; start with --swa-full "
-                   "(and llama-server too) for token-identical answers", path, hp.n_swa);
+    if (engine_swa_refused(e, hp.n_swa, why, sizeof why)) {
+        engine_err(er, ENGINE_BAD_INPUT, "%s: %s", path, why);
         goto fail;
     }
     if (gguf_map_open(path, &m->map, why, sizeof why) != 0) {

@@ -147,6 +147,21 @@ int64_t engine_keep_alive_ms(const engine *e);
 /* engine_opts.alias, or NULL when none (or empty) was given. */
 const char *engine_alias(const engine *e);
 
+/* ---- what a file's header says (engine/header.c; no lock, nothing mapped) ---- */
+
+/* Whether bankml plays the file at path, from its header alone (the seed's
+ * header_info), with the gates model_open passes before it maps the
+ * weights: the guard, the architecture / weight-type / graph plan, the
+ * sliding-window rule of e's --swa-full, the tokenizer, the chat template
+ * (--chat-template's when given) parsing. 1 plays (why ""); 0 with the
+ * first reason in why ("the guard refuses it: ...", "bankML's native
+ * forward pass does not play it: ...", "cannot read ..."). The sha256 pin
+ * is not checked here (a listing does not hash). */
+int engine_header_info(const engine *e, const char *path, char *why, size_t whylen);
+/* 1 with the reason in why when e refuses a model with a sliding window of
+ * n_swa (n_swa > 0 without --swa-full), else 0. */
+int engine_swa_refused(const engine *e, unsigned n_swa, char *why, size_t whylen);
+
 /* ---- residency and the lock ---- */
 
 /* Takes the lock, then makes entry idx resident (guard, pin, plan, map,
