@@ -829,6 +829,35 @@ TEST(engine_find_by_name_file_and_path)
     engine_free(e);
 }
 
+TEST(engine_find_without_the_weight_type_suffix)
+{
+    engine_opts o;
+    engine_error er;
+    memset(&o, 0, sizeof o);
+    o.threads = 1;
+    engine *e = engine_new(&o, &er);
+    CHECK(e != NULL);
+    if (!e) return;
+    CHECK_INT(engine_add(e, "Bonsai-8B-Q1_0.gguf", "/m/Bonsai-8B-Q1_0.gguf", "/m/a.FORK.json", 1), 0);
+    CHECK_INT(engine_add(e, "qwen3-e128-q2_0_g64.gguf", "/m/qwen3-e128-q2_0_g64.gguf", "/m/a.FORK.json", 1), 0);
+    CHECK_INT(engine_add(e, "tiny-f16.gguf", "/m/tiny-f16.gguf", "/m/a.FORK.json", 1), 0);
+    CHECK_INT(engine_add(e, "tiny-Q4_K_M.gguf", "/m/tiny-Q4_K_M.gguf", "/m/a.FORK.json", 1), 0);
+    CHECK_INT(engine_add(e, "plain.gguf", "/m/plain.gguf", "/m/a.FORK.json", 1), 0);
+    CHECK_INT(engine_find(e, "bonsai-8b"), 0);
+    CHECK_INT(engine_find(e, "Bonsai-8B:latest"), 0);
+    CHECK_INT(engine_find(e, "qwen3-e128"), 1);            /* -q2_0_g64 whole, not -q2_0 */
+    CHECK_INT(engine_find(e, "qwen3-e128-q2_0"), -1);
+    CHECK_INT(engine_find(e, "tiny"), -1);                 /* two pins have that base */
+    CHECK_INT(engine_find(e, "tiny-q4_k_m"), 3);
+    CHECK_INT(engine_find(e, "plain"), 4);                 /* its own name */
+    CHECK_INT(engine_find(e, "pla"), -1);
+    CHECK_INT(engine_find(e, ":latest"), -1);
+    CHECK_INT((int)engine_name_base("x-Q8_0", 6), 1);
+    CHECK_INT((int)engine_name_base("-q8_0", 5), 5);        /* nothing before the suffix: no base */
+    CHECK_INT((int)engine_name_base("model", 5), 5);
+    engine_free(e);
+}
+
 static int write_text(const char *dir, const char *name, const char *text)
 {
     char p[256];

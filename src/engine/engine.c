@@ -423,7 +423,19 @@ long engine_find(const engine *e, const char *asked)
     /* llama-server's clients often send the path they started it with */
     for (size_t i = 0; i < e->n_reg; i++)
         if (!strcmp(e->reg[i].path, asked)) return (long)i;
-    return -1;
+    /* §2.7: the name without its weight-type suffix (":latest" allowed) when exactly one pin has that base */
+    size_t an = strlen(asked), hit = 0;
+    long found = -1;
+    if (an > 7 && !strcasecmp(asked + an - 7, ":latest")) an -= 7;
+    for (size_t i = 0; i < e->n_reg && an; i++) {
+        const char *nm = e->reg[i].name;
+        size_t bn = engine_name_base(nm, strlen(nm));
+        if (bn != strlen(nm) && bn == an && !strncasecmp(nm, asked, an)) {
+            found = (long)i;
+            hit++;
+        }
+    }
+    return hit == 1 ? found : -1;
 }
 
 /* ------------------------------------------------------------------ residency */

@@ -577,5 +577,9 @@ int engine_stopper_push(engine_stopper *s, const char *piece, size_t n, int is_e
  * case-insensitively), else 0. */
 void engine_model_name(const char *file, char *out, size_t outlen);
 int engine_name_matches(const char *file, const char *asked);
+/* The length of name without its weight-type suffix ("-q8_0", "-f16",
+ * "-q4_k_m", "-bf16", ... case-insensitive; the seed's list and the types
+ * bankml plays), or len when it has none. */
+size_t engine_name_base(const char *name, size_t len);
 
 #endif

@@ -123,6 +123,20 @@ void engine_model_name(const char *file, char *out, size_t outlen)
     if (outlen) out[n] = 0;
 }
 
+size_t engine_name_base(const char *name, size_t len)
+{
+    /* longest first where one ends another (q2_0_g64 before q2_0) */
+    static const char *const sfx[] = {"-q2_0_g64", "-q4_k_m", "-q4_k_s", "-q5_k_m", "-q5_k_s", "-q3_k_m", "-q3_k_s",
+                                      "-q3_k_l", "-iq4_nl", "-iq4_xs", "-bf16", "-q1_0", "-q2_0", "-q8_0", "-q4_0",
+                                      "-q4_1", "-q5_0", "-q5_1", "-q2_k", "-q3_k", "-q4_k", "-q5_k", "-q6_k", "-f16",
+                                      "-f32"};
+    for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+        size_t k = strlen(sfx[i]);
+        if (len > k && !strncasecmp(name + len - k, sfx[i], k)) return len - k;
+    }
+    return len;
+}
+
 int engine_name_matches(const char *file, const char *asked)
 {
     char name[512];
