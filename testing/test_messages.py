@@ -134,8 +134,8 @@ def t_help():
     cmds = re.findall(r"(?m)^  bankml ([a-z0-9-]+)", out)
     cmds = [c for c in dict.fromkeys(cmds)]
     S.equal("help lists every command", cmds, ["guard", "sha256", "pin", "verify", "tokenize", "detokenize",
-                                               "chat-template", "bench", "generate", "serve", "create", "version",
-                                               "help"])
+                                               "chat-template", "bench", "usage", "generate", "serve", "create",
+                                               "version", "help"])
     for cmd in cmds:
         rc, o, e = run(cmd, "--help")
         rc2, o2, e2 = run("help", cmd)
@@ -166,6 +166,22 @@ def t_help():
     S.equal("version --help", run("version", "--help")[:2], (0, "usage: bankml version\nprints bankml's version "
                                                                "(also --version, -V)\n\noptions:\n  -h, --help\n"
                                                                "        print this help and exit\n"))
+
+
+def t_usage():
+    """bankml usage [PID ...]: the machine and the processes as JSON (spec §1)."""
+    rc, o, e = run("usage")
+    j = json.loads(o) if rc == 0 else {}
+    keys = ["source", "cores", "mem_total_bytes", "mem_available_bytes", "swap_total_bytes", "swap_free_bytes",
+            "rss_bytes", "cpu_percent", "interval_ms", "processes", "package_watts", "gpus", "gpu_limiter"]
+    S.equal("usage: exit 0, its keys in order", [rc, e, list(j)], [0, "", keys])
+    S.check("usage: bankml itself, sampled over 0.5 s", [p["name"] for p in j.get("processes", [])] == ["bankml"]
+            and 500 <= j.get("interval_ms", 0) < 2000 and j["rss_bytes"] == j["processes"][0]["rss_bytes"] > 0, o)
+    rc, o, e = run("usage", "1", str(os.getpid()))
+    j = json.loads(o) if rc == 0 else {}
+    S.equal("usage PID PID: each named pid N", [p["name"] for p in j.get("processes", [])],
+            ["pid 1", f"pid {os.getpid()}"])
+    S.equal("usage with a word: not a process id", run("usage", "12x"), (1, "", "bankml usage: not a process id: 12x\n"))
 
 
 def t_nearest():
@@ -214,6 +230,7 @@ def t_unpinned():
 
 S.run("references", t_references)
 S.run("help", t_help)
+S.run("usage", t_usage)
 S.run("nearest command", t_nearest)
 S.run("unpinned", t_unpinned)
 S.finish()

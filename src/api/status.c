@@ -174,12 +174,14 @@ static long long meminfo_kb(const char *text, const char *key)
     return p ? strtoll(p + strlen(key), NULL, 10) : -1;
 }
 
-/* utime + stime in ticks and the resident pages of this process. */
-static int self_stat(unsigned long long *ticks, long long *rss_pages)
+/* utime + stime in ticks and the resident pages of process pid (0: this one). */
+static int pid_stat(long pid, unsigned long long *ticks, long long *rss_pages)
 {
-    char buf[2048];
+    char buf[2048], path[64];
     size_t len;
-    FILE *f = fopen("/proc/self/stat", "r");
+    if (pid) snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    else snprintf(path, sizeof path, "/proc/self/stat");
+    FILE *f = fopen(path, "r");
     if (!f) return -1;
     len = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
@@ -205,6 +207,64 @@ static long long rapl_uj(void)
     return v;
 }
 
+static double round1(double v) { return (double)(int64_t)(v * 10 + 0.5) / 10; }
+
+int status_usage_json(const long *pids, const char *const *names, size_t n, int interval_ms, jbuf *out)
+{
+    enum { MAX_P = 64 };
+    unsigned long long t0[MAX_P] = {0}, t1[MAX_P] = {0};
+    long long rss[MAX_P] = {0}, e0 = rapl_uj(), e1;
+    int ok[MAX_P] = {0};
+    if (n > MAX_P) n = MAX_P;
+    int64_t w0 = bk_mono_us();
+    for (size_t i = 0; i < n; i++) ok[i] = pid_stat(pids[i], &t0[i], &rss[i]) == 0;
+    usleep((useconds_t)interval_ms * 1000);
+    int64_t w1 = bk_mono_us();
+    for (size_t i = 0; i < n; i++) ok[i] = ok[i] && pid_stat(pids[i], &t1[i], &rss[i]) == 0;
+    e1 = rapl_uj();
+    long hz = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    double secs = (double)(w1 - w0) / 1e6, cpu_sum = 0;
+    long long rss_sum = 0;
+    char mi[8192] = "";
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        size_t k = fread(mi, 1, sizeof mi - 1, f);
+        mi[k] = 0;
+        fclose(f);
+    }
+    jbuf procs;
+    jbuf_init(&procs);
+    for (size_t i = 0; i < n; i++) {
+        if (!ok[i]) continue;
+        double cpu = hz > 0 && secs > 0 ? (double)(t1[i] - t0[i]) / (double)hz / secs * 100.0 : 0.0;
+        long long rb = rss[i] * (long long)page;
+        cpu_sum += cpu;
+        rss_sum += rb;
+        if (procs.len) jbuf_putc(&procs, ',');
+        jbuf_puts(&procs, "{\"name\":");
+        json_put_cstr(&procs, names[i]);
+        jbuf_printf(&procs, ",\"pid\":%ld,\"rss_bytes\":%lld,\"cpu_percent\":", pids[i] ? pids[i] : (long)getpid(),
+                    rb);
+        json_put_double(&procs, round1(cpu));
+        jbuf_putc(&procs, '}');
+    }
+    jbuf_printf(out, "{\"source\":\"proc\",\"cores\":%ld,\"mem_total_bytes\":%lld,\"mem_available_bytes\":%lld,"
+                     "\"swap_total_bytes\":%lld,\"swap_free_bytes\":%lld,\"rss_bytes\":%lld,\"cpu_percent\":",
+                sysconf(_SC_NPROCESSORS_ONLN), meminfo_kb(mi, "MemTotal:") * 1024,
+                meminfo_kb(mi, "MemAvailable:") * 1024, meminfo_kb(mi, "SwapTotal:") * 1024,
+                meminfo_kb(mi, "SwapFree:") * 1024, rss_sum);
+    json_put_double(out, round1(cpu_sum));
+    jbuf_printf(out, ",\"interval_ms\":%lld,\"processes\":[", (long long)((w1 - w0) / 1000));
+    jbuf_put(out, procs.p ? procs.p : "", procs.len);
+    jbuf_puts(out, "],\"package_watts\":");
+    if (e0 >= 0 && e1 >= 0 && e1 >= e0 && secs > 0) json_put_double(out, (double)(e1 - e0) / 1e6 / secs);
+    else jbuf_puts(out, "null");   /* unreadable, or wrapped in this short interval */
+    jbuf_puts(out, ",\"gpus\":[],\"gpu_limiter\":null}");
+    int rc = procs.oom || out->oom ? -1 : 0;
+    jbuf_free(&procs);
+    return rc;
+}
+
 static struct {
     pthread_mutex_t mu;
     int64_t at_us;             /* when the cached answer was taken */
@@ -219,42 +279,11 @@ static void h_bankml_usage(serve_req *req, serve_resp *resp, void *ud)
     (void)ud;
     pthread_mutex_lock(&usage.mu);
     if (!usage.json || bk_mono_us() - usage.at_us > 1000000) {
-        unsigned long long t0 = 0, t1 = 0;
-        long long rss = 0, e0 = rapl_uj(), e1;
-        int64_t w0 = bk_mono_us();
-        self_stat(&t0, &rss);
-        usleep(250000);
-        int64_t w1 = bk_mono_us();
-        self_stat(&t1, &rss);
-        e1 = rapl_uj();
-        long hz = sysconf(_SC_CLK_TCK);
-        double secs = (double)(w1 - w0) / 1e6;
-        double cpu = hz > 0 && secs > 0 ? (double)(t1 - t0) / (double)hz / secs * 100.0 : 0.0;
-        long long rss_b = rss * (long long)sysconf(_SC_PAGESIZE);
-        char mi[8192] = "";
-        FILE *f = fopen("/proc/meminfo", "r");
-        if (f) {
-            size_t n = fread(mi, 1, sizeof mi - 1, f);
-            mi[n] = 0;
-            fclose(f);
-        }
+        static const long self[1] = {0};
+        static const char *const name[1] = {"bankml serve"};
         jbuf out;
         jbuf_init(&out);
-        jbuf_printf(&out, "{\"source\":\"proc\",\"cores\":%ld,\"mem_total_bytes\":%lld,\"mem_available_bytes\":%lld,"
-                          "\"swap_total_bytes\":%lld,\"swap_free_bytes\":%lld,\"rss_bytes\":%lld,\"cpu_percent\":",
-                    sysconf(_SC_NPROCESSORS_ONLN), meminfo_kb(mi, "MemTotal:") * 1024,
-                    meminfo_kb(mi, "MemAvailable:") * 1024, meminfo_kb(mi, "SwapTotal:") * 1024,
-                    meminfo_kb(mi, "SwapFree:") * 1024, rss_b);
-        json_put_double(&out, (double)(int64_t)(cpu * 10 + 0.5) / 10);
-        jbuf_printf(&out, ",\"interval_ms\":%lld,\"processes\":[{\"name\":\"bankml serve\",\"pid\":%ld,"
-                          "\"rss_bytes\":%lld,\"cpu_percent\":", (long long)((w1 - w0) / 1000), (long)getpid(),
-                    rss_b);
-        json_put_double(&out, (double)(int64_t)(cpu * 10 + 0.5) / 10);
-        jbuf_puts(&out, "}],\"package_watts\":");
-        if (e0 >= 0 && e1 >= 0 && e1 >= e0 && secs > 0) json_put_double(&out, (double)(e1 - e0) / 1e6 / secs);
-        else jbuf_puts(&out, "null");   /* unreadable, or wrapped in this short interval */
-        jbuf_puts(&out, ",\"gpus\":[],\"gpu_limiter\":null}");
-        if (!out.oom) {
+        if (status_usage_json(self, name, 1, 250, &out) == 0) {
             free(usage.json);
             usage.json = strdup(out.p);
             usage.at_us = bk_mono_us();

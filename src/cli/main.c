@@ -22,6 +22,7 @@
 #include "base/json.h"
 #include "cli/commands.h"
 #include "api/ollama.h"
+#include "api/status.h"
 #include "file/pin.h"
 #include "base/sha256.h"
 #include "text/template.h"
@@ -608,6 +609,54 @@ static int cmd_create(int argc, char **argv)
     return ollama_cmd_create(5, v);
 }
 
+static const arg_opt usage_opts[] = {ARGS_HELP_ROW};
+static const command_spec usage_spec = {
+    "usage", "usage [PID ...]",
+    "prints the machine's memory and cores and each process's RSS and CPU% sampled over 0.5 s, as JSON (default: "
+    "bankml itself)", 0, 4, ARGS_TABLE(usage_opts)};
+
+/* bankml usage [PID ...] (spec §1): /bankml/usage's object for the given
+ * processes, each named "pid N" (none given: this one, named "bankml"). A
+ * process that cannot be read is left out. */
+static int cmd_usage(int argc, char **argv)
+{
+    long pids[64];
+    char names[64][32];
+    const char *np[64];
+    size_t n = 0;
+    for (int i = 0; i < argc; i++) {   /* every argument, before the parser's count of them */
+        const char *s = argv[i];
+        if (!strcmp(s, "-h") || !strcmp(s, "--help")) return args_help(&usage_spec), BANKML_OK;
+        char *end;
+        errno = 0;
+        long pid = strtol(s, &end, 10);
+        if (!*s || *end || errno || pid <= 0 || pid > INT32_MAX) {
+            fprintf(stderr, "bankml usage: not a process id: %s\n", s);
+            return BANKML_EXIT_IO;
+        }
+        if (n == 64) {
+            fprintf(stderr, "bankml usage: at most 64 processes\n");
+            return BANKML_EXIT_IO;
+        }
+        pids[n] = pid;
+        snprintf(names[n], sizeof names[n], "pid %ld", pid);
+        np[n] = names[n];
+        n++;
+    }
+    if (!n) {
+        pids[0] = 0;
+        np[0] = "bankml";
+        n = 1;
+    }
+    jbuf b;
+    jbuf_init(&b);
+    int rc = status_usage_json(pids, np, n, 500, &b);
+    jbuf_putc(&b, '\n');
+    if (rc == 0 && !b.oom) print_jbuf(stdout, &b);
+    jbuf_free(&b);
+    return rc == 0 ? BANKML_OK : BANKML_EXIT_IO;
+}
+
 static const arg_opt version_opts[] = {ARGS_HELP_ROW};
 static const command_spec version_spec = {"version", "version", "prints bankml's version (also --version, -V)", 0, 0,
                                           ARGS_TABLE(version_opts)};
@@ -626,7 +675,7 @@ static const command_spec help_spec = {
 
 static const command_spec *const all_specs[] = {
     &guard_spec, &sha256_spec, &pin_spec, &verify_spec,
-    &tokenize_spec, &detokenize_spec, &chat_template_spec, &bench_spec,
+    &tokenize_spec, &detokenize_spec, &chat_template_spec, &bench_spec, &usage_spec,
 };
 
 /* Levenshtein distance of a and b (each under 64 bytes; longer: 99). */
@@ -656,7 +705,7 @@ static int main_edit_distance(const char *a, const char *b)
 static const char *main_nearest_command(const char *s)
 {
     static const char *const names[] = {"guard", "sha256", "pin", "verify", "tokenize", "detokenize",
-                                        "chat-template", "bench", "generate", "serve", "create", "version", "help"};
+                                        "chat-template", "bench", "usage", "generate", "serve", "create", "version", "help"};
     const char *best = NULL;
     int bd = 3;
     size_t sl = strlen(s);
@@ -811,6 +860,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(rest, args);
     if (!strcmp(cmd, "chat-template")) return cmd_chat_template(rest, args);
     if (!strcmp(cmd, "bench")) return cmd_bench(rest, args);
+    if (!strcmp(cmd, "usage")) return cmd_usage(rest, args);
     if (!strcmp(cmd, "generate")) return cmd_generate(rest, args);
     if (!strcmp(cmd, "serve")) return cmd_serve(rest, args);
     if (!strcmp(cmd, "create")) return cmd_create(rest, args);
