@@ -623,6 +623,16 @@ def t_stop(exe):
         s.fail("SIGTERM: listener closed", "still accepts")
     except OSError:
         s.ok("SIGTERM: listener closed")
+    # SIGHUP stops it the same way
+    d = Driver(exe)
+    out = []
+    th = threading.Thread(target=lambda: out.append(get(d.port, "/hold?ms=500")))
+    th.start()
+    time.sleep(0.2)
+    rc = d.stop(signal.SIGHUP)
+    th.join()
+    s.equal("SIGHUP: exit 0, the in-flight request answered", [rc, (out[0][0], out[0][3]) if out else None],
+            [0, (200, b"held")])
     # a stream that would run for a minute is cut after the grace period
     d = Driver(exe, "--grace-ms", "300")
     c = connect(d.port)

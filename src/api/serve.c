@@ -1636,7 +1636,9 @@ int serve_install_signals(serve_server *s)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0) return -1;
+    /* SIGHUP too (spec §1: the terminal going away stops the server as SIGTERM does, requests finished) */
+    if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGHUP, &sa, NULL) != 0)
+        return -1;
     sa.sa_handler = SIG_IGN;
     return sigaction(SIGPIPE, &sa, NULL);
 }

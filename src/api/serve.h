@@ -217,7 +217,7 @@ int serve_call(serve_server *s, serve_req *parent, const char *method, const cha
 int serve_run(serve_server *s);
 /* Asks serve_run() to return; async-signal-safe, any thread. */
 void serve_stop(serve_server *s);
-/* SIGINT and SIGTERM call serve_stop(s); SIGPIPE is ignored. One server per
+/* SIGINT, SIGTERM and SIGHUP call serve_stop(s); SIGPIPE is ignored. One server per
  * process may own the signals. 0, or -1 with errno. */
 int serve_install_signals(serve_server *s);
 
