@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -354,11 +355,111 @@ static int refusals(const json_value *body, int generate, char *err, size_t errl
         }
         free(out);
     }
-    if (present(json_get(body, "logprobs"))) {
-        bk_err(err, errlen, "logprobs: not reproduced on /api yet; /v1/chat/completions answers them");
+    return 0;
+}
+
+/* logprobs (a bool) and top_logprobs (an int, 0 to 20, read only with
+ * logprobs; spec §2.6, 0.4.2). 0 with *n_top set (-1: no logprobs), or -1
+ * with the 400 message. */
+static int read_logprobs(const json_value *body, int generate, int *n_top, char *err, size_t errlen)
+{
+    static const char *const jt[] = {"null", "bool", "bool", "number", "string", "array", "object"};
+    const char *req = generate ? "GenerateRequest" : "ChatRequest";
+    const json_value *lp = json_get(body, "logprobs"), *tl = json_get(body, "top_logprobs");
+    *n_top = -1;
+    if (lp && lp->type != JSON_NULL && lp->type != JSON_TRUE && lp->type != JSON_FALSE) {
+        bk_err(err, errlen, "json: cannot unmarshal %s into Go struct field %s.logprobs of type bool", jt[lp->type],
+               req);
         return -1;
     }
+    long long k = 0;
+    if (tl && tl->type != JSON_NULL) {
+        /* Go reads an int with ParseInt of the literal: digits only (no fraction, no exponent), in range */
+        int digits = tl->type == JSON_NUMBER && tl->len > 0;
+        for (size_t i = 0; digits && i < tl->len; i++)
+            digits = isdigit((unsigned char)tl->str[i]) || (i == 0 && tl->str[i] == '-' && tl->len > 1);
+        errno = 0;
+        if (digits) k = strtoll(tl->str, NULL, 10);
+        if (!digits || errno) {
+            bk_err(err, errlen, "json: cannot unmarshal %s%s%.*s into Go struct field %s.top_logprobs of type int",
+                   jt[tl->type], tl->type == JSON_NUMBER ? " " : "", tl->type == JSON_NUMBER ? (int)tl->len : 0,
+                   tl->type == JSON_NUMBER ? tl->str : "", req);
+            return -1;
+        }
+    }
+    if (!lp || lp->type != JSON_TRUE) return 0;
+    if (k < 0 || k > 20) {
+        bk_err(err, errlen, "top_logprobs must be between 0 and 20");
+        return -1;
+    }
+    *n_top = (int)k;
     return 0;
+}
+
+/* A float64 as Go's encoding/json writes it: the shortest digits that read
+ * back, in plain notation unless |v| < 1e-6 or >= 1e21 (then 1.5e-07
+ * becomes 1.5e-7, 3.4028234663852886e+38 stays). */
+static void ol_put_float64(jbuf *b, double v)
+{
+    char e[40], digits[24];
+    int prec = 1, exp10;
+    if (v == 0) {
+        jbuf_puts(b, signbit(v) ? "-0" : "0");
+        return;
+    }
+    for (; prec < 17; prec++) {
+        snprintf(e, sizeof e, "%.*e", prec - 1, v);
+        if (strtod(e, NULL) == v) break;
+    }
+    snprintf(e, sizeof e, "%.*e", prec - 1, v);
+    const char *p = e + (v < 0), *x = strchr(e, 'e');
+    size_t nd = 0;
+    for (const char *q = p; x && q < x && nd + 1 < sizeof digits; q++)
+        if (*q != '.') digits[nd++] = *q;
+    digits[nd] = 0;
+    exp10 = x ? atoi(x + 1) : 0;
+    double a = fabs(v);
+    if (v < 0) jbuf_putc(b, '-');
+    if (a < 1e-6 || a >= 1e21) {
+        /* strconv's 'e' writes two exponent digits at least; encoding/json drops the 0 of e-0N */
+        jbuf_printf(b, "%c%s%se%c%s%d", digits[0], nd > 1 ? "." : "", digits + 1, exp10 < 0 ? '-' : '+',
+                    exp10 >= 0 && exp10 < 10 ? "0" : "", exp10 < 0 ? -exp10 : exp10);
+    } else if (exp10 >= 0) {
+        for (int i = 0; i <= exp10; i++) jbuf_putc(b, i < (int)nd ? digits[i] : '0');
+        if ((int)nd > exp10 + 1) jbuf_printf(b, ".%s", digits + exp10 + 1);
+    } else {
+        jbuf_puts(b, "0.");
+        for (int i = 0; i < -exp10 - 1; i++) jbuf_putc(b, '0');
+        jbuf_puts(b, digits);
+    }
+}
+
+/* One token's entry: {"token", "logprob", "bytes" (when any), "top_logprobs" (n_top of them, when any)}. */
+static void ol_put_logprob(jbuf *b, const engine_model *m, const engine_token *t, int n_top)
+{
+    jbuf piece;
+    jbuf_init(&piece);
+    for (int k = -1; k < n_top && k < (int)t->n_top; k++) {
+        int32_t id = k < 0 ? t->tok : t->top[k].id;
+        float p = k < 0 ? t->p : t->top[k].p;
+        if (k == 0) jbuf_puts(b, ",\"top_logprobs\":[");
+        else if (k > 0) jbuf_putc(b, ',');
+        jbuf_reset(&piece);
+        engine_piece(m, id, 0, &piece);
+        jbuf_puts(b, "{\"token\":");
+        json_put_str_go(b, piece.p ? piece.p : "", piece.len);
+        jbuf_puts(b, ",\"logprob\":");
+        ol_put_float64(b, (double)(p == 0.0f ? -FLT_MAX : logf(p)));
+        if (piece.len) {
+            jbuf_puts(b, ",\"bytes\":[");
+            for (size_t i = 0; i < piece.len; i++) jbuf_printf(b, i ? ",%u" : "%u", (unsigned char)piece.p[i]);
+            jbuf_putc(b, ']');
+        }
+        if (k >= 0) jbuf_putc(b, '}');
+    }
+    if (n_top > 0 && t->n_top > 0) jbuf_putc(b, ']');
+    jbuf_putc(b, '}');
+    jbuf_free(&piece);
 }
 
 /* The conversation the template sees, as a JSON array text: the derived
@@ -494,6 +595,7 @@ typedef struct {
     const char *tag;
     jbuf raw, sent, line;
     jbuf shown;   /* the sent pieces as a client decodes them (U+FFFD for bad bytes) */
+    int n_top;    /* logprobs: top_logprobs (0 to 20); -1 none */
 } api_ctx;
 
 static void line_head(api_ctx *c, jbuf *b)
@@ -530,12 +632,22 @@ static int ol_on_token(void *ud, const engine_token *t, int stop_now, const engi
     if (!c->stream) return serve_client_gone(c->req) ? -1 : 0;
     jbuf_put(&c->raw, t->text, t->text_len);
     engine_content(c->m, c->raw.p ? c->raw.p : "", c->raw.len, &p, &pl);
-    if (pl <= c->sent.len || memcmp(p, c->sent.p ? c->sent.p : "", c->sent.len)) return 0;
+    int grew = pl > c->sent.len && !memcmp(p, c->sent.p ? c->sent.p : "", c->sent.len);
+    if (!grew && c->n_top < 0) return 0;
+    /* with logprobs every reported token has its line: its text, or none (a logprobs-only line) */
     line_head(c, &c->line);
-    put_text_field(c, &c->line, p + c->sent.len, pl - c->sent.len);
-    jbuf_puts(&c->line, ",\"done\":false}");
-    json_text_go(&c->shown, p + c->sent.len, pl - c->sent.len);
-    jbuf_put(&c->sent, p + c->sent.len, pl - c->sent.len);
+    put_text_field(c, &c->line, grew ? p + c->sent.len : "", grew ? pl - c->sent.len : 0);
+    jbuf_puts(&c->line, ",\"done\":false");
+    if (c->n_top >= 0) {
+        jbuf_puts(&c->line, ",\"logprobs\":[");
+        ol_put_logprob(&c->line, c->m, t, c->n_top);
+        jbuf_putc(&c->line, ']');
+    }
+    jbuf_putc(&c->line, '}');
+    if (grew) {
+        json_text_go(&c->shown, p + c->sent.len, pl - c->sent.len);
+        jbuf_put(&c->sent, p + c->sent.len, pl - c->sent.len);
+    }
     return serve_ndjson_line(c->resp, c->line.p, c->line.len) != 0 ? -1 : 0;
 }
 
@@ -748,11 +860,26 @@ static void final_line(gen_call *g, const engine_model *m, const engine_result *
     int64_t prompt_us = res->t_prompt_last ? res->t_prompt_last - res->t_start : 0;
     int64_t eval_us = res->t_gen_last && res->t_prompt_last ? res->t_gen_last - res->t_prompt_last : 0;
     if (own_ns > total_ns) total_ns = own_ns;
-    jbuf_printf(&fin, ",\"done\":true,\"done_reason\":\"%s\",\"total_duration\":%lld,\"load_duration\":%lld,"
+    /* a whole answer's logprobs: ChatResponse has them before the metrics, GenerateResponse after */
+    jbuf lps;
+    jbuf_init(&lps);
+    if (!g->stream && g->c.n_top >= 0) {
+        jbuf_puts(&lps, ",\"logprobs\":[");
+        for (size_t i = 0; i < res->n_probs_out; i++) {
+            if (i) jbuf_putc(&lps, ',');
+            ol_put_logprob(&lps, m, &res->probs[i], g->c.n_top);
+        }
+        jbuf_putc(&lps, ']');
+    }
+    jbuf_printf(&fin, ",\"done\":true,\"done_reason\":\"%s\"", engine_finish(res));
+    if (!g->generate) jbuf_put(&fin, lps.p ? lps.p : "", lps.len);
+    jbuf_printf(&fin, ",\"total_duration\":%lld,\"load_duration\":%lld,"
                       "\"prompt_eval_count\":%zu,\"prompt_eval_duration\":%lld,\"eval_count\":%zu,"
-                      "\"eval_duration\":%lld,\"bankml_cache_n\":%zu,\"bankml_receipt\":",
-                engine_finish(res), (long long)total_ns, (long long)g->load_us * 1000, res->n_prompt,
-                (long long)prompt_us * 1000, res->n_decoded, (long long)eval_us * 1000, res->n_cached);
+                      "\"eval_duration\":%lld", (long long)total_ns, (long long)g->load_us * 1000, res->n_prompt,
+                (long long)prompt_us * 1000, res->n_decoded, (long long)eval_us * 1000);
+    if (g->generate) jbuf_put(&fin, lps.p ? lps.p : "", lps.len);
+    jbuf_free(&lps);
+    jbuf_printf(&fin, ",\"bankml_cache_n\":%zu,\"bankml_receipt\":", res->n_cached);
     /* response_sha256 is over the text as a client reads it */
     if (g->stream) {
         engine_receipt(&fin, m, res, g->req->body, g->req->body_len, serve_req_age_ms(g->req),
@@ -830,7 +957,8 @@ static void generate_with(gen_call *g, engine_model *m)
         reply_error(g->resp, 400, err);
         goto out;
     }
-    rq.sp.n_probs = 0;
+    rq.sp.n_probs = g->c.n_top < 0 ? 0 : g->c.n_top > 1 ? g->c.n_top : 1;   /* top_logprobs 0: the chosen one */
+    rq.sp.post_sampling_probs = 0;
     if (prompt_tokens(g, m) != 0) goto out;
     if (ol_format_grammar(g, m, &rq) != 0) goto out;
     if (g->stream) {
@@ -888,6 +1016,7 @@ static void handle_gen(serve_req *req, serve_resp *resp, int generate)
     g.c.req = req;
     g.c.resp = resp;
     g.c.generate = generate;
+    g.c.n_top = -1;
     if (resolve_target(body_model(body), generate ? FOR_GENERATE : FOR_CHAT, &g.t, resp) != 0) goto out;
     g.c.tag = g.t.tag;
     g.layer = json_get(g.t.ldoc, "layer") ? json_get(g.t.ldoc, "layer") : g.t.ldoc;
@@ -908,7 +1037,7 @@ static void handle_gen(serve_req *req, serve_resp *resp, int generate)
                                "the answer fills num_ctx, as Ollama does with shift: false");
         goto out;
     }
-    if (refusals(body, generate, err, sizeof err) != 0 ||
+    if (refusals(body, generate, err, sizeof err) != 0 || read_logprobs(body, generate, &g.c.n_top, err, sizeof err) ||
         read_options(json_get(body, "options"), g.layer, &g.o, err, sizeof err) != 0) {
         reply_error(resp, 400, err);
         goto out;
