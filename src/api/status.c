@@ -128,7 +128,8 @@ static void put_ms(jbuf *b, const char *key, double ms)
 }
 
 /* GET /bankml/metrics: the last ENGINE_KEEP_RECORDS completions, oldest
- * first, with totals since start. Energy is not measured here (null). */
+ * first, with totals since start; energy from RAPL where readable (null
+ * otherwise). */
 static void h_bankml_metrics(serve_req *req, serve_resp *resp, void *ud)
 {
     (void)req;
@@ -140,10 +141,13 @@ static void h_bankml_metrics(serve_req *req, serve_resp *resp, void *ud)
     }
     engine_metrics_get(((status_api *)ud)->e, met, 0);
     jbuf_init(&out);
-    jbuf_printf(&out, "{\"kept\":%zu,\"keep\":%d,\"prompt_tokens\":%llu,\"completion_tokens\":%llu,"
-                      "\"energy_j\":null,\"joules_per_token\":null,\"records\":[",
+    jbuf_printf(&out, "{\"kept\":%zu,\"keep\":%d,\"prompt_tokens\":%llu,\"completion_tokens\":%llu",
                 met->n_rec, ENGINE_KEEP_RECORDS, (unsigned long long)met->tot_prompt,
                 (unsigned long long)met->tot_completion);
+    int measured = met->tot_energy_tokens > 0 || met->tot_energy_j > 0;
+    put_ms(&out, "energy_j", measured ? met->tot_energy_j : -1);
+    put_ms(&out, "joules_per_token", met->tot_energy_tokens ? met->tot_energy_j / (double)met->tot_energy_tokens : -1);
+    jbuf_puts(&out, ",\"records\":[");
     for (size_t k = 0; k < met->n_rec; k++) {
         const engine_record *r = &met->ring[k];
         if (k) jbuf_putc(&out, ',');
@@ -154,11 +158,13 @@ static void h_bankml_metrics(serve_req *req, serve_resp *resp, void *ud)
         put_ms(&out, "prompt_ms", r->prompt_ms);
         put_ms(&out, "ttft_ms", r->ttft_ms);
         put_ms(&out, "eval_ms", r->eval_ms);
-        jbuf_printf(&out, ",\"finish\":\"%s\",\"grammar_ms\":null,\"resampled\":null,\"energy_j\":null", r->finish);
+        jbuf_printf(&out, ",\"finish\":\"%s\",\"grammar_ms\":null,\"resampled\":null", r->finish);
+        put_ms(&out, "energy_j", r->energy_j);
         put_ms(&out, "prompt_tps", r->prompt_ms > 0 ? (double)(r->prompt - r->cached) / r->prompt_ms * 1e3 : -1);
         put_ms(&out, "eval_tps", r->eval_ms > 0 && r->completion > 1 ? (double)(r->completion - 1) / r->eval_ms * 1e3
                                                                      : -1);
-        jbuf_puts(&out, ",\"joules_per_token\":null}");
+        put_ms(&out, "joules_per_token", r->energy_j >= 0 && r->completion ? r->energy_j / (double)r->completion : -1);
+        jbuf_putc(&out, '}');
     }
     jbuf_puts(&out, "]}");
     free(met);
@@ -197,23 +203,13 @@ static int pid_stat(long pid, unsigned long long *ticks, long long *rss_pages)
     return 0;
 }
 
-static long long rapl_uj(void)
-{
-    FILE *f = fopen("/sys/class/powercap/intel-rapl:0/energy_uj", "r");
-    long long v = -1;
-    if (!f) return -1;
-    if (fscanf(f, "%lld", &v) != 1) v = -1;
-    fclose(f);
-    return v;
-}
-
 static double round1(double v) { return (double)(int64_t)(v * 10 + 0.5) / 10; }
 
 int status_usage_json(const long *pids, const char *const *names, size_t n, int interval_ms, jbuf *out)
 {
     enum { MAX_P = 64 };
     unsigned long long t0[MAX_P] = {0}, t1[MAX_P] = {0};
-    long long rss[MAX_P] = {0}, e0 = rapl_uj(), e1;
+    long long rss[MAX_P] = {0}, range = 0, e0 = engine_rapl_uj(NULL), e1;
     int ok[MAX_P] = {0};
     if (n > MAX_P) n = MAX_P;
     int64_t w0 = bk_mono_us();
@@ -221,7 +217,7 @@ int status_usage_json(const long *pids, const char *const *names, size_t n, int 
     usleep((useconds_t)interval_ms * 1000);
     int64_t w1 = bk_mono_us();
     for (size_t i = 0; i < n; i++) ok[i] = ok[i] && pid_stat(pids[i], &t1[i], &rss[i]) == 0;
-    e1 = rapl_uj();
+    e1 = engine_rapl_uj(&range);
     long hz = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
     double secs = (double)(w1 - w0) / 1e6, cpu_sum = 0;
     long long rss_sum = 0;
@@ -257,8 +253,9 @@ int status_usage_json(const long *pids, const char *const *names, size_t n, int 
     jbuf_printf(out, ",\"interval_ms\":%lld,\"processes\":[", (long long)((w1 - w0) / 1000));
     jbuf_put(out, procs.p ? procs.p : "", procs.len);
     jbuf_puts(out, "],\"package_watts\":");
-    if (e0 >= 0 && e1 >= 0 && e1 >= e0 && secs > 0) json_put_double(out, (double)(e1 - e0) / 1e6 / secs);
-    else jbuf_puts(out, "null");   /* unreadable, or wrapped in this short interval */
+    long long de = e0 < 0 || e1 < 0 ? -1 : e1 >= e0 ? e1 - e0 : range > 0 ? e1 + range - e0 : -1;
+    if (de >= 0 && secs > 0) json_put_double(out, (double)de / 1e6 / secs);
+    else jbuf_puts(out, "null");   /* unreadable, or wrapped without a known range */
     jbuf_puts(out, ",\"gpus\":[],\"gpu_limiter\":null}");
     int rc = procs.oom || out->oom ? -1 : 0;
     jbuf_free(&procs);

@@ -501,6 +501,7 @@ typedef struct {
     char model[256];
     size_t prompt, cached, completion;
     double prompt_ms, ttft_ms, eval_ms;   /* < 0: not measured */
+    double energy_j;           /* the package's RAPL energy over the completion; < 0: not readable */
     const char *finish;
 } engine_record;
 
@@ -514,10 +515,17 @@ typedef struct {
     uint64_t cached, n_decode, n_busy, n_tokens_max;
     int processing, deferred;
     uint64_t tot_prompt, tot_completion;
+    double tot_energy_j;       /* over the completions whose energy was read */
+    uint64_t tot_energy_tokens;   /* their completion tokens */
     size_t n_rec;
     engine_record ring[ENGINE_KEEP_RECORDS];   /* oldest first */
 } engine_metrics;
 
+/* The package's RAPL energy counter in microjoules (intel-rapl:0's
+ * energy_uj under /sys/class/powercap, or $BANKML_RAPL_DIR for tests) and,
+ * in *range when not NULL, the value where it wraps (max_energy_range_uj, 0
+ * when unknown). -1 when unreadable (no RAPL, no permission). */
+long long engine_rapl_uj(long long *range);
 /* A copy of the counters; reset_window empties the two rate buckets
  * (llama-server does at each /metrics scrape). */
 void engine_metrics_get(engine *e, engine_metrics *out, int reset_window);

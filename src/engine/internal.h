@@ -103,7 +103,7 @@ struct engine {
 void engine_log(const engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void engine_met_busy(engine *e, int delta_processing, int delta_deferred);
 void engine_met_record(engine *e, const engine_model *m, const engine_result *r, uint64_t n_calls,
-                       const char *finish);
+                       const char *finish, long long uj0);   /* uj0: engine_rapl_uj at the start */
 void engine_err(engine_error *er, engine_kind k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* GET /slots' views (met_mu): a model's slots as it loads (tasks kept),
  * every slot's token count (m NULL: unloaded, 0), a task starting (its id, params, reuse), a

@@ -54,8 +54,31 @@ void engine_met_busy(engine *e, int delta_processing, int delta_deferred)
 /* One finished completion, as llama-server counts it: prompt tokens
  * evaluated (cached ones apart), its decode calls, and the generation rate
  * over decode steps (the first token comes free with the prompt). */
+long long engine_rapl_uj(long long *range)
+{
+    const char *dir = getenv("BANKML_RAPL_DIR");
+    char path[4096];
+    long long v = -1, r = 0;
+    if (!dir || !*dir) dir = "/sys/class/powercap/intel-rapl:0";
+    snprintf(path, sizeof path, "%s/energy_uj", dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%lld", &v) != 1 || v < 0) v = -1;
+        fclose(f);
+    }
+    if (range) {
+        snprintf(path, sizeof path, "%s/max_energy_range_uj", dir);
+        if ((f = fopen(path, "r"))) {
+            if (fscanf(f, "%lld", &r) != 1 || r < 0) r = 0;
+            fclose(f);
+        }
+        *range = r;
+    }
+    return v;
+}
+
 void engine_met_record(engine *e, const engine_model *m, const engine_result *g, uint64_t n_calls,
-                       const char *finish)
+                       const char *finish, long long uj0)
 {
     if (g->n_prompt == 0) return;
     int64_t tp = g->t_prompt_last ? g->t_prompt_last - g->t_start : -1;
@@ -87,6 +110,16 @@ void engine_met_record(engine *e, const engine_model *m, const engine_result *g,
     r->eval_ms = te >= 0 ? (double)te / 1e3 : -1;
     r->ttft_ms = g->t_first_text ? (double)(g->t_first_text - g->t_start) / 1e3 : -1;
     r->finish = finish;
+    long long range = 0, uj1 = uj0 >= 0 ? engine_rapl_uj(&range) : -1;
+    r->energy_j = -1;
+    if (uj1 >= 0) {   /* a counter that went round once: its range added back */
+        long long d = uj1 >= uj0 ? uj1 - uj0 : range > 0 ? uj1 + range - uj0 : -1;
+        if (d >= 0) {
+            r->energy_j = (double)d / 1e6;
+            met->tot_energy_j += r->energy_j;
+            met->tot_energy_tokens += g->n_decoded;
+        }
+    }
     e->met_head = (e->met_head + 1) % ENGINE_KEEP_RECORDS;
     if (met->n_rec < ENGINE_KEEP_RECORDS) met->n_rec++;
     pthread_mutex_unlock(&e->met_mu);

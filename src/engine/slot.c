@@ -579,6 +579,7 @@ int engine_complete(engine *e, engine_model *m, const engine_request *rq, const 
     jbuf_init(&r.piece2);
     res->n_prompt = rq->n_prompt;
     res->t_start = bk_mono_us();
+    long long uj0 = engine_rapl_uj(NULL);
     res->id_slot = m->cur;
     /* a front-end checks ids as llama-server does (its words, its task ids);
      * this is the engine's own guard: an id outside the vocabulary would
@@ -649,7 +650,7 @@ done:
     res->n_sent = r.st.n_sent;
     jbuf_free(&res->text);
     res->text = r.st.text;     /* the answer's bytes move to the result */
-    engine_met_record(e, m, res, r.n_calls, rc != 0 ? "error" : res->gone ? "cancelled" : engine_finish(res));
+    engine_met_record(e, m, res, r.n_calls, rc != 0 ? "error" : res->gone ? "cancelled" : engine_finish(res), uj0);
     engine_met_busy(e, -1, 0);
     par_pause(e->pool);        /* the request is over: no spinning while idle */
     sampler_free(r.s);
