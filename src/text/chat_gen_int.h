@@ -35,6 +35,14 @@ int chat_gen_schema_node_text(const json_value *root, const json_value *schema, 
 /* common_chat_schema::may_be_string of the node built from schema ($ref resolved in root; a
  * cycle is no string) */
 int chat_gen_schema_may_be_string(const json_value *root, const json_value *schema);
+/* common_chat_schema::value_type, as bit numbers of value_types' mask */
+enum { CHAT_SCHEMA_NULL, CHAT_SCHEMA_BOOLEAN, CHAT_SCHEMA_NUMBER, CHAT_SCHEMA_INTEGER, CHAT_SCHEMA_STRING,
+       CHAT_SCHEMA_ARRAY, CHAT_SCHEMA_OBJECT };
+#define CHAT_SCHEMA_ALL_TYPES 0x7fu
+/* common_chat_schema::value_types of the node built from schema ($ref resolved in root; a cycle
+ * contributes no type; number is number|integer; an any node is every type): a mask of
+ * 1 << CHAT_SCHEMA_* */
+unsigned chat_gen_schema_value_types(const json_value *root, const json_value *schema);
 /* the node built from a valid schema is an object (foreach_parameter's dynamic_cast) */
 int chat_gen_schema_is_object(const json_value *schema);
 

@@ -1,0 +1,53 @@
+/* chat_spec_int.h -- shared inside chat_spec*.c only: the helpers b11669's
+ * specialised parsers (common/parsers/<name>.cpp) have in common. */
+#ifndef BANKML_CHAT_SPEC_INT_H
+#define BANKML_CHAT_SPEC_INT_H
+
+#include <stddef.h>
+
+#include "base/json.h"
+#include "text/chat_gen.h"
+#include "text/peg.h"
+
+/* what one specialised init reads and writes */
+typedef struct {
+    const char *tmpl;           /* the template's source */
+    size_t tmpl_len;
+    const chat_gen_inputs *in;
+    chat_gen_params *out;
+    char *err;
+    size_t errlen;
+    int failed;                 /* err holds the reason */
+} csp_ctx;
+
+/* "str" + x (the literal made inside operator+, after x) */
+size_t csp_sp(peg_arena *a, const char *s, size_t x);
+/* x + "str" */
+size_t csp_ps(peg_arena *a, size_t x, const char *s);
+/* x << y: x + space() + y (the space made inside operator<<) */
+size_t csp_shl(peg_arena *a, size_t x, size_t y);
+
+/* tools is a non-empty array; json_schema a non-empty object (b11669's has_tools / has_response_format) */
+int csp_has_tools(const chat_gen_inputs *in);
+int csp_has_schema(const chat_gen_inputs *in);
+/* foreach_function's test: {"type": "function", "function": {...}}; *name the function's name
+ * (a string), NULL when the tool is skipped */
+const json_value *csp_function(const json_value *tool, const char **name, size_t *nlen);
+/* common_chat_tool_parameters(function): its "parameters", or NULL for none (no key, null, {}) */
+const json_value *csp_parameters(const json_value *function);
+
+/* p.schema(p.json(), name, schema): the schema as b11669's typed node keeps it; a schema it
+ * rejects sets c->failed with "JSON schema error at ..." (root: where $refs resolve) */
+size_t csp_schema_json(csp_ctx *c, const char *name, const json_value *root, const json_value *schema);
+
+/* appends to out's lists (0, or -1 out of memory with c->failed set) */
+int csp_preserve(csp_ctx *c, const char *tok);
+int csp_end_tag(csp_ctx *c, const char *tag);
+int csp_trigger(csp_ctx *c, int type, const char *value, size_t n);
+/* strdup into c->out's fields; NULL (failed set) when out of memory */
+char *csp_strdup(csp_ctx *c, const char *s, size_t n);
+
+/* the inits (chat_spec_<name>.c): CHAT_GEN_OK / _ERROR with c->err */
+int chat_spec_qwen3_coder(csp_ctx *c);
+
+#endif

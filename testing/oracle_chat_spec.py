@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""oracle_chat_spec.py -- src/text/chat_spec*.c (b11669's specialised chat parsers) against llama.cpp b11669's own.
+
+The oracle is b11669's libllama-common.so in process (testing/kit_chat.cpp under sid-run): what
+common_chat_templates_apply returns for a template that takes one of common/parsers/'s inits
+(common_chat_params_init_<name>, named by build/kit-chat-analyze's "specialized"). bankml's side is
+testing/chat_gen_driver.c (chat_specialized, chat_gen_specialized with the kit's generation prompt, peg_save of
+the arena, peg_build_grammar of it).
+
+For every template of ../shared/templates whose parser is ported (PORTED) x oracle_peg's input variants +
+oracle_chat_gen's EXTRA (odd schemas): format, the arena text byte for byte, grammar, grammar_lazy, triggers,
+preserved tokens, additional stops, supports_thinking, thinking tags and generation prompt equal. Then parses:
+the answers oracle_peg builds (plain text, reasoning blocks closed and open, the tool call the template renders
+for one and two calls, with reasoning before, without the end of turn, broken, cut short), final and partial,
+every byte prefix and the stream of compute_diffs deltas in four variants, parsed by the kit with b11669's arena
+and by testing/peg_driver.c with the arena bankml built (its text, read back): the messages (content,
+reasoning_content, tool calls' name / arguments / id) and deltas equal.
+
+A template whose parser is not ported must be refused by chat_gen_specialized with CHAT_GEN_UNSUPPORTED and a
+reason (checked once per template). Prints `N passed, N failed, N skipped`.
+"""
+import json, os, subprocess, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import oracle
+import oracle_chat_analyze as oca
+import oracle_chat_gen as ocg
+import oracle_peg as op
+
+ROOT = oracle.ROOT
+BUILD = os.path.join(ROOT, "build")
+PORTED = {"qwen3_coder"}
+FIELDS = ["format"] + ocg.FIELDS
+# the variants whose answers are parsed too (oracle_peg's, with their prefix flag)
+PARSED = {v[0] for v in op.VARIANTS}
+
+
+def compare_parses(s, label, w, g, stats):
+    errs, n = [], 0
+    for i, (pw, pg) in enumerate(zip(w["parses"], g["parses"])):
+        for k in ("final", "partial"):
+            n += 1
+            stats["calls"] += len(pw[k].get("tool_calls") or [])
+            stats["reasoning"] += bool(pw[k].get("reasoning_content"))
+            stats["errors"] += "error" in pw[k]
+            if pw[k] != pg[k]:
+                errs.append(f"answer {i} {k}\n  got  {json.dumps(pg[k])[:300]}\n  want {json.dumps(pw[k])[:300]}")
+        for j, (a, b) in enumerate(zip(pw.get("prefixes", []), pg.get("prefixes", []))):
+            n += 1
+            if a != b:
+                errs.append(f"answer {i} prefix {j}\n  got  {json.dumps(b)[:300]}\n  want {json.dumps(a)[:300]}")
+                break
+        if len(pw.get("stream", [])) != len(pg.get("stream", [])):
+            errs.append(f"answer {i} stream has {len(pg.get('stream', []))} steps, want {len(pw.get('stream', []))}")
+        for j, (a, b) in enumerate(zip(pw.get("stream", []), pg.get("stream", []))):
+            n += 1
+            if a != b:
+                errs.append(f"answer {i} stream step {j}\n  got  {json.dumps(b)[:300]}\n  want {json.dumps(a)[:300]}")
+                break
+    if len(w["parses"]) != len(g["parses"]):
+        errs.append(f"{len(g['parses'])} answers parsed, want {len(w['parses'])}")
+    if errs:
+        s.fail(label, f"{len(errs)} parse mismatches")
+        for e in errs[:6]:
+            print("        " + e.replace("\n", "\n        "))
+    else:
+        s.ok(label, f"{n} parses and stream steps equal")
+    return n if not errs else 0
+
+
+def main():
+    s = oracle.Suite("oracle_chat_spec")
+    kit = oracle.kit_or_skip(s)
+    shared = oracle.shared_or_skip(s)
+    r = subprocess.run(["make", "-s", "build/chat-gen-driver", "build/peg-driver", "build/kit-chat",
+                        "build/kit-chat-analyze"], cwd=ROOT, capture_output=True, text=True)
+    if not s.check("make the drivers and kits", r.returncode == 0, (r.stdout + r.stderr)[-2000:]):
+        s.finish()
+    driver = [os.environ.get("CHAT_GEN_DRIVER") or os.path.join(BUILD, "chat-gen-driver")]
+    peg_driver = [os.environ.get("PEG_DRIVER") or os.path.join(BUILD, "peg-driver")]
+    tl = oca.shared_templates(shared)
+    an = oca.run([kit.tool("sid-run"), os.path.join(BUILD, "kit-chat-analyze"), "", ""], [t for _, t in tl])
+    spec, other = [], []
+    for (name, t), (tag, body) in zip(tl, an):
+        if tag != "OK":
+            continue
+        j = json.loads(body)
+        if j["specialized"] == "none":
+            continue
+        (spec if j["specialized"] in PORTED else other).append((name, t.decode("utf-8", "surrogateescape"), j["specialized"]))
+    only = os.environ.get("ORACLE_CHAT_SPEC_ONLY")
+    if only:
+        spec = [x for x in spec if only in x[0]]
+    s.check("templates: the ported parsers take at least 5", len(spec) >= 5 or only, f"{len(spec)}")
+
+    # not ported: refused with the reason
+    got = op.run_frames(driver, [{"template": t, "inputs": {}, "generation_prompt": ""} for _, t, _ in other])
+    for (name, _, sp), (tag, body) in zip(other, got):
+        s.check(f"{name} ({sp}) refused", tag == "UNSUP" and sp.encode() in body, f"{tag} {body[:200]!r}")
+
+    stats = {"equal": 0, "refused": 0, "grammars": 0, "lazy": 0, "parses": 0, "calls": 0, "reasoning": 0, "errors": 0}
+    variants = op.VARIANTS + ocg.EXTRA
+    for name, tmpl, sp in spec:
+        calls = op.tool_call_texts(kit, tmpl, {"tools": op.TOOLS})
+        metas = op.kit_chat_run(kit, [{"template": tmpl, "inputs": op.base_inputs(v, op.USER)} for _, v, _ in variants])
+        reqs = []
+        for (vname, v, pref), (tag, meta) in zip(variants, metas):
+            req = {"template": tmpl, "inputs": op.base_inputs(v, op.USER)}
+            if tag == "OK" and vname in PARSED:
+                req["answers"] = op.answers_for(meta, calls)
+                req["prefixes"] = pref
+            reqs.append(req)
+        want = op.kit_chat_run(kit, reqs)
+        dreq = [{"template": tmpl, "inputs": v, "generation_prompt": w.get("generation_prompt", "") if wt == "OK" else ""}
+                for (_, v, _), (wt, w) in zip(variants, want)]
+        got = op.run_frames(driver, dreq)
+        preq, plabels = [], []
+        for (vname, v, _), req, (wt, w), (gt, g) in zip(variants, reqs, want, got):
+            label = f"{name} {vname}"
+            if wt != "OK":
+                render = "While executing" in str(w)
+                if gt != "OK" or render:
+                    stats["refused"] += 1
+                    s.ok(label, "b11669 refuses (" + ("its template render raises: the prompt step's"
+                                                      if render else f"bankml too: {g[:80]!r}") + ")")
+                else:
+                    s.fail(label, f"b11669 refuses ({str(w)[:100]}), bankml answers")
+                continue
+            if gt != "OK":
+                s.fail(label, f"bankml {gt}: {g[:300]!r}")
+                continue
+            if w.get("schema_check"):
+                s.fail(label, f"the kit could not write these schemas back exactly: {w['schema_check']}")
+                continue
+            gj = json.loads(g)
+            if not s.equal(label, {k: gj[k] for k in FIELDS}, {k: w[k] for k in FIELDS}):
+                continue
+            stats["equal"] += 1
+            stats["grammars"] += bool(w["grammar"])
+            stats["lazy"] += bool(w["grammar_lazy"])
+            if "answers" in req:
+                preq.append({"parser": gj["parser"], "lazy": gj["grammar_lazy"], "format": gj["format"],
+                             "generation_prompt": gj["generation_prompt"], "answers": req["answers"],
+                             "prefixes": req["prefixes"]})
+                plabels.append((label, w))
+        if preq:
+            pgot = [json.loads(b) for _, b in op.run_frames(peg_driver, preq)]
+            for (label, w), g in zip(plabels, pgot):
+                stats["parses"] += compare_parses(s, label + " parses", w, g, stats)
+    print(f"  {len(spec)} templates on ported parsers: {stats['equal']} variants equal ({stats['grammars']} with a "
+          f"grammar, {stats['lazy']} lazy), {stats['refused']} refused by b11669; {stats['parses']} parses and stream "
+          f"steps equal (whole answers: {stats['calls']} tool calls, {stats['reasoning']} with reasoning, "
+          f"{stats['errors']} b11669 errors); {len(other)} templates on parsers not ported refused with the reason")
+    s.finish()
+
+
+if __name__ == "__main__":
+    main()
