@@ -1,4 +1,4 @@
-/* chat_spec_int.h -- shared inside chat_spec*.c only: the helpers b11669's
+/* chat_spec_int.h -- shared inside chat_spec*.c only (chat_spec_util.c): the helpers b11669's
  * specialised parsers (common/parsers/<name>.cpp) have in common. */
 #ifndef BANKML_CHAT_SPEC_INT_H
 #define BANKML_CHAT_SPEC_INT_H

@@ -1,0 +1,119 @@
+/*
+ * chat_spec_util.c -- the helpers b11669's specialised parsers share
+ * (chat_spec_int.h): builder shorthands in GCC's creation order, the tools'
+ * and schemas' readers, and the result lists.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/chat_gen_int.h"
+#include "text/chat_spec_int.h"
+
+size_t csp_sp(peg_arena *a, const char *s, size_t x)
+{
+    size_t l = peg_literal_c(a, s);
+    return peg_seq2(a, l, x);
+}
+
+size_t csp_ps(peg_arena *a, size_t x, const char *s)
+{
+    size_t l = peg_literal_c(a, s);
+    return peg_seq2(a, x, l);
+}
+
+size_t csp_shl(peg_arena *a, size_t x, size_t y)
+{
+    size_t sp = peg_space(a);
+    size_t ids[3] = {x, sp, y};
+    return peg_sequence(a, ids, 3);
+}
+
+int csp_has_tools(const chat_gen_inputs *in)
+{
+    return in->tools && in->tools->type == JSON_ARRAY && in->tools->n > 0;
+}
+
+int csp_has_schema(const chat_gen_inputs *in)
+{
+    return in->json_schema && in->json_schema->type == JSON_OBJECT && in->json_schema->n > 0;
+}
+
+const json_value *csp_function(const json_value *tool, const char **name, size_t *nlen)
+{
+    const json_value *f = json_get(tool, "function"), *t = json_get(tool, "type");
+    if (!f || !t || t->type != JSON_STRING || strcmp(t->str, "function")) return NULL;
+    const json_value *n = json_get(f, "name");
+    if (!n || n->type != JSON_STRING) return NULL;
+    *name = n->str;
+    *nlen = n->len;
+    return f;
+}
+
+const json_value *csp_parameters(const json_value *function)
+{
+    const json_value *p = json_get(function, "parameters");
+    if (!p || p->type == JSON_NULL || (p->type == JSON_OBJECT && p->n == 0)) return NULL;
+    return p;
+}
+
+size_t csp_schema_json(csp_ctx *c, const char *name, const json_value *root, const json_value *schema)
+{
+    peg_arena *a = &c->out->arena;
+    jbuf sj;
+    jbuf_init(&sj);
+    if (chat_gen_schema_node_text(root, schema, &sj, c->err, c->errlen)) c->failed = 1;
+    size_t js = peg_json(a);
+    size_t sc = peg_schema(a, js, name, sj.p ? sj.p : "", sj.len, 0);
+    jbuf_free(&sj);
+    return sc;
+}
+
+static void csp_oom(csp_ctx *c)
+{
+    if (!c->failed) snprintf(c->err, c->errlen, "out of memory");
+    c->failed = 1;
+}
+
+char *csp_strdup(csp_ctx *c, const char *s, size_t n)
+{
+    char *r = malloc(n + 1);
+    if (!r) { csp_oom(c); return NULL; }
+    if (n) memcpy(r, s, n);
+    r[n] = 0;
+    return r;
+}
+
+static int csp_push(csp_ctx *c, char ***list, size_t *n, const char *s)
+{
+    char **l = realloc(*list, (*n + 1) * sizeof *l);
+    if (!l) { csp_oom(c); return -1; }
+    *list = l;
+    if (!(l[*n] = csp_strdup(c, s, strlen(s)))) return -1;
+    (*n)++;
+    return 0;
+}
+
+int csp_preserve(csp_ctx *c, const char *tok)
+{
+    return csp_push(c, &c->out->preserved_tokens, &c->out->npreserved, tok);
+}
+
+int csp_end_tag(csp_ctx *c, const char *tag)
+{
+    chat_gen_params *o = c->out;
+    if (!o->thinking_end_tag && !(o->thinking_end_tag = csp_strdup(c, tag, strlen(tag)))) return -1;
+    return csp_push(c, &o->thinking_end_tags, &o->nthinking_end_tags, tag);
+}
+
+int csp_trigger(csp_ctx *c, int type, const char *value, size_t n)
+{
+    chat_gen_params *o = c->out;
+    chat_gen_trigger *t = realloc(o->triggers, (o->ntriggers + 1) * sizeof *t);
+    if (!t) { csp_oom(c); return -1; }
+    o->triggers = t;
+    t[o->ntriggers].type = type;
+    if (!(t[o->ntriggers].value = csp_strdup(c, value, n))) return -1;
+    o->ntriggers++;
+    return 0;
+}
