@@ -27,6 +27,9 @@ size_t csp_ps(peg_arena *a, size_t x, const char *s);
 /* x << y: x + space() + y (the space made inside operator<<) */
 size_t csp_shl(peg_arena *a, size_t x, size_t y);
 
+/* x << "str": the literal, then the space, then the sequence */
+size_t csp_shl_s(peg_arena *a, size_t x, const char *s);
+
 /* tools is a non-empty array; json_schema a non-empty object (b11669's has_tools / has_response_format) */
 int csp_has_tools(const chat_gen_inputs *in);
 int csp_has_schema(const chat_gen_inputs *in);
@@ -40,6 +43,9 @@ const json_value *csp_parameters(const json_value *function);
  * rejects sets c->failed with "JSON schema error at ..." (root: where $refs resolve) */
 size_t csp_schema_json(csp_ctx *c, const char *name, const json_value *root, const json_value *schema);
 
+/* p.schema(p.json(), "tool-<index>-schema", common_chat_tool_parameters(function)) */
+size_t csp_tool_schema(csp_ctx *c, const json_value *function, size_t index);
+
 /* appends to out's lists (0, or -1 out of memory with c->failed set) */
 int csp_preserve(csp_ctx *c, const char *tok);
 int csp_end_tag(csp_ctx *c, const char *tag);
@@ -49,5 +55,6 @@ char *csp_strdup(csp_ctx *c, const char *s, size_t n);
 
 /* the inits (chat_spec_<name>.c): CHAT_GEN_OK / _ERROR with c->err */
 int chat_spec_qwen3_coder(csp_ctx *c);
+int chat_spec_ministral_3(csp_ctx *c);
 
 #endif

@@ -117,3 +117,22 @@ int csp_trigger(csp_ctx *c, int type, const char *value, size_t n)
     o->ntriggers++;
     return 0;
 }
+
+size_t csp_shl_s(peg_arena *a, size_t x, const char *s)
+{
+    size_t l = peg_literal_c(a, s);
+    return csp_shl(a, x, l);
+}
+
+size_t csp_tool_schema(csp_ctx *c, const json_value *function, size_t index)
+{
+    peg_arena *a = &c->out->arena;
+    const json_value *params = csp_parameters(function);
+    char nm[64];
+    snprintf(nm, sizeof nm, "tool-%zu-schema", index);
+    if (params) return csp_schema_json(c, nm, params, params);
+    /* common_chat_tool_parameters' default, as the typed node writes it */
+    static const char empty[] = "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}";
+    size_t js = peg_json(a);
+    return peg_schema(a, js, nm, empty, sizeof empty - 1, 0);
+}
