@@ -56,5 +56,6 @@ char *csp_strdup(csp_ctx *c, const char *s, size_t n);
 /* the inits (chat_spec_<name>.c): CHAT_GEN_OK / _ERROR with c->err */
 int chat_spec_qwen3_coder(csp_ctx *c);
 int chat_spec_ministral_3(csp_ctx *c);
+int chat_spec_gpt_oss(csp_ctx *c);
 
 #endif
