@@ -57,5 +57,6 @@ char *csp_strdup(csp_ctx *c, const char *s, size_t n);
 int chat_spec_qwen3_coder(csp_ctx *c);
 int chat_spec_ministral_3(csp_ctx *c);
 int chat_spec_gpt_oss(csp_ctx *c);
+int chat_spec_functionary_v3_2(csp_ctx *c);
 
 #endif
