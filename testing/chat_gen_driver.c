@@ -7,7 +7,7 @@
  * Input on stdin: frames "<decimal length>\n<JSON>", each {"template", "caps"
  * (the nine jinja::caps booleans), "bos", "eos", "generation_prompt",
  * "inputs": {"tools", "tool_choice", "parallel_tool_calls",
- * "reasoning_format", "json_schema"}}. Output per frame:
+ * "reasoning_format", "json_schema", "enable_thinking"}}. Output per frame:
  *   "OK <n>\n{"format", "parser", "grammar", "grammar_lazy", "grammar_triggers",
  *     "preserved_tokens", "additional_stops", "supports_thinking",
  *     "thinking_start_tag", "thinking_end_tags", "generation_prompt"}\n"
@@ -75,6 +75,7 @@ static void one(const json_value *j) {
     const json_value *gp = json_get(j, "generation_prompt");
     gi.generation_prompt = gp ? gp->str : "";
     gi.generation_prompt_len = gp ? gp->len : 0;
+    gi.thinking_disabled = !flag(in, "enable_thinking", 1);
     chat_analysis a;
     memset(&a, 0, sizeof a);
     chat_gen_params p;

@@ -59,5 +59,6 @@ int chat_spec_ministral_3(csp_ctx *c);
 int chat_spec_gpt_oss(csp_ctx *c);
 int chat_spec_functionary_v3_2(csp_ctx *c);
 int chat_spec_kimi_k2(csp_ctx *c);
+int chat_spec_deepseek_v3_2(csp_ctx *c);
 
 #endif
