@@ -33,6 +33,47 @@ PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2"
 FIELDS = ["format"] + ocg.FIELDS
 # the variants whose answers are parsed too (oracle_peg's, with their prefix flag)
 PARSED = {v[0] for v in op.VARIANTS}
+# end-of-turn tokens oracle_peg does not strip from a rendered call
+TAILS = ("<\uff5cend\u2581of\u2581sentence\uff5c>", "<|call|>")
+DS = "\uff5cDSML\uff5c"
+# answers in each parser's own format beyond the template's rendered calls (reasoning into calls, content before
+# calls, two calls, an unknown function)
+W = '{"city": "Paris"}'
+A = '{"a": 1, "b": 2.5}'
+OWN = {
+    "gpt_oss": [
+        "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Sunny.",
+        "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>" + W,
+        "<|channel|>commentary to=functions.add <|constrain|>json<|message|>" + A,
+        "<|channel|>commentary<|message|>Let me check.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather<|message|>" + W,
+        " to=functions.nope<|channel|>commentary<|message|>{}",
+    ],
+    "functionary_v3_2": ["all\nLet me check.>>>get_weather\n" + W, "get_weather\n" + W + ">>>add\n" + A, "all\nJust text."],
+    "kimi_k2": [
+        "<think>Call it.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>" + W,
+        "Sure.<|tool_call_begin|>functions.add:3<|tool_call_argument_begin|>" + A + "<|tool_call_end|>",
+        "<think>x</think>Two.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>" + W +
+        "<|tool_call_end|><|tool_call_begin|>functions.add:1<|tool_call_argument_begin|>" + A + "<|tool_call_end|><|tool_calls_section_end|>",
+    ],
+    "deepseek_v3_2": [
+        "Let me look.</think>\n\n<" + DS + "function_calls>\n<" + DS + "invoke name=\"get_weather\">\n<" + DS +
+        "parameter name=\"city\" string=\"true\">Paris</" + DS + "parameter>\n</" + DS + "invoke>\n</" + DS + "function_calls>",
+        "Straight in\n\n<" + DS + "function_calls>\n<" + DS + "invoke name=\"add\">\n<" + DS + "parameter name=\"a\" string=\"false\">1</" +
+        DS + "parameter>\n<" + DS + "parameter name=\"b\" string=\"false\">2.5</" + DS + "parameter>\n</" + DS + "invoke>\n</" + DS + "function_calls>",
+        "</think>Content first.\n\n<" + DS + "tool_calls>\n<" + DS + "invoke name=\"get_weather\">\n<" + DS +
+        "parameter name=\"city\" string=\"true\">Paris</" + DS + "parameter>\n</" + DS + "invoke>\n</" + DS + "tool_calls>",
+    ],
+}
+
+
+def strip_tails(calls):
+    out = []
+    for c in calls:
+        for t in TAILS:
+            if c.endswith(t):
+                c = c[: -len(t)]
+        out.append(c)
+    return out
 
 
 def compare_parses(s, label, w, g, stats):
@@ -101,13 +142,13 @@ def main():
     stats = {"equal": 0, "refused": 0, "grammars": 0, "lazy": 0, "parses": 0, "calls": 0, "reasoning": 0, "errors": 0}
     variants = op.VARIANTS + ocg.EXTRA
     for name, tmpl, sp in spec:
-        calls = op.tool_call_texts(kit, tmpl, {"tools": op.TOOLS})
+        calls = strip_tails(op.tool_call_texts(kit, tmpl, {"tools": op.TOOLS}))
         metas = op.kit_chat_run(kit, [{"template": tmpl, "inputs": op.base_inputs(v, op.USER)} for _, v, _ in variants])
         reqs = []
         for (vname, v, pref), (tag, meta) in zip(variants, metas):
             req = {"template": tmpl, "inputs": op.base_inputs(v, op.USER)}
             if tag == "OK" and vname in PARSED:
-                req["answers"] = op.answers_for(meta, calls)
+                req["answers"] = op.answers_for(meta, calls) + OWN.get(sp, [])
                 req["prefixes"] = pref
             reqs.append(req)
         want = op.kit_chat_run(kit, reqs)
