@@ -34,6 +34,8 @@ int chat_gen_specialized(ca_specialized s, const char *tmpl, size_t len, const c
     case CA_SPEC_FUNCTIONARY_V3_2: rc = chat_spec_functionary_v3_2(&c); break;
     case CA_SPEC_KIMI_K2: rc = chat_spec_kimi_k2(&c); break;
     case CA_SPEC_DEEPSEEK_V3_2: rc = chat_spec_deepseek_v3_2(&c); break;
+    case CA_SPEC_GEMMA4:
+    case CA_SPEC_GEMMA4_OUTDATED: rc = chat_spec_gemma4(&c); break;
     case CA_SPEC_NONE:
         snprintf(err, errlen, "the template takes no specialised parser: chat_gen builds its parser");
         return CHAT_GEN_ERROR;
