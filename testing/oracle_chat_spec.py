@@ -29,7 +29,7 @@ import oracle_peg as op
 
 ROOT = oracle.ROOT
 BUILD = os.path.join(ROOT, "build")
-PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3"}
+PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe"}
 FIELDS = ["format"] + ocg.FIELDS
 # the variants whose answers are parsed too (oracle_peg's, with their prefix flag)
 PARSED = {v[0] for v in op.VARIANTS}
@@ -55,6 +55,13 @@ OWN = {
         "<think>x</think>Two.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>" + W +
         "<|tool_call_end|><|tool_call_begin|>functions.add:1<|tool_call_argument_begin|>" + A + "<|tool_call_end|><|tool_calls_section_end|>",
     ],
+    "cohere2moe": [
+        "Think.<|END_THINKING|><|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": " + W + "}]<|END_ACTION|>",
+        "<|END_THINKING|><|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": " + W +
+        "}, {\"tool_call_id\": \"1\", \"tool_name\": \"add\", \"parameters\": " + A + "}]<|END_ACTION|><|END_OF_TURN_TOKEN|>",
+        "Hmm<|END_THINKING|><|START_TEXT|>Sunny.<|END_TEXT|>",
+    ],
+    "gigachat_v3": ["Sure.<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"add\", \"arguments\": " + A + "}"],
     "deepseek_v3_2": [
         "Let me look.</think>\n\n<" + DS + "function_calls>\n<" + DS + "invoke name=\"get_weather\">\n<" + DS +
         "parameter name=\"city\" string=\"true\">Paris</" + DS + "parameter>\n</" + DS + "invoke>\n</" + DS + "function_calls>",

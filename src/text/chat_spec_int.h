@@ -62,5 +62,6 @@ int chat_spec_kimi_k2(csp_ctx *c);
 int chat_spec_deepseek_v3_2(csp_ctx *c);
 int chat_spec_gemma4(csp_ctx *c);
 int chat_spec_gigachat_v3(csp_ctx *c);
+int chat_spec_cohere2moe(csp_ctx *c);
 
 #endif
