@@ -29,7 +29,7 @@ import oracle_peg as op
 
 ROOT = oracle.ROOT
 BUILD = os.path.join(ROOT, "build")
-PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe"}
+PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe", "muse_glimmer"}
 FIELDS = ["format"] + ocg.FIELDS
 # the variants whose answers are parsed too (oracle_peg's, with their prefix flag)
 PARSED = {v[0] for v in op.VARIANTS}
@@ -61,6 +61,12 @@ OWN = {
         "}, {\"tool_call_id\": \"1\", \"tool_name\": \"add\", \"parameters\": " + A + "}]<|END_ACTION|><|END_OF_TURN_TOKEN|>",
         "Hmm<|END_THINKING|><|START_TEXT|>Sunny.<|END_TEXT|>",
     ],
+    "muse_glimmer": [
+        " to=self<|message|>Think.<|eom|><|start|>assistant to=user<|message|>Sunny.<|eot|>",
+        " to=self<|message|>Think.<|eom|><|start|>assistant to=get_weather<|message|><atem:function_calls>\n<atem:invoke "
+        "name=\"get_weather\">\n<atem:parameter name=\"city\">Paris</atem:parameter>\n</atem:invoke>\n</atem:function_calls>",
+        " to=user<|message|>```json\n{\"answer\": \"x\"}\n```",
+    ],
     "gigachat_v3": ["Sure.<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"add\", \"arguments\": " + A + "}"],
     "deepseek_v3_2": [
         "Let me look.</think>\n\n<" + DS + "function_calls>\n<" + DS + "invoke name=\"get_weather\">\n<" + DS +
@@ -71,6 +77,14 @@ OWN = {
         "parameter name=\"city\" string=\"true\">Paris</" + DS + "parameter>\n</" + DS + "invoke>\n</" + DS + "tool_calls>",
     ],
 }
+
+
+# response_format beside tools, and an empty schema object (b11669's inits test the schema differently)
+MORE = [
+    ("tools-auto-json-schema", {"tools": op.TOOLS, "tool_choice": "auto", "json_schema": op.SCHEMA}, False),
+    ("tools-required-json-schema", {"tools": op.TOOLS, "tool_choice": "required", "json_schema": op.SCHEMA}, False),
+    ("json-schema-empty", {"json_schema": {}}, False),
+]
 
 
 def strip_tails(calls):
@@ -147,7 +161,7 @@ def main():
         s.check(f"{name} ({sp}) refused", tag == "UNSUP" and sp.encode() in body, f"{tag} {body[:200]!r}")
 
     stats = {"equal": 0, "refused": 0, "grammars": 0, "lazy": 0, "parses": 0, "calls": 0, "reasoning": 0, "errors": 0}
-    variants = op.VARIANTS + ocg.EXTRA
+    variants = op.VARIANTS + ocg.EXTRA + MORE
     for name, tmpl, sp in spec:
         calls = strip_tails(op.tool_call_texts(kit, tmpl, {"tools": op.TOOLS}))
         metas = op.kit_chat_run(kit, [{"template": tmpl, "inputs": op.base_inputs(v, op.USER)} for _, v, _ in variants])
