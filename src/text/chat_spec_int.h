@@ -64,5 +64,6 @@ int chat_spec_gemma4(csp_ctx *c);
 int chat_spec_gigachat_v3(csp_ctx *c);
 int chat_spec_cohere2moe(csp_ctx *c);
 int chat_spec_muse_glimmer(csp_ctx *c);
+int chat_spec_kimi_k3(csp_ctx *c);
 
 #endif
