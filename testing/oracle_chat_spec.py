@@ -29,7 +29,7 @@ import oracle_peg as op
 
 ROOT = oracle.ROOT
 BUILD = os.path.join(ROOT, "build")
-PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe", "muse_glimmer", "kimi_k3"}
+PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe", "muse_glimmer", "kimi_k3", "ling3"}
 FIELDS = ["format"] + ocg.FIELDS
 # the variants whose answers are parsed too (oracle_peg's, with their prefix flag)
 PARSED = {v[0] for v in op.VARIANTS}

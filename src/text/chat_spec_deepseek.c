@@ -30,15 +30,6 @@ typedef struct {
     char fc_start[64], fc_end[64];
 } ds_marks;
 
-static int ds_required(const json_value *params, const char *name, size_t n)
-{
-    const json_value *rq = json_get(params, "required");
-    for (size_t k = 0; rq && rq->type == JSON_ARRAY && k < rq->n; k++)
-        if (rq->items[k]->type == JSON_STRING && rq->items[k]->len == n && !memcmp(rq->items[k]->str, name, n))
-            return 1;
-    return 0;
-}
-
 /* rule "tool-<i>-arg-<j>" */
 static size_t ds_arg(csp_ctx *c, const json_value *params, size_t i, size_t j)
 {
@@ -72,12 +63,7 @@ static size_t ds_function(csp_ctx *c, const json_value *fn, const char *name, si
     peg_arena *a = &c->out->arena;
     const json_value *params = csp_parameters(fn);
     size_t *req = NULL, *opt = NULL, nreq = 0, nopt = 0;
-    if (params) {
-        jbuf chk;
-        jbuf_init(&chk);
-        if (chat_gen_schema_text(params, &chk, c->err, c->errlen)) c->failed = 1;   /* b11669 throws */
-        jbuf_free(&chk);
-    }
+    csp_check_params(c, params);                  /* common_chat_schema_from_json: b11669 throws */
     const json_value *props = params && !c->failed && chat_gen_schema_is_object(params) ? json_get(params, "properties") : NULL;
     if (props && props->type == JSON_OBJECT && props->n) {
         req = malloc(props->n * sizeof *req);
@@ -85,7 +71,7 @@ static size_t ds_function(csp_ctx *c, const json_value *fn, const char *name, si
         if (!req || !opt) { free(req); free(opt); a->oom = 1; return peg_eps(a); }
         for (size_t j = 0; j < props->n && !c->failed; j++) {
             size_t r = ds_arg(c, params, i, j);
-            if (ds_required(params, props->keys[j], props->key_lens[j])) req[nreq++] = r;
+            if (csp_required(params, props->keys[j], props->key_lens[j])) req[nreq++] = r;
             else opt[nopt++] = r;
         }
     }

@@ -46,6 +46,12 @@ size_t csp_schema_json(csp_ctx *c, const char *name, const json_value *root, con
 /* p.schema(p.json(), "tool-<index>-schema", common_chat_tool_parameters(function)) */
 size_t csp_tool_schema(csp_ctx *c, const json_value *function, size_t index);
 
+/* the property `name` is in the schema's "required" (the typed node's property.required) */
+int csp_required(const json_value *params, const char *name, size_t n);
+/* common_chat_schema_from_json(params) succeeds (NULL params: yes); else c->failed with b11669's
+ * reason and -1 */
+int csp_check_params(csp_ctx *c, const json_value *params);
+
 /* appends to out's lists (0, or -1 out of memory with c->failed set) */
 int csp_preserve(csp_ctx *c, const char *tok);
 int csp_end_tag(csp_ctx *c, const char *tag);
@@ -65,5 +71,6 @@ int chat_spec_gigachat_v3(csp_ctx *c);
 int chat_spec_cohere2moe(csp_ctx *c);
 int chat_spec_muse_glimmer(csp_ctx *c);
 int chat_spec_kimi_k3(csp_ctx *c);
+int chat_spec_ling3(csp_ctx *c);
 
 #endif

@@ -56,12 +56,7 @@ static size_t mg_function(csp_ctx *c, const json_value *fn, const char *name, si
     peg_arena *a = &c->out->arena;
     const json_value *params = csp_parameters(fn);
     size_t *rules = NULL, n = 0;
-    if (params) {
-        jbuf chk;
-        jbuf_init(&chk);
-        if (chat_gen_schema_text(params, &chk, c->err, c->errlen)) c->failed = 1;   /* b11669 throws */
-        jbuf_free(&chk);
-    }
+    csp_check_params(c, params);                  /* common_chat_schema_from_json: b11669 throws */
     const json_value *props = params && !c->failed && chat_gen_schema_is_object(params) ? json_get(params, "properties") : NULL;
     if (props && props->type == JSON_OBJECT && props->n) {
         if (!(rules = malloc(props->n * sizeof *rules))) { a->oom = 1; return peg_eps(a); }

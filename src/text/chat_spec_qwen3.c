@@ -27,15 +27,6 @@ typedef struct {
 } q3_shared;
 
 /* the required flag of property j: its name in the schema's "required" */
-static int q3_required(const json_value *params, const char *name, size_t n)
-{
-    const json_value *rq = json_get(params, "required");
-    for (size_t k = 0; rq && rq->type == JSON_ARRAY && k < rq->n; k++)
-        if (rq->items[k]->type == JSON_STRING && rq->items[k]->len == n && !memcmp(rq->items[k]->str, name, n))
-            return 1;
-    return 0;
-}
-
 /* one parameter: rule "tool-<i>-arg-<j>" = tool_arg(arg_open + arg_value) */
 static size_t q3_arg(csp_ctx *c, const q3_shared *sh, const json_value *params, size_t i, size_t j)
 {
@@ -78,13 +69,7 @@ static size_t q3_function(csp_ctx *c, const q3_shared *sh, const json_value *fn,
     peg_arena *a = &c->out->arena;
     const json_value *params = csp_parameters(fn);
     size_t *req = NULL, *opt = NULL, nreq = 0, nopt = 0;
-    if (params) {
-        /* common_chat_schema_from_json(params): a schema b11669 rejects throws */
-        jbuf chk;
-        jbuf_init(&chk);
-        if (chat_gen_schema_text(params, &chk, c->err, c->errlen)) c->failed = 1;
-        jbuf_free(&chk);
-    }
+    csp_check_params(c, params);                  /* common_chat_schema_from_json: b11669 throws */
     const json_value *props = params && !c->failed && chat_gen_schema_is_object(params) ? json_get(params, "properties") : NULL;
     if (props && props->type == JSON_OBJECT && props->n) {
         req = malloc(props->n * sizeof *req);
@@ -92,7 +77,7 @@ static size_t q3_function(csp_ctx *c, const q3_shared *sh, const json_value *fn,
         if (!req || !opt) { free(req); free(opt); a->oom = 1; return peg_eps(a); }
         for (size_t j = 0; j < props->n && !c->failed; j++) {
             size_t r = q3_arg(c, sh, params, i, j);
-            if (q3_required(params, props->keys[j], props->key_lens[j])) req[nreq++] = r;
+            if (csp_required(params, props->keys[j], props->key_lens[j])) req[nreq++] = r;
             else opt[nopt++] = r;
         }
     }

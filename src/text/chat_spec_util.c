@@ -136,3 +136,23 @@ size_t csp_tool_schema(csp_ctx *c, const json_value *function, size_t index)
     size_t js = peg_json(a);
     return peg_schema(a, js, nm, empty, sizeof empty - 1, 0);
 }
+
+int csp_required(const json_value *params, const char *name, size_t n)
+{
+    const json_value *rq = json_get(params, "required");
+    for (size_t k = 0; rq && rq->type == JSON_ARRAY && k < rq->n; k++)
+        if (rq->items[k]->type == JSON_STRING && rq->items[k]->len == n && !memcmp(rq->items[k]->str, name, n))
+            return 1;
+    return 0;
+}
+
+int csp_check_params(csp_ctx *c, const json_value *params)
+{
+    if (!params) return 0;
+    jbuf chk;
+    jbuf_init(&chk);
+    int rc = chat_gen_schema_text(params, &chk, c->err, c->errlen);
+    jbuf_free(&chk);
+    if (rc) c->failed = 1;
+    return rc;
+}
