@@ -29,7 +29,7 @@ import oracle_peg as op
 
 ROOT = oracle.ROOT
 BUILD = os.path.join(ROOT, "build")
-PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe", "muse_glimmer", "kimi_k3", "ling3"}
+PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe", "muse_glimmer", "kimi_k3", "ling3", "minicpm5"}
 FIELDS = ["format"] + ocg.FIELDS
 # the variants whose answers are parsed too (oracle_peg's, with their prefix flag)
 PARSED = {v[0] for v in op.VARIANTS}
@@ -66,6 +66,15 @@ OWN = {
         " to=self<|message|>Think.<|eom|><|start|>assistant to=get_weather<|message|><atem:function_calls>\n<atem:invoke "
         "name=\"get_weather\">\n<atem:parameter name=\"city\">Paris</atem:parameter>\n</atem:invoke>\n</atem:function_calls>",
         " to=user<|message|>```json\n{\"answer\": \"x\"}\n```",
+    ],
+    "minicpm5": [
+        "<think>Call.</think>\n<function name=\"get_weather\"><param name=\"city\">Paris</param></function>",
+        "Sure. <function name=\"get_weather\"><param name=\"city\"><![CDATA[a</param>b]]></param></function>\n"
+        "<function name=\"add\"><param name=\"a\">1</param><param name=\"b\">2.5</param></function>",
+    ],
+    "ling3": [
+        "Think.<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call><|role_end|>",
+        "x</think>Text.<tool_call>add<arg_key>b</arg_key><arg_value>2.5</arg_value><arg_key>a</arg_key><arg_value>1</arg_value></tool_call>",
     ],
     "gigachat_v3": ["Sure.<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"add\", \"arguments\": " + A + "}"],
     "deepseek_v3_2": [

@@ -27,7 +27,8 @@ size_t csp_ps(peg_arena *a, size_t x, const char *s);
 /* x << y: x + space() + y (the space made inside operator<<) */
 size_t csp_shl(peg_arena *a, size_t x, size_t y);
 
-/* x << "str": the literal, then the space, then the sequence */
+/* x << "str": the literal, then the space, then the sequence ("str" << x makes x first, then the
+ * literal: csp_shl(a, peg_literal_c(a, "str"), x) with x built before) */
 size_t csp_shl_s(peg_arena *a, size_t x, const char *s);
 
 /* tools is a non-empty array; json_schema a non-empty object (b11669's has_tools / has_response_format) */
@@ -72,5 +73,6 @@ int chat_spec_cohere2moe(csp_ctx *c);
 int chat_spec_muse_glimmer(csp_ctx *c);
 int chat_spec_kimi_k3(csp_ctx *c);
 int chat_spec_ling3(csp_ctx *c);
+int chat_spec_minicpm5(csp_ctx *c);
 
 #endif
