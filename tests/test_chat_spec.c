@@ -127,7 +127,62 @@ static const tcs_row TCS_ROWS[] = {
      "Think.\n\n<\xef\xbd\x9c" "DSML\xef\xbd\x9ctool_calls>\n<\xef\xbd\x9c" "DSML\xef\xbd\x9cinvoke name=\"get_weather\">\n<\xef\xbd\x9c" "DSML\xef\xbd\x9cparameter name=\"city\" string=\"true\">Paris</\xef\xbd\x9c" "DSML\xef\xbd\x9cparameter>\n<\xef\xbd\x9c" "DSML\xef\xbd\x9cparameter name=\"days\" string=\"false\">3</\xef\xbd\x9c" "DSML\xef\xbd\x9cparameter>\n</\xef\xbd\x9c" "DSML\xef\xbd\x9cinvoke>\n</\xef\xbd\x9c" "DSML\xef\xbd\x9ctool_calls>",
      "{\"role\":\"assistant\",\"content\":\"\",\"reasoning_content\":\"Think.\",\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\",\\\"days\\\":3}\",\"id\":\"\"}]}",
      "1|<think>|</think> <\xef\xbd\x9c" "DSML\xef\xbd\x9ctool_calls>|\xef\xbd\x9c" "DSML\xef\xbd\x9c <think> </think>"},
-
+    {CA_SPEC_GEMMA4, "", "{\"reasoning_format\": \"auto\", \"thinking_disabled\": false}", "<|turn>model\n",
+     "33abcb95c0b16b7358705cf8df4fd0039f3c6ec57b8dd08b1d7dfbc5903da956", 0, 0,
+     "",
+     "",
+     "<|channel>thought\nHmm.<channel|>Sunny.",
+     "{\"role\":\"assistant\",\"content\":\"Sunny.\",\"reasoning_content\":\"Hmm.\",\"tool_calls\":[]}",
+     "1|<|channel>thought|<channel|>|<|channel> <channel|> <|tool_call> <tool_call|> <|turn>"},
+    {CA_SPEC_GEMMA4, "", "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}], \"tool_choice\": \"auto\", \"thinking_disabled\": false}", "<|turn>model\n",
+     "2effb1de8418ed1f9ff107030d1ab520d92a6e25436183d16c3a21dd97247d70", 0, 1,
+     "1 <|tool_call>",
+     "d158748533c2e7aabaabd2e08e7b4e2b2c65f60cf25485a8bf635e20066bc5c3",
+     "Sure.<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:3}<tool_call|>",
+     "{\"role\":\"assistant\",\"content\":\"Sure.\",\"reasoning_content\":\"\",\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\",\\\"days\\\":3}\",\"id\":\"\"}]}",
+     "1|<|channel>thought|<channel|>|<|channel> <channel|> <|tool_call> <tool_call|> <|turn>"},
+    {CA_SPEC_GIGACHAT_V3, "", "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}], \"tool_choice\": \"auto\", \"thinking_disabled\": false}", "assistant<|role_sep|>\n",
+     "d762d06ced04092b540ad70774ec1dc00cb8002728c1da00c3ff84359d14e89b", 0, 1,
+     "1 <|message_sep|>\n\nfunction call<|role_sep|>\n",
+     "19067f258f351125d86776411e41b5f6ad523ba1bff73c25ed523a86c09ef61a",
+     "Ok.<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
+     "{\"role\":\"assistant\",\"content\":\"Ok.\",\"reasoning_content\":\"\",\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\",\"id\":\"\"}]}",
+     "0|||<|message_sep|>\n\n <|role_sep|>\n"},
+    {CA_SPEC_COHERE2MOE, "", "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}], \"tool_choice\": \"auto\", \"reasoning_format\": \"auto\", \"thinking_disabled\": false}", "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_THINKING|>",
+     "cf6b566fe4054846c3aa5a237f32996c63369821e30a7616378f6d52d7fbb861", 0, 1,
+     "1 <|START_ACTION|>",
+     "cd6c2adbedd70ed9887e5f12437d3047ba730f451faf2f53c0c166c8303a0c09",
+     "Think.<|END_THINKING|><|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}]<|END_ACTION|>",
+     "{\"role\":\"assistant\",\"content\":\"\",\"reasoning_content\":\"Think.\",\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\",\"id\":\"0\"}]}",
+     "1|<|START_THINKING|>|<|END_THINKING|>|<|START_OF_TURN_TOKEN|> <|END_OF_TURN_TOKEN|> <|CHATBOT_TOKEN|> <|USER_TOKEN|> <|SYSTEM_TOKEN|> <|START_THINKING|> <|END_THINKING|> <|START_TEXT|> <|END_TEXT|> <|START_ACTION|> <|END_ACTION|> <|START_TOOL_RESULT|> <|END_TOOL_RESULT|>"},
+    {CA_SPEC_MUSE_GLIMMER, "", "{\"reasoning_format\": \"auto\", \"thinking_disabled\": false}", "<|start|>assistant",
+     "{\"parsers\":[{\"type\":\"literal\",\"literal\":\"<|start|>assistant\"},{\"type\":\"rule\",\"name\":\"start\",\"child\":0,\"trigger\":false},{\"type\":\"ref\",\"name\":\"start\"},{\"type\":\"literal\",\"literal\":\"<|eom|>\"},{\"type\":\"until\",\"delimiters\":[\"<|eom|>\"]},{\"type\":\"tag\",\"child\":4,\"tag\":\"reasoning\"},{\"type\":\"literal\",\"literal\":\" to=self<|message|>\"},{\"type\":\"sequence\",\"children\":[6,5]},{\"type\":\"sequence\",\"children\":[6,5,3]},{\"type\":\"rule\",\"name\":\"analysis\",\"child\":8,\"trigger\":false},{\"type\":\"ref\",\"name\":\"analysis\"},{\"type\":\"ref\",\"name\":\"analysis\"},{\"type\":\"literal\",\"literal\":\" to=user\"},{\"type\":\"repetition\",\"child\":12,\"min_count\":0,\"max_count\":1},{\"type\":\"until\",\"delimiters\":[\"<|eot|>\",\"<|eom|>\"]},{\"type\":\"tag\",\"child\":14,\"tag\":\"content\"},{\"type\":\"literal\",\"literal\":\"<|message|>\"},{\"type\":\"sequence\",\"children\":[13,16]},{\"type\":\"sequence\",\"children\":[13,16,15]},{\"type\":\"rule\",\"name\":\"final\",\"child\":18,\"trigger\":false},{\"type\":\"ref\",\"name\":\"final\"},{\"type\":\"sequence\",\"children\":[1,9]},{\"type\":\"repetition\",\"child\":21,\"min_count\":0,\"max_count\":-1},{\"type\":\"sequence\",\"children\":[22,1]},{\"type\":\"sequence\",\"children\":[22,1,19]}],\"rules\":{\"start\":1,\"analysis\":9,\"final\":19},\"root\":24}", 1, 0,
+     "",
+     "",
+     " to=self<|message|>Hmm.<|eom|><|start|>assistant to=user<|message|>Sunny.<|eot|>",
+     "{\"role\":\"assistant\",\"content\":\"Sunny.\",\"reasoning_content\":\"Hmm.\",\"tool_calls\":[]}",
+     "1|||<|start|> <|message|> <|eom|> <|eot|> <atem:function_calls> <atem:invoke <atem:parameter </atem:parameter> </atem:invoke> </atem:function_calls>"},
+    {CA_SPEC_KIMI_K3, "", "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}], \"tool_choice\": \"required\", \"reasoning_format\": \"auto\", \"thinking_disabled\": false}", "<|open|>message role=\"assistant\"<|sep|><|open|>think<|sep|>",
+     "c1858aff064fc34ad09d293200a45a472493554a0c3704451c0b7059186aeef7", 0, 0,
+     "1 <|open|>tools<|sep|>",
+     "8b320361822d204a544b197c46e7c36c67bb2373006d0e8d77ed7952b7f99b22",
+     "Call.<|close|>think<|sep|><|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"0\"<|sep|><|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>",
+     "{\"role\":\"assistant\",\"content\":\"\",\"reasoning_content\":\"Call.\",\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\",\"id\":\"\"}]}",
+     "1|<|open|>think<|sep|>|<|close|>think<|sep|>|<|open|> <|close|> <|sep|> <|end_of_msg|>"},
+    {CA_SPEC_LING3, "", "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}], \"tool_choice\": \"auto\", \"reasoning_format\": \"auto\", \"thinking_disabled\": false}", "<role>ASSISTANT</role>\n<think>",
+     "efcf7ae80c4978a25486f557af6c71d1e1b46758a67b6378e1731e0a90c7885e", 0, 1,
+     "1 <tool_call>",
+     "682d607374426a3f0e8a216a4abf7bcf5104ec9a9b7e2e7ca7fcc13e2dea0d6f",
+     "Think.<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call><|role_end|>",
+     "{\"role\":\"assistant\",\"content\":\"\",\"reasoning_content\":\"Think.\",\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\",\"id\":\"\"}]}",
+     "1|<think>|</think> <tool_call>|<think> </think> <tool_call> </tool_call> <arg_key> </arg_key> <arg_value> </arg_value> <|role_end|>"},
+    {CA_SPEC_MINICPM5, "", "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}], \"tool_choice\": \"auto\", \"reasoning_format\": \"auto\", \"thinking_disabled\": false}", "<|im_start|>assistant\n<think>\n",
+     "ba36dd87e283447249cfe875fc1c7f004614aed1c29a0abc060b720b48979b89", 0, 1,
+     "1 <function",
+     "fd5267a6494898b0e4f6357937ea194fb3b0d690a8492a1ab02e466523bc08f7",
+     "<think>Call.</think>\n<function name=\"get_weather\"><param name=\"city\">Paris</param><param name=\"days\">3</param></function>",
+     "{\"role\":\"assistant\",\"content\":\"\",\"reasoning_content\":\"<think>Call.\",\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\",\\\"days\\\":3}\",\"id\":\"\"}]}",
+     "1|<think>|</think>|<function <param </function> </param> <think> </think>"},
 };
 
 static void tcs_sha(const char *p, size_t n, char hex[65])
@@ -231,8 +286,11 @@ TEST(chat_spec_refusals)
     memset(&gi, 0, sizeof gi);
     chat_gen_params p;
     char err[256];
-    CHECK_INT(chat_gen_specialized(CA_SPEC_GEMMA4, "", 0, &gi, &p, err, sizeof err), CHAT_GEN_UNSUPPORTED);
-    CHECK_STR(err, "b11669's specialised chat parser common_chat_params_init_gemma4 is not ported yet");
+    CHECK_INT(chat_gen_specialized(CA_SPEC_MINIMAX_M3, "", 0, &gi, &p, err, sizeof err), CHAT_GEN_UNSUPPORTED);
+    CHECK_STR(err, "b11669's specialised chat parser common_chat_params_init_minimax_m3 is not ported yet");
+    chat_gen_free(&p);
+    CHECK_INT(chat_gen_specialized(CA_SPEC_LFM2_5, "", 0, &gi, &p, err, sizeof err), CHAT_GEN_UNSUPPORTED);
+    CHECK_STR(err, "b11669's specialised chat parser common_chat_params_init_lfm2_5 is not ported yet");
     chat_gen_free(&p);
     CHECK_INT(chat_gen_specialized(CA_SPEC_NONE, "", 0, &gi, &p, err, sizeof err), CHAT_GEN_ERROR);
     CHECK_STR(err, "the template takes no specialised parser: chat_gen builds its parser");
@@ -243,9 +301,11 @@ TEST(chat_spec_refusals)
     json_value *t = json_parse(tools, sizeof tools - 1, err, sizeof err);
     CHECK(t != NULL);
     gi.tools = t;
-    static const ca_specialized all[6] = {CA_SPEC_QWEN3_CODER, CA_SPEC_MINISTRAL_3, CA_SPEC_GPT_OSS,
-                                          CA_SPEC_FUNCTIONARY_V3_2, CA_SPEC_KIMI_K2, CA_SPEC_DEEPSEEK_V3_2};
-    for (size_t i = 0; i < 6; i++) {
+    static const ca_specialized all[11] = {CA_SPEC_QWEN3_CODER, CA_SPEC_MINISTRAL_3, CA_SPEC_GPT_OSS,
+                                           CA_SPEC_FUNCTIONARY_V3_2, CA_SPEC_KIMI_K2, CA_SPEC_DEEPSEEK_V3_2,
+                                           CA_SPEC_COHERE2MOE, CA_SPEC_MUSE_GLIMMER, CA_SPEC_LING3, CA_SPEC_MINICPM5,
+                                           CA_SPEC_GIGACHAT_V3};
+    for (size_t i = 0; i < 11; i++) {
         CHECK_INT(chat_gen_specialized(all[i], "", 0, &gi, &p, err, sizeof err), CHAT_GEN_ERROR);
         CHECK_STR(err, "JSON schema error at #/properties/x: unrecognized type strin");
         chat_gen_free(&p);
