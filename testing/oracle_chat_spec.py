@@ -29,7 +29,7 @@ import oracle_peg as op
 
 ROOT = oracle.ROOT
 BUILD = os.path.join(ROOT, "build")
-PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe", "muse_glimmer", "kimi_k3", "ling3", "minicpm5"}
+PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe", "muse_glimmer", "kimi_k3", "ling3", "minicpm5", "lfm2", "lfm2_5"}
 FIELDS = ["format"] + ocg.FIELDS
 # the variants whose answers are parsed too (oracle_peg's, with their prefix flag)
 PARSED = {v[0] for v in op.VARIANTS}
@@ -76,6 +76,10 @@ OWN = {
         "Think.<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call><|role_end|>",
         "x</think>Text.<tool_call>add<arg_key>b</arg_key><arg_value>2.5</arg_value><arg_key>a</arg_key><arg_value>1</arg_value></tool_call>",
     ],
+    "lfm2": [
+        "<think>Call.</think><|tool_call_start|>[get_weather(city=\"Paris\")]<|tool_call_end|>",
+        "Text<|tool_call_start|>[get_weather(city='Paris'), add(a=1, b=2.5, flags=[true, False])]<|tool_call_end|>",
+    ],
     "gigachat_v3": ["Sure.<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"add\", \"arguments\": " + A + "}"],
     "deepseek_v3_2": [
         "Let me look.</think>\n\n<" + DS + "function_calls>\n<" + DS + "invoke name=\"get_weather\">\n<" + DS +
@@ -94,6 +98,9 @@ MORE = [
     ("tools-required-json-schema", {"tools": op.TOOLS, "tool_choice": "required", "json_schema": op.SCHEMA}, False),
     ("json-schema-empty", {"json_schema": {}}, False),
 ]
+
+
+OWN["lfm2_5"] = OWN["lfm2"]
 
 
 def strip_tails(calls):
