@@ -29,7 +29,7 @@ import oracle_peg as op
 
 ROOT = oracle.ROOT
 BUILD = os.path.join(ROOT, "build")
-PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe", "muse_glimmer", "kimi_k3", "ling3", "minicpm5", "lfm2", "lfm2_5"}
+PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe", "muse_glimmer", "kimi_k3", "ling3", "minicpm5", "lfm2", "lfm2_5", "minimax_m3"}
 FIELDS = ["format"] + ocg.FIELDS
 # the variants whose answers are parsed too (oracle_peg's, with their prefix flag)
 PARSED = {v[0] for v in op.VARIANTS}
@@ -79,6 +79,13 @@ OWN = {
     "lfm2": [
         "<think>Call.</think><|tool_call_start|>[get_weather(city=\"Paris\")]<|tool_call_end|>",
         "Text<|tool_call_start|>[get_weather(city='Paris'), add(a=1, b=2.5, flags=[true, False])]<|tool_call_end|>",
+    ],
+    "minimax_m3": [
+        "<mm:think>Think.</mm:think>]<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name=\"add\">\n]<]minimax[>[<a>1]<]minimax[>[</a>\n"
+        "]<]minimax[>[<b>2.5]<]minimax[>[</b>\n]<]minimax[>[<flags>]<]minimax[>[<item>true]<]minimax[>[</item>\n"
+        "]<]minimax[>[<item>false]<]minimax[>[</item>]<]minimax[>[</flags>\n]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>",
+        "</mm:think>Text.]<]minimax[>[<tool_call>]<]minimax[>[<invoke name=\"get_weather\">]<]minimax[>[<city>Paris]<]minimax[>[</city>"
+        "]<]minimax[>[</invoke>]<]minimax[>[</tool_call>",
     ],
     "gigachat_v3": ["Sure.<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"add\", \"arguments\": " + A + "}"],
     "deepseek_v3_2": [
