@@ -29,7 +29,20 @@ import oracle_peg as op
 
 ROOT = oracle.ROOT
 BUILD = os.path.join(ROOT, "build")
-PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe", "muse_glimmer", "kimi_k3", "ling3", "minicpm5", "lfm2", "lfm2_5", "minimax_m3"}
+# inits no shared template takes, reached with a template that passes b11669's substring test
+SYNTH = [
+    ("synthetic/translate_gemma.jinja",
+     "{#- [source_lang_code] [target_lang_code] -#}{% for m in messages %}<start_of_turn>{{ m.role }}\n"
+     "{{ m.content }}<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"),
+    # not ported: refused with the reason
+    ("synthetic/llm_jp_harmony.jinja",
+     "{#- chat_format=llm-jp-harmony-v1 -#}{% for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>"
+     "{% endfor %}{% if add_generation_prompt %}<|start|>assistant{% endif %}"),
+    ("synthetic/k2_horizon.jinja",
+     "{#- <|ifm|im_start|> <ifm|tool_calls> -#}{% for m in messages %}<|ifm|im_start|>{{ m.role }}\n{{ m.content }}"
+     "<|ifm|im_end|>{% endfor %}{% if add_generation_prompt %}<|ifm|im_start|>assistant\n{% endif %}"),
+]
+PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe", "muse_glimmer", "kimi_k3", "ling3", "minicpm5", "lfm2", "lfm2_5", "minimax_m3", "translate_gemma"}
 FIELDS = ["format"] + ocg.FIELDS
 # the variants whose answers are parsed too (oracle_peg's, with their prefix flag)
 PARSED = {v[0] for v in op.VARIANTS}
@@ -163,7 +176,7 @@ def main():
         s.finish()
     driver = [os.environ.get("CHAT_GEN_DRIVER") or os.path.join(BUILD, "chat-gen-driver")]
     peg_driver = [os.environ.get("PEG_DRIVER") or os.path.join(BUILD, "peg-driver")]
-    tl = oca.shared_templates(shared)
+    tl = oca.shared_templates(shared) + [(n, t.encode()) for n, t in SYNTH]
     an = oca.run([kit.tool("sid-run"), os.path.join(BUILD, "kit-chat-analyze"), "", ""], [t for _, t in tl])
     spec, other = [], []
     for (name, t), (tag, body) in zip(tl, an):
@@ -176,7 +189,7 @@ def main():
     only = os.environ.get("ORACLE_CHAT_SPEC_ONLY")
     if only:
         spec = [x for x in spec if only in x[0]]
-    s.check("templates: the ported parsers take at least 5", len(spec) >= 5 or only, f"{len(spec)}")
+    s.check("templates: the ported parsers take at least 25", len(spec) >= 25 or only, f"{len(spec)}")
 
     # not ported: refused with the reason
     got = op.run_frames(driver, [{"template": t, "inputs": {}, "generation_prompt": ""} for _, t, _ in other])

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "text/chat_gen_int.h"
+#include "text/chat_peg.h"
 #include "text/chat_spec_int.h"
 
 size_t csp_sp(peg_arena *a, const char *s, size_t x)
@@ -155,4 +156,17 @@ int csp_check_params(csp_ctx *c, const json_value *params)
     jbuf_free(&chk);
     if (rc) c->failed = 1;
     return rc;
+}
+
+int chat_spec_translate_gemma(csp_ctx *c)
+{
+    /* b11669's common_chat_params_init_translate_gemma, measured through the kit (no shared template takes it):
+     * literal(generation_prompt) << content(rest()); no grammar, tokens or thinking, whatever the request */
+    chat_gen_params *out = c->out;
+    peg_arena *a = &out->arena;
+    if (!(out->thinking_start_tag = csp_strdup(c, "", 0))) return CHAT_GEN_ERROR;
+    size_t gp = peg_literal(a, out->generation_prompt, out->generation_prompt_len);
+    size_t root = csp_shl(a, gp, chat_peg_tag(a, "content", peg_rest(a)));
+    if (a->oom) { snprintf(c->err, c->errlen, "out of memory"); return CHAT_GEN_ERROR; }
+    return peg_build(a, root, c->err, c->errlen) ? CHAT_GEN_ERROR : CHAT_GEN_OK;
 }
