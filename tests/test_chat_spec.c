@@ -183,6 +183,27 @@ static const tcs_row TCS_ROWS[] = {
      "<think>Call.</think>\n<function name=\"get_weather\"><param name=\"city\">Paris</param><param name=\"days\">3</param></function>",
      "{\"role\":\"assistant\",\"content\":\"\",\"reasoning_content\":\"<think>Call.\",\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\",\\\"days\\\":3}\",\"id\":\"\"}]}",
      "1|<think>|</think>|<function <param </function> </param> <think> </think>"},
+    {CA_SPEC_LFM2, "", "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}], \"tool_choice\": \"auto\", \"thinking_disabled\": false}", "<|im_start|>assistant\n",
+     "2d52b8b00731c38b7b274d950e59ad7cbe014d6b378bdbef347b8ff8c8e12003", 0, 1,
+     "1 <|tool_call_start|>",
+     "b6828165b9b3332af71e55424e64f5d1f4d4dd3c295e2d90821f429b4fb1e13b",
+     "Ok<|tool_call_start|>[get_weather(city=\"Paris\", days=3)]<|tool_call_end|>",
+     "{\"role\":\"assistant\",\"content\":\"Ok\",\"reasoning_content\":\"\",\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\",\\\"days\\\":3}\",\"id\":\"\"}]}",
+     "1|<think>|</think>|<|tool_call_start|> <|tool_call_end|> <think> </think> <|tool_list_start|> <|tool_list_end|>"},
+    {CA_SPEC_LFM2_5, "", "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}], \"tool_choice\": \"required\", \"reasoning_format\": \"auto\", \"thinking_disabled\": false}", "<|im_start|>assistant\n",
+     "2d52b8b00731c38b7b274d950e59ad7cbe014d6b378bdbef347b8ff8c8e12003", 0, 0,
+     "1 <|tool_call_start|>",
+     "835ea3f90a3eb61118ca4dad3ae0b1c1fd55e670960bac8cb5f525dbcb2e14a0",
+     "Sure<|tool_call_start|>[get_weather(city='Paris')]<|tool_call_end|>",
+     "{\"role\":\"assistant\",\"content\":\"Sure\",\"reasoning_content\":\"\",\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\",\"id\":\"\"}]}",
+     "1|<think>|</think>|<|tool_call_start|> <|tool_call_end|> <think> </think>"},
+    {CA_SPEC_MINIMAX_M3, "", "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}], \"tool_choice\": \"auto\", \"reasoning_format\": \"auto\", \"thinking_disabled\": false}", "]~b]ai\n",
+     "d6c0fe78aaf32015e7ff1f34be8fa4092c0fc5962e57ba99be0f9f3947b3d657", 0, 1,
+     "1 ]<]minimax[>[<tool_call>",
+     "96cba20cbdc1b0a0fef887963f43ab2fcf5acd386997e57bbf8938df682752e8",
+     "<mm:think>Hm.</mm:think>]<]minimax[>[<tool_call>]<]minimax[>[<invoke name=\"get_weather\">]<]minimax[>[<city>Paris]<]minimax[>[</city>]<]minimax[>[<days>3]<]minimax[>[</days>]<]minimax[>[</invoke>]<]minimax[>[</tool_call>",
+     "{\"role\":\"assistant\",\"content\":\"\",\"reasoning_content\":\"Hm.\",\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\",\\\"days\\\":3}\",\"id\":\"\"}]}",
+     "1|<mm:think>|</mm:think>|]<]minimax[>[ <tool_call> </tool_call> <mm:think> </mm:think>"},
 };
 
 static void tcs_sha(const char *p, size_t n, char hex[65])
@@ -286,11 +307,11 @@ TEST(chat_spec_refusals)
     memset(&gi, 0, sizeof gi);
     chat_gen_params p;
     char err[256];
-    CHECK_INT(chat_gen_specialized(CA_SPEC_MINIMAX_M3, "", 0, &gi, &p, err, sizeof err), CHAT_GEN_UNSUPPORTED);
-    CHECK_STR(err, "b11669's specialised chat parser common_chat_params_init_minimax_m3 is not ported yet");
+    CHECK_INT(chat_gen_specialized(CA_SPEC_LLM_JP_HARMONY, "", 0, &gi, &p, err, sizeof err), CHAT_GEN_UNSUPPORTED);
+    CHECK_STR(err, "b11669's specialised chat parser common_chat_params_init_llm_jp_harmony is not ported yet");
     chat_gen_free(&p);
-    CHECK_INT(chat_gen_specialized(CA_SPEC_LFM2_5, "", 0, &gi, &p, err, sizeof err), CHAT_GEN_UNSUPPORTED);
-    CHECK_STR(err, "b11669's specialised chat parser common_chat_params_init_lfm2_5 is not ported yet");
+    CHECK_INT(chat_gen_specialized(CA_SPEC_K2_HORIZON, "", 0, &gi, &p, err, sizeof err), CHAT_GEN_UNSUPPORTED);
+    CHECK_STR(err, "b11669's specialised chat parser common_chat_params_init_k2_horizon is not ported yet");
     chat_gen_free(&p);
     CHECK_INT(chat_gen_specialized(CA_SPEC_NONE, "", 0, &gi, &p, err, sizeof err), CHAT_GEN_ERROR);
     CHECK_STR(err, "the template takes no specialised parser: chat_gen builds its parser");
@@ -301,11 +322,11 @@ TEST(chat_spec_refusals)
     json_value *t = json_parse(tools, sizeof tools - 1, err, sizeof err);
     CHECK(t != NULL);
     gi.tools = t;
-    static const ca_specialized all[11] = {CA_SPEC_QWEN3_CODER, CA_SPEC_MINISTRAL_3, CA_SPEC_GPT_OSS,
+    static const ca_specialized all[12] = {CA_SPEC_QWEN3_CODER, CA_SPEC_MINISTRAL_3, CA_SPEC_GPT_OSS,
                                            CA_SPEC_FUNCTIONARY_V3_2, CA_SPEC_KIMI_K2, CA_SPEC_DEEPSEEK_V3_2,
                                            CA_SPEC_COHERE2MOE, CA_SPEC_MUSE_GLIMMER, CA_SPEC_LING3, CA_SPEC_MINICPM5,
-                                           CA_SPEC_GIGACHAT_V3};
-    for (size_t i = 0; i < 11; i++) {
+                                           CA_SPEC_GIGACHAT_V3, CA_SPEC_MINIMAX_M3};
+    for (size_t i = 0; i < 12; i++) {
         CHECK_INT(chat_gen_specialized(all[i], "", 0, &gi, &p, err, sizeof err), CHAT_GEN_ERROR);
         CHECK_STR(err, "JSON schema error at #/properties/x: unrecognized type strin");
         chat_gen_free(&p);
