@@ -340,3 +340,62 @@ TEST(chat_spec_refusals)
     chat_gen_free(&p);
     json_free(t);
 }
+
+/* hostile tools and schemas: every init answers OK, or ERROR with a reason (no crash, no leak under ASan) */
+TEST(chat_spec_hostile_inputs)
+{
+    static const char *const tools[] = {
+        "[1, \"x\", null, [], {}]",
+        "[{\"type\":\"function\"}]",
+        "[{\"type\":\"function\",\"function\":{}}]",
+        "[{\"type\":\"function\",\"function\":{\"name\":7}}]",
+        "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":\"x\"}}]",
+        "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"properties\":[1,2]}}}]",
+        "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":7}}}}]",
+        "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":"
+        "{\"a\":{\"anyOf\":[]}},\"required\":\"a\"}}}]",
+        "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":"
+        "{\"a\":{\"type\":[\"array\",\"object\"],\"items\":{\"type\":\"object\",\"properties\":{\"b\":{\"type\":[]}}}}}}}}]",
+        "[{\"type\":\"function\",\"function\":{\"name\":\"\\u0000\\\"<|x|>\",\"parameters\":{\"type\":\"object\",\"properties\":"
+        "{\"\":{\"type\":\"object\",\"properties\":{\"z\":{\"$ref\":\"#/nope\"}}}}}}}]",
+    };
+    static const ca_specialized all[] = {
+        CA_SPEC_MINISTRAL_3, CA_SPEC_GPT_OSS, CA_SPEC_MUSE_GLIMMER, CA_SPEC_FUNCTIONARY_V3_2, CA_SPEC_KIMI_K2,
+        CA_SPEC_KIMI_K3, CA_SPEC_LING3, CA_SPEC_COHERE2MOE, CA_SPEC_LFM2, CA_SPEC_LFM2_5, CA_SPEC_GIGACHAT_V3,
+        CA_SPEC_MINIMAX_M3, CA_SPEC_DEEPSEEK_V3_2, CA_SPEC_GEMMA4, CA_SPEC_GEMMA4_OUTDATED, CA_SPEC_MINICPM5,
+        CA_SPEC_TRANSLATE_GEMMA, CA_SPEC_QWEN3_CODER};
+    size_t ok = 0, refused = 0;
+    for (size_t t = 0; t < sizeof tools / sizeof *tools; t++) {
+        char err[512];
+        json_value *tv = json_parse(tools[t], strlen(tools[t]), err, sizeof err);
+        CHECK(tv != NULL);
+        if (!tv) continue;
+        for (size_t k = 0; k < sizeof all / sizeof *all; k++) {
+            for (int choice = 0; choice < 2; choice++) {
+                chat_gen_inputs gi;
+                memset(&gi, 0, sizeof gi);
+                gi.tools = tv;
+                gi.tool_choice = choice ? CHAT_TOOL_CHOICE_REQUIRED : CHAT_TOOL_CHOICE_AUTO;
+                gi.parallel_tool_calls = choice;
+                gi.reasoning_format = CHAT_REASONING_AUTO;
+                gi.generation_prompt = "<think>";
+                gi.generation_prompt_len = 7;
+                chat_gen_params p;
+                err[0] = 0;
+                int rc = chat_gen_specialized(all[k], "<think>", 7, &gi, &p, err, sizeof err);
+                if (rc == CHAT_GEN_OK) {
+                    ok++;
+                    CHECK(p.arena.root != PEG_INVALID);
+                } else {
+                    refused++;
+                    if (rc != CHAT_GEN_ERROR || !err[0])
+                        test_fail(__FILE__, __LINE__, "tools %zu init %d: rc %d, err \"%s\"", t, (int)all[k], rc, err);
+                }
+                chat_gen_free(&p);
+            }
+        }
+        json_free(tv);
+    }
+    CHECK_INT(ok, 200);
+    CHECK_INT(refused, 160);
+}
