@@ -34,15 +34,15 @@ SYNTH = [
     ("synthetic/translate_gemma.jinja",
      "{#- [source_lang_code] [target_lang_code] -#}{% for m in messages %}<start_of_turn>{{ m.role }}\n"
      "{{ m.content }}<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"),
+    ("synthetic/k2_horizon.jinja",
+     "{#- <|ifm|im_start|> <ifm|tool_calls> -#}{% for m in messages %}<|ifm|im_start|>{{ m.role }}\n{{ m.content }}"
+     "<|ifm|im_end|>{% endfor %}{% if add_generation_prompt %}<|ifm|im_start|>assistant\n{% endif %}"),
     # not ported: refused with the reason
     ("synthetic/llm_jp_harmony.jinja",
      "{#- chat_format=llm-jp-harmony-v1 -#}{% for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>"
      "{% endfor %}{% if add_generation_prompt %}<|start|>assistant{% endif %}"),
-    ("synthetic/k2_horizon.jinja",
-     "{#- <|ifm|im_start|> <ifm|tool_calls> -#}{% for m in messages %}<|ifm|im_start|>{{ m.role }}\n{{ m.content }}"
-     "<|ifm|im_end|>{% endfor %}{% if add_generation_prompt %}<|ifm|im_start|>assistant\n{% endif %}"),
 ]
-PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe", "muse_glimmer", "kimi_k3", "ling3", "minicpm5", "lfm2", "lfm2_5", "minimax_m3", "translate_gemma"}
+PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe", "muse_glimmer", "kimi_k3", "ling3", "minicpm5", "lfm2", "lfm2_5", "minimax_m3", "translate_gemma", "k2_horizon"}
 FIELDS = ["format"] + ocg.FIELDS
 # the variants whose answers are parsed too (oracle_peg's, with their prefix flag)
 PARSED = {v[0] for v in op.VARIANTS}
@@ -99,6 +99,13 @@ OWN = {
         "]<]minimax[>[<item>false]<]minimax[>[</item>]<]minimax[>[</flags>\n]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>",
         "</mm:think>Text.]<]minimax[>[<tool_call>]<]minimax[>[<invoke name=\"get_weather\">]<]minimax[>[<city>Paris]<]minimax[>[</city>"
         "]<]minimax[>[</invoke>]<]minimax[>[</tool_call>",
+    ],
+    "k2_horizon": [
+        "<ifm|think>Hm.</ifm|think>Sure.<ifm|tool_calls><ifm|tool_call>get_weather\n<ifm|arg_key>city</ifm|arg_key>"
+        "<ifm|arg_value>Paris</ifm|arg_value></ifm|tool_call></ifm|tool_calls>",
+        "<ifm|tool_calls><ifm|tool_call>add\n <ifm|arg_key>b</ifm|arg_key><ifm|arg_value>2.5</ifm|arg_value>"
+        " <ifm|arg_key>a</ifm|arg_key><ifm|arg_value>1</ifm|arg_value></ifm|tool_call> <ifm|tool_call>get_weather\n"
+        "<ifm|arg_key>city</ifm|arg_key><ifm|arg_value>Oslo</ifm|arg_value></ifm|tool_call></ifm|tool_calls>",
     ],
     "gigachat_v3": ["Sure.<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"add\", \"arguments\": " + A + "}"],
     "deepseek_v3_2": [
