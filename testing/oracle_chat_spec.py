@@ -37,12 +37,11 @@ SYNTH = [
     ("synthetic/k2_horizon.jinja",
      "{#- <|ifm|im_start|> <ifm|tool_calls> -#}{% for m in messages %}<|ifm|im_start|>{{ m.role }}\n{{ m.content }}"
      "<|ifm|im_end|>{% endfor %}{% if add_generation_prompt %}<|ifm|im_start|>assistant\n{% endif %}"),
-    # not ported: refused with the reason
     ("synthetic/llm_jp_harmony.jinja",
      "{#- chat_format=llm-jp-harmony-v1 -#}{% for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>"
      "{% endfor %}{% if add_generation_prompt %}<|start|>assistant{% endif %}"),
 ]
-PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe", "muse_glimmer", "kimi_k3", "ling3", "minicpm5", "lfm2", "lfm2_5", "minimax_m3", "translate_gemma", "k2_horizon"}
+PORTED = {"qwen3_coder", "ministral_3", "gpt_oss", "functionary_v3_2", "kimi_k2", "deepseek_v3_2", "gemma4", "gemma4_outdated", "gigachat_v3", "cohere2moe", "muse_glimmer", "kimi_k3", "ling3", "minicpm5", "lfm2", "lfm2_5", "minimax_m3", "translate_gemma", "k2_horizon", "llm_jp_harmony"}
 FIELDS = ["format"] + ocg.FIELDS
 # the variants whose answers are parsed too (oracle_peg's, with their prefix flag)
 PARSED = {v[0] for v in op.VARIANTS}
@@ -106,6 +105,11 @@ OWN = {
         "<ifm|tool_calls><ifm|tool_call>add\n <ifm|arg_key>b</ifm|arg_key><ifm|arg_value>2.5</ifm|arg_value>"
         " <ifm|arg_key>a</ifm|arg_key><ifm|arg_value>1</ifm|arg_value></ifm|tool_call> <ifm|tool_call>get_weather\n"
         "<ifm|arg_key>city</ifm|arg_key><ifm|arg_value>Oslo</ifm|arg_value></ifm|tool_call></ifm|tool_calls>",
+    ],
+    "llm_jp_harmony": [
+        "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Sunny.",
+        "<|channel|>analysis<|message|>Think.<|end|><|start|> assistant to=functions.get_weather<|channel|>commentary json<|message|>" + W,
+        "<|channel|> commentary to=functions.add <|constrain|> json<|message|> " + A,
     ],
     "gigachat_v3": ["Sure.<|message_sep|>\n\nfunction call<|role_sep|>\n{\"name\": \"add\", \"arguments\": " + A + "}"],
     "deepseek_v3_2": [
@@ -211,7 +215,6 @@ def main():
         spec = [x for x in spec if only in x[0]]
     s.check("templates: the ported parsers take at least 25", len(spec) >= 25 or only, f"{len(spec)}")
 
-    # not ported: refused with the reason
     got = op.run_frames(driver, [{"template": t, "inputs": {}, "generation_prompt": ""} for _, t, _ in other])
     for (name, _, sp), (tag, body) in zip(other, got):
         s.check(f"{name} ({sp}) refused", tag == "UNSUP" and sp.encode() in body, f"{tag} {body[:200]!r}")

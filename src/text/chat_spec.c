@@ -47,6 +47,7 @@ int chat_gen_specialized(ca_specialized s, const char *tmpl, size_t len, const c
     case CA_SPEC_MINIMAX_M3: rc = chat_spec_minimax_m3(&c); break;
     case CA_SPEC_TRANSLATE_GEMMA: rc = chat_spec_translate_gemma(&c); break;
     case CA_SPEC_K2_HORIZON: rc = chat_spec_k2_horizon(&c); break;
+    case CA_SPEC_LLM_JP_HARMONY: rc = chat_spec_llm_jp_harmony(&c); break;
     case CA_SPEC_NONE:
         snprintf(err, errlen, "the template takes no specialised parser: chat_gen builds its parser");
         return CHAT_GEN_ERROR;

@@ -77,6 +77,7 @@ int chat_spec_minicpm5(csp_ctx *c);
 int chat_spec_lfm2(csp_ctx *c, int tool_list_tokens);
 int chat_spec_minimax_m3(csp_ctx *c);
 int chat_spec_k2_horizon(csp_ctx *c);
+int chat_spec_llm_jp_harmony(csp_ctx *c);
 int chat_spec_translate_gemma(csp_ctx *c);      /* in chat_spec_util.c */
 
 #endif
