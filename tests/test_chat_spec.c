@@ -204,6 +204,27 @@ static const tcs_row TCS_ROWS[] = {
      "<mm:think>Hm.</mm:think>]<]minimax[>[<tool_call>]<]minimax[>[<invoke name=\"get_weather\">]<]minimax[>[<city>Paris]<]minimax[>[</city>]<]minimax[>[<days>3]<]minimax[>[</days>]<]minimax[>[</invoke>]<]minimax[>[</tool_call>",
      "{\"role\":\"assistant\",\"content\":\"\",\"reasoning_content\":\"Hm.\",\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\",\\\"days\\\":3}\",\"id\":\"\"}]}",
      "1|<mm:think>|</mm:think>|]<]minimax[>[ <tool_call> </tool_call> <mm:think> </mm:think>"},
+    {CA_SPEC_K2_HORIZON, "", "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}], \"tool_choice\": \"auto\", \"reasoning_format\": \"auto\", \"thinking_disabled\": false}", "<|ifm|im_start|>assistant\n",
+     "44e98d5f911fb809456c39245042dba4c4317aefd2159d79ba5ba7421b8bd9b7", 0, 1,
+     "1 <ifm|tool_calls>",
+     "c89c8918f2fd6c7a6adeb8e6b5956c1e0e7f43bfcf7217e80105d5d5671ebdfa",
+     "<ifm|think>Hm.</ifm|think>Ok.<ifm|tool_calls><ifm|tool_call>get_weather\n<ifm|arg_key>city</ifm|arg_key><ifm|arg_value>Paris</ifm|arg_value><ifm|arg_key>days</ifm|arg_key><ifm|arg_value>3</ifm|arg_value></ifm|tool_call></ifm|tool_calls>",
+     "{\"role\":\"assistant\",\"content\":\"Ok.\",\"reasoning_content\":\"Hm.\",\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\",\\\"days\\\":3}\",\"id\":\"\"}]}",
+     "1|<ifm|think>|</ifm|think>|</ifm|think> <ifm|think> <ifm|tool_calls> </ifm|tool_calls> <ifm|tool_call> </ifm|tool_call> <ifm|arg_key> </ifm|arg_key> <ifm|arg_type> </ifm|arg_type> <ifm|arg_value> </ifm|arg_value>"},
+    {CA_SPEC_LLM_JP_HARMONY, "", "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}], \"tool_choice\": \"auto\", \"reasoning_format\": \"auto\", \"thinking_disabled\": false}", "<|start|>assistant",
+     "ed8a73774d1b969ccfe906763e9ee1278a9569157a9a2cada3f1b77855c6c6b8", 0, 1,
+     "2 ^\\s+to$\n2 ^<\\|channel\\|>\\s*(?:commentary|analysis)\\s+to=functions$\n2 <\\|start\\|>\\s*assistant(\\s+to)\n2 <\\|start\\|>\\s*assistant(<\\|channel\\|>\\s*(?:commentary|analysis)\\s+to)",
+     "0b815c7e89f5118fe5fe91bb4135564a9000e3f8433464285556c13051e15bd2",
+     "<|channel|>analysis<|message|>Hm.<|end|><|start|> assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}",
+     "{\"role\":\"assistant\",\"content\":\"\",\"reasoning_content\":\"Hm.\",\"tool_calls\":[{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\",\"id\":\"\"}]}",
+     "1|<|channel|>analysis<|message|>|<|end|>|<|channel|> <|constrain|> <|message|> <|start|> <|end|>"},
+    {CA_SPEC_TRANSLATE_GEMMA, "", "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}], \"tool_choice\": \"required\", \"thinking_disabled\": false}", "<start_of_turn>model\n",
+     "{\"parsers\":[{\"type\":\"literal\",\"literal\":\"<start_of_turn>model\\n\"},{\"type\":\"until\",\"delimiters\":[]},{\"type\":\"tag\",\"child\":1,\"tag\":\"content\"},{\"type\":\"space\"},{\"type\":\"sequence\",\"children\":[0,3,2]}],\"rules\":{},\"root\":4}", 1, 0,
+     "",
+     "",
+     "Bonjour",
+     "{\"role\":\"assistant\",\"content\":\"Bonjour\",\"reasoning_content\":\"\",\"tool_calls\":[]}",
+     "0|||"},
 };
 
 static void tcs_sha(const char *p, size_t n, char hex[65])
@@ -307,11 +328,8 @@ TEST(chat_spec_refusals)
     memset(&gi, 0, sizeof gi);
     chat_gen_params p;
     char err[256];
-    CHECK_INT(chat_gen_specialized(CA_SPEC_LLM_JP_HARMONY, "", 0, &gi, &p, err, sizeof err), CHAT_GEN_UNSUPPORTED);
-    CHECK_STR(err, "b11669's specialised chat parser common_chat_params_init_llm_jp_harmony is not ported yet");
-    chat_gen_free(&p);
-    CHECK_INT(chat_gen_specialized(CA_SPEC_K2_HORIZON, "", 0, &gi, &p, err, sizeof err), CHAT_GEN_UNSUPPORTED);
-    CHECK_STR(err, "b11669's specialised chat parser common_chat_params_init_k2_horizon is not ported yet");
+    CHECK_INT(chat_gen_specialized((ca_specialized)99, "", 0, &gi, &p, err, sizeof err), CHAT_GEN_UNSUPPORTED);
+    CHECK_STR(err, "no specialised chat parser of b11669 has the number 99");
     chat_gen_free(&p);
     CHECK_INT(chat_gen_specialized(CA_SPEC_NONE, "", 0, &gi, &p, err, sizeof err), CHAT_GEN_ERROR);
     CHECK_STR(err, "the template takes no specialised parser: chat_gen builds its parser");
@@ -363,7 +381,7 @@ TEST(chat_spec_hostile_inputs)
         CA_SPEC_MINISTRAL_3, CA_SPEC_GPT_OSS, CA_SPEC_MUSE_GLIMMER, CA_SPEC_FUNCTIONARY_V3_2, CA_SPEC_KIMI_K2,
         CA_SPEC_KIMI_K3, CA_SPEC_LING3, CA_SPEC_COHERE2MOE, CA_SPEC_LFM2, CA_SPEC_LFM2_5, CA_SPEC_GIGACHAT_V3,
         CA_SPEC_MINIMAX_M3, CA_SPEC_DEEPSEEK_V3_2, CA_SPEC_GEMMA4, CA_SPEC_GEMMA4_OUTDATED, CA_SPEC_MINICPM5,
-        CA_SPEC_TRANSLATE_GEMMA, CA_SPEC_QWEN3_CODER};
+        CA_SPEC_TRANSLATE_GEMMA, CA_SPEC_QWEN3_CODER, CA_SPEC_LLM_JP_HARMONY, CA_SPEC_K2_HORIZON};
     size_t ok = 0, refused = 0;
     for (size_t t = 0; t < sizeof tools / sizeof *tools; t++) {
         char err[512];
@@ -396,6 +414,6 @@ TEST(chat_spec_hostile_inputs)
         }
         json_free(tv);
     }
-    CHECK_INT(ok, 200);
-    CHECK_INT(refused, 160);
+    CHECK_INT(ok, 216);
+    CHECK_INT(refused, 184);
 }

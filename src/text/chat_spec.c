@@ -52,8 +52,7 @@ int chat_gen_specialized(ca_specialized s, const char *tmpl, size_t len, const c
         snprintf(err, errlen, "the template takes no specialised parser: chat_gen builds its parser");
         return CHAT_GEN_ERROR;
     default:
-        snprintf(err, errlen, "b11669's specialised chat parser common_chat_params_init_%s is not ported yet",
-                 chat_specialized_name(s));
+        snprintf(err, errlen, "no specialised chat parser of b11669 has the number %d", (int)s);
         return CHAT_GEN_UNSUPPORTED;
     }
     if (rc == CHAT_GEN_OK && out->arena.oom) { snprintf(err, errlen, "out of memory"); return CHAT_GEN_ERROR; }
