@@ -100,10 +100,10 @@ void chat_gen_free(chat_gen_params *p);
  * template's source and the request's inputs (in->generation_prompt is the
  * caller's render, as for chat_gen; for ministral_3 b11669 renders it over
  * its adjusted messages -- the thinking blocks -- which the caller must do).
- * Ported: every init but CA_SPEC_LLM_JP_HARMONY and CA_SPEC_K2_HORIZON,
- * which give CHAT_GEN_UNSUPPORTED with the reason (docs/modules/chat_spec.md
- * lists what the caller renders around each init: rewritten messages, the
- * Gemma 4 generation-prompt override).
+ * Every init is ported; a number that is none gives CHAT_GEN_UNSUPPORTED
+ * with the reason (docs/modules/chat_spec.md lists what the caller renders
+ * around each init: rewritten messages, the Gemma 4 generation-prompt
+ * override).
  * CA_SPEC_NONE: CHAT_GEN_ERROR (chat_gen takes those). *out is initialised
  * here in every case; free it with chat_gen_free. */
 int chat_gen_specialized(ca_specialized s, const char *tmpl, size_t len, const chat_gen_inputs *in,
