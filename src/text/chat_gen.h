@@ -52,8 +52,8 @@ typedef struct {
     size_t generation_prompt_len;
     int thinking_disabled;              /* b11669's enable_thinking false (the request's chat_template_kwargs
                                            enable_thinking: false); 0 is its default, true. Read by the
-                                           specialised deepseek_v3_2 only (the others see it through the
-                                           generation prompt) */
+                                           specialised deepseek_v3_2 and minimax_m3 only (the others see it
+                                           through the generation prompt) */
 } chat_gen_inputs;
 
 enum { CHAT_GRAMMAR_TRIGGER_WORD = 1, CHAT_GRAMMAR_TRIGGER_PATTERN = 2 };   /* b11669's type numbers */
