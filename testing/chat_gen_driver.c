@@ -1,18 +1,20 @@
 /*
  * chat_gen_driver.c -- bankml's side of testing/oracle_chat_gen.py:
- * chat_specialized + chat_analyze + chat_gen (src/text/chat_gen.c) and
+ * chat_specialized, then chat_gen_specialized (src/text/chat_spec*.c) or
+ * chat_analyze + chat_gen (src/text/chat_gen.c), and
  * peg_build_grammar of the arena, in the fields testing/kit_chat.cpp prints.
  *
  * Input on stdin: frames "<decimal length>\n<JSON>", each {"template", "caps"
  * (the nine jinja::caps booleans), "bos", "eos", "generation_prompt",
  * "inputs": {"tools", "tool_choice", "parallel_tool_calls",
- * "reasoning_format", "json_schema"}}. Output per frame:
- *   "OK <n>\n{"parser", "grammar", "grammar_lazy", "grammar_triggers",
+ * "reasoning_format", "json_schema", "enable_thinking"}}. Output per frame:
+ *   "OK <n>\n{"format", "parser", "grammar", "grammar_lazy", "grammar_triggers",
  *     "preserved_tokens", "additional_stops", "supports_thinking",
  *     "thinking_start_tag", "thinking_end_tags", "generation_prompt"}\n"
  *   "UNSUP <n>\n<reason>\n"   chat_gen does not reproduce this yet
  *   "ERR <n>\n<reason>\n"     analysis or generation failed
- *   "SPEC <n>\n<name>\n"      a specialised parser takes the template
+ * A template chat_specialized names goes to chat_gen_specialized instead of
+ * chat_analyze + chat_gen (caps unused).
  */
 #include "base/json.h"
 #include "sampling/peg_grammar.h"
@@ -58,17 +60,7 @@ static void one(const json_value *j) {
                       flag(cj, "supports_reasoning_effort", 0), flag(cj, "supports_string_content", 0),
                       flag(cj, "supports_typed_content", 0), flag(cj, "supports_object_arguments", 0)};
     ca_specialized spec = chat_specialized(t->str, t->len);
-    if (spec != CA_SPEC_NONE) {
-        const char *nm = chat_specialized_name(spec);
-        put("SPEC", nm, strlen(nm));
-        return;
-    }
     char err[512];
-    chat_analysis a;
-    if (chat_analyze(t->str, t->len, &caps, str(j, "bos", ""), str(j, "eos", ""), &a, err, sizeof err) != 0) {
-        put("ERR", err, strlen(err));
-        return;
-    }
     chat_gen_inputs gi;
     memset(&gi, 0, sizeof gi);
     gi.tools = json_get(in, "tools");
@@ -83,19 +75,31 @@ static void one(const json_value *j) {
     const json_value *gp = json_get(j, "generation_prompt");
     gi.generation_prompt = gp ? gp->str : "";
     gi.generation_prompt_len = gp ? gp->len : 0;
+    gi.thinking_disabled = !flag(in, "enable_thinking", 1);
+    chat_analysis a;
+    memset(&a, 0, sizeof a);
     chat_gen_params p;
-    int rc = chat_gen(&a, &gi, &p, err, sizeof err);
+    int rc;
+    if (spec != CA_SPEC_NONE) {
+        rc = chat_gen_specialized(spec, t->str, t->len, &gi, &p, err, sizeof err);
+    } else {
+        if (chat_analyze(t->str, t->len, &caps, str(j, "bos", ""), str(j, "eos", ""), &a, err, sizeof err) != 0) {
+            put("ERR", err, strlen(err));
+            return;
+        }
+        rc = chat_gen(&a, &gi, &p, err, sizeof err);
+    }
     if (rc != CHAT_GEN_OK) {
         put(rc == CHAT_GEN_UNSUPPORTED ? "UNSUP" : "ERR", err, strlen(err));
         chat_gen_free(&p);
-        chat_analysis_free(&a);
+        if (spec == CA_SPEC_NONE) chat_analysis_free(&a);
         return;
     }
     jbuf arena, b;
     jbuf_init(&arena);
     jbuf_init(&b);
     peg_save(&p.arena, &arena);
-    jbuf_puts(&b, "{\"parser\":");
+    jbuf_printf(&b, "{\"format\":\"%s\",\"parser\":", chat_format_name(p.format));
     json_put_str(&b, arena.p ? arena.p : "", arena.len);
     jbuf_puts(&b, ",\"grammar\":");
     char *g = NULL;
@@ -114,7 +118,7 @@ static void one(const json_value *j) {
     put_list(&b, "additional_stops", p.additional_stops, p.nstops);
     jbuf_printf(&b, ",\"supports_thinking\":%s,\"thinking_start_tag\":", p.supports_thinking ? "true" : "false");
     json_put_cstr(&b, p.thinking_start_tag);
-    put_list(&b, "thinking_end_tags", &p.thinking_end_tag, p.thinking_end_tag ? 1 : 0);
+    put_list(&b, "thinking_end_tags", p.thinking_end_tags, p.nthinking_end_tags);
     jbuf_puts(&b, ",\"generation_prompt\":");
     json_put_str(&b, p.generation_prompt, p.generation_prompt_len);
     jbuf_putc(&b, '}');
@@ -122,7 +126,7 @@ static void one(const json_value *j) {
     jbuf_free(&b);
     jbuf_free(&arena);
     chat_gen_free(&p);
-    chat_analysis_free(&a);
+    if (spec == CA_SPEC_NONE) chat_analysis_free(&a);
 }
 
 int main(void) {

@@ -237,6 +237,8 @@ void chat_gen_free(chat_gen_params *p)
     free(p->additional_stops);
     free(p->thinking_start_tag);
     free(p->thinking_end_tag);
+    for (size_t i = 0; i < p->nthinking_end_tags; i++) free(p->thinking_end_tags[i]);
+    free(p->thinking_end_tags);
     free(p->generation_prompt);
     memset(p, 0, sizeof *p);
     peg_init(&p->arena);
@@ -252,6 +254,7 @@ int chat_gen(const chat_analysis *an, const chat_gen_inputs *in, chat_gen_params
 {
     memset(out, 0, sizeof *out);
     peg_init(&out->arena);
+    out->format = CHAT_FORMAT_PEG_NATIVE;
     int has_tools = cg_has_tools(in), has_schema = cg_has_schema(in);
     int tool_parser = !has_schema && has_tools && in->tool_choice != CHAT_TOOL_CHOICE_NONE &&
                       an->jinja_caps.supports_tool_calls;
@@ -341,8 +344,13 @@ int chat_gen(const chat_analysis *an, const chat_gen_inputs *in, chat_gen_params
     if (out->supports_thinking) {
         char *e = cg_trim(&an->reasoning.end);
         if (!e) return cg_fail(err, errlen, "out of memory");
-        if (e[0]) out->thinking_end_tag = e;
-        else free(e);
+        if (e[0]) {
+            out->thinking_end_tag = e;
+            if (cg_push_str(&out->thinking_end_tags, &out->nthinking_end_tags, e, strlen(e)))
+                return cg_fail(err, errlen, "out of memory");
+        } else {
+            free(e);
+        }
     }
     return CHAT_GEN_OK;
 }

@@ -22,7 +22,7 @@
  * (no shared template's analysis gives them). Not taken: a continued final
  * message (continue_final_message changes the generation prompt; the caller
  * passes the plain one). The specialised parsers (chat_specialized() !=
- * CA_SPEC_NONE) are not here.
+ * CA_SPEC_NONE) are chat_gen_specialized's (chat_spec*.c), below.
  */
 #ifndef BANKML_CHAT_GEN_H
 #define BANKML_CHAT_GEN_H
@@ -31,6 +31,7 @@
 
 #include "base/json.h"
 #include "text/chat_analyze.h"
+#include "text/chat_peg.h"
 #include "text/peg.h"
 
 /* b11669's common_chat_tool_choice */
@@ -49,6 +50,10 @@ typedef struct {
     const char *generation_prompt;      /* common_chat_template_generation_prompt: the render with
                                            add_generation_prompt minus the render without it */
     size_t generation_prompt_len;
+    int thinking_disabled;              /* b11669's enable_thinking false (the request's chat_template_kwargs
+                                           enable_thinking: false); 0 is its default, true. Read by the
+                                           specialised deepseek_v3_2 and minimax_m3 only (the others see it
+                                           through the generation prompt) */
 } chat_gen_inputs;
 
 enum { CHAT_GRAMMAR_TRIGGER_WORD = 1, CHAT_GRAMMAR_TRIGGER_PATTERN = 2 };   /* b11669's type numbers */
@@ -60,6 +65,8 @@ typedef struct {
 
 typedef struct {
     peg_arena arena;                    /* built (peg_build done): read-only from here */
+    chat_format format;                 /* chat_peg_parse's format (CHAT_FORMAT_PEG_NATIVE but for the
+                                           specialised parsers with their own mapper) */
     int has_grammar;                    /* a grammar goes with the answer (tools or response_format) */
     int grammar_lazy;                   /* ... constraining only after a trigger */
     chat_gen_trigger *triggers;
@@ -70,7 +77,10 @@ typedef struct {
     size_t nstops;
     int supports_thinking;
     char *thinking_start_tag;           /* "" when none */
-    char *thinking_end_tag;             /* NULL: thinking_end_tags is [] */
+    char *thinking_end_tag;             /* NULL: thinking_end_tags is []; else its first */
+    char **thinking_end_tags;           /* b11669's thinking_end_tags, in its order (the autoparser gives
+                                           one; Qwen3.5 "\n</think>", "</think>", "<tool_call>") */
+    size_t nthinking_end_tags;
     char *generation_prompt;            /* as given (no continuation yet) */
     size_t generation_prompt_len;
 } chat_gen_params;
@@ -84,5 +94,19 @@ enum { CHAT_GEN_OK = 0, CHAT_GEN_UNSUPPORTED = 1, CHAT_GEN_ERROR = -1 };
  * CHAT_GEN_ERROR with the reason (out of memory, the arena does not build). */
 int chat_gen(const chat_analysis *a, const chat_gen_inputs *in, chat_gen_params *out, char *err, size_t errlen);
 void chat_gen_free(chat_gen_params *p);
+
+/* b11669's common_chat_params_init_<s> (common/parsers/<name>.cpp) for a template
+ * chat_specialized(tmpl, len) named s: the same fields as chat_gen, from the
+ * template's source and the request's inputs (in->generation_prompt is the
+ * caller's render, as for chat_gen; for ministral_3 b11669 renders it over
+ * its adjusted messages -- the thinking blocks -- which the caller must do).
+ * Every init is ported; a number that is none gives CHAT_GEN_UNSUPPORTED
+ * with the reason (docs/modules/chat_spec.md lists what the caller renders
+ * around each init: rewritten messages, the Gemma 4 generation-prompt
+ * override).
+ * CA_SPEC_NONE: CHAT_GEN_ERROR (chat_gen takes those). *out is initialised
+ * here in every case; free it with chat_gen_free. */
+int chat_gen_specialized(ca_specialized s, const char *tmpl, size_t len, const chat_gen_inputs *in,
+                         chat_gen_params *out, char *err, size_t errlen);
 
 #endif

@@ -35,6 +35,23 @@ int chat_gen_schema_node_text(const json_value *root, const json_value *schema, 
 /* common_chat_schema::may_be_string of the node built from schema ($ref resolved in root; a
  * cycle is no string) */
 int chat_gen_schema_may_be_string(const json_value *root, const json_value *schema);
+/* common_chat_schema::value_type, as bit numbers of value_types' mask */
+enum { CHAT_SCHEMA_NULL, CHAT_SCHEMA_BOOLEAN, CHAT_SCHEMA_NUMBER, CHAT_SCHEMA_INTEGER, CHAT_SCHEMA_STRING,
+       CHAT_SCHEMA_ARRAY, CHAT_SCHEMA_OBJECT };
+#define CHAT_SCHEMA_ALL_TYPES 0x7fu
+/* common_chat_schema::value_types of the node built from schema ($ref resolved in root; a cycle
+ * contributes no type; number is number|integer; an any node is every type): a mask of
+ * 1 << CHAT_SCHEMA_* */
+unsigned chat_gen_schema_value_types(const json_value *root, const json_value *schema);
+/* common_chat_schema::node_kind of the node build_node makes from schema (a valid one), with
+ * type_override standing for its "type" (an alternative of a type list: NULL for none) */
+enum { CHAT_SK_ANY, CHAT_SK_REF, CHAT_SK_ANY_OF, CHAT_SK_ALL_OF, CHAT_SK_CONST, CHAT_SK_ENUM, CHAT_SK_NULL,
+       CHAT_SK_BOOLEAN, CHAT_SK_NUMBER, CHAT_SK_INTEGER, CHAT_SK_STRING, CHAT_SK_ARRAY, CHAT_SK_TUPLE, CHAT_SK_OBJECT };
+int chat_gen_schema_kind(const json_value *schema, const json_value *type_override);
+/* may_be_string and the node's text for a type-list alternative (type_override NULL: the plain ones) */
+int chat_gen_schema_may_be_string_typed(const json_value *root, const json_value *schema, const json_value *type_override);
+int chat_gen_schema_node_text_typed(const json_value *root, const json_value *schema, const json_value *type_override,
+                                    jbuf *out, char *err, size_t errlen);
 /* the node built from a valid schema is an object (foreach_parameter's dynamic_cast) */
 int chat_gen_schema_is_object(const json_value *schema);
 

@@ -518,3 +518,160 @@ int chat_gen_schema_is_object(const json_value *schema)
     if (!strcmp(tn, "object")) return cs_has_props(schema) || !json_get(schema, "allOf");
     return 0;
 }
+
+/* ---- value_types, on the schema as build_node reads it ---- */
+
+static unsigned cs_json_type(const json_value *v)
+{
+    switch (v->type) {
+    case JSON_NULL: return 1u << CHAT_SCHEMA_NULL;
+    case JSON_TRUE: case JSON_FALSE: return 1u << CHAT_SCHEMA_BOOLEAN;
+    case JSON_NUMBER: return 1u << (cs_is_int_text(v) ? CHAT_SCHEMA_INTEGER : CHAT_SCHEMA_NUMBER);
+    case JSON_STRING: return 1u << CHAT_SCHEMA_STRING;
+    case JSON_ARRAY: return 1u << CHAT_SCHEMA_ARRAY;
+    case JSON_OBJECT: return 1u << CHAT_SCHEMA_OBJECT;
+    }
+    return 0;
+}
+
+static unsigned cs_types(cs_walk *w, const json_value *sc, const json_value *type_override);
+
+static unsigned cs_all_of_types(cs_walk *w, const json_value *all)
+{
+    unsigned t = CHAT_SCHEMA_ALL_TYPES;
+    for (size_t i = 0; all->type == JSON_ARRAY && i < all->n; i++) t &= cs_types(w, all->items[i], NULL);
+    return t;
+}
+
+static unsigned cs_types(cs_walk *w, const json_value *sc, const json_value *type_override)
+{
+    if (!sc || sc->type != JSON_OBJECT) return 0;
+    const json_value *v, *type = type_override ? type_override : json_get(sc, "type");
+    if ((v = json_get(sc, "$ref"))) {
+        if (v->type != JSON_STRING || strncmp(v->str, "#/", 2)) return 0;
+        for (size_t i = 0; i < w->n; i++) if (!strcmp(w->refs[i], v->str)) return 0;   /* a cycle: no type */
+        if (w->n == 64) return 0;
+        char e[64];
+        cs_state s;
+        memset(&s, 0, sizeof s);
+        s.root = w->root;
+        s.err = e;
+        s.errlen = sizeof e;
+        const json_value *t = cs_resolve(&s, v->str, "#");
+        if (!t) return 0;
+        w->refs[w->n++] = v->str;
+        unsigned r = cs_types(w, t, NULL);
+        w->n--;
+        return r;
+    }
+    unsigned r = 0;
+    if ((v = json_get(sc, "oneOf")) || (v = json_get(sc, "anyOf"))) {
+        for (size_t i = 0; v->type == JSON_ARRAY && i < v->n; i++) r |= cs_types(w, v->items[i], NULL);
+        return r;
+    }
+    if (type && type->type == JSON_ARRAY) {
+        for (size_t i = 0; i < type->n; i++) r |= cs_types(w, sc, type->items[i]);
+        return r;
+    }
+    if ((v = json_get(sc, "const"))) return cs_json_type(v);
+    if ((v = json_get(sc, "enum"))) {
+        for (size_t i = 0; v->type == JSON_ARRAY && i < v->n; i++) r |= cs_json_type(v->items[i]);
+        return r;
+    }
+    const char *tn = type && type->type == JSON_STRING ? type->str : "";
+    const json_value *all = json_get(sc, "allOf");
+    if (!tn[0]) {
+        if (cs_has_props(sc)) return 1u << CHAT_SCHEMA_OBJECT;
+        if (all) return cs_all_of_types(w, all);
+        if (json_get(sc, "items") || json_get(sc, "prefixItems")) return 1u << CHAT_SCHEMA_ARRAY;
+        if (json_get(sc, "pattern") || json_get(sc, "minLength") || json_get(sc, "maxLength") || cs_format(sc))
+            return 1u << CHAT_SCHEMA_STRING;
+        return CHAT_SCHEMA_ALL_TYPES;
+    }
+    if (!strcmp(tn, "object")) return !cs_has_props(sc) && all ? cs_all_of_types(w, all) : 1u << CHAT_SCHEMA_OBJECT;
+    if (!strcmp(tn, "string")) return all ? cs_all_of_types(w, all) : 1u << CHAT_SCHEMA_STRING;
+    if (!strcmp(tn, "array")) return 1u << CHAT_SCHEMA_ARRAY;
+    if (!strcmp(tn, "integer")) return 1u << CHAT_SCHEMA_INTEGER;
+    if (!strcmp(tn, "number")) return 1u << CHAT_SCHEMA_NUMBER | 1u << CHAT_SCHEMA_INTEGER;
+    if (!strcmp(tn, "boolean")) return 1u << CHAT_SCHEMA_BOOLEAN;
+    if (!strcmp(tn, "null")) return 1u << CHAT_SCHEMA_NULL;
+    return 0;
+}
+
+unsigned chat_gen_schema_value_types(const json_value *root, const json_value *schema)
+{
+    cs_walk w;
+    memset(&w, 0, sizeof w);
+    w.root = root;
+    return cs_types(&w, schema, NULL);
+}
+
+/* ---- the node's kind and its typed variants (for walkers over the typed node) ---- */
+
+int chat_gen_schema_kind(const json_value *sc, const json_value *type_override)
+{
+    if (!sc || sc->type != JSON_OBJECT) return CHAT_SK_ANY;
+    const json_value *type = type_override ? type_override : json_get(sc, "type");
+    if (json_get(sc, "$ref")) return CHAT_SK_REF;
+    if (json_get(sc, "oneOf") || json_get(sc, "anyOf")) return CHAT_SK_ANY_OF;
+    if (type && type->type == JSON_ARRAY) return CHAT_SK_ANY_OF;
+    if (json_get(sc, "const")) return CHAT_SK_CONST;
+    if (json_get(sc, "enum")) return CHAT_SK_ENUM;
+    const char *tn = type && type->type == JSON_STRING ? type->str : "";
+    const json_value *all = json_get(sc, "allOf"), *items = json_get(sc, "items");
+    int tuple = (items && items->type == JSON_ARRAY) || (!items && json_get(sc, "prefixItems"));
+    if (!tn[0]) {
+        if (cs_has_props(sc)) return CHAT_SK_OBJECT;
+        if (all) return CHAT_SK_ALL_OF;
+        if (items || json_get(sc, "prefixItems")) return tuple ? CHAT_SK_TUPLE : CHAT_SK_ARRAY;
+        if (json_get(sc, "pattern") || json_get(sc, "minLength") || json_get(sc, "maxLength") || cs_format(sc))
+            return CHAT_SK_STRING;
+        return CHAT_SK_ANY;
+    }
+    if (!strcmp(tn, "object")) return !cs_has_props(sc) && all ? CHAT_SK_ALL_OF : CHAT_SK_OBJECT;
+    if (!strcmp(tn, "string")) return all ? CHAT_SK_ALL_OF : CHAT_SK_STRING;
+    if (!strcmp(tn, "array")) return tuple ? CHAT_SK_TUPLE : CHAT_SK_ARRAY;
+    if (!strcmp(tn, "integer")) return CHAT_SK_INTEGER;
+    if (!strcmp(tn, "number")) return CHAT_SK_NUMBER;
+    if (!strcmp(tn, "boolean")) return CHAT_SK_BOOLEAN;
+    if (!strcmp(tn, "null")) return CHAT_SK_NULL;
+    return CHAT_SK_ANY;
+}
+
+int chat_gen_schema_may_be_string_typed(const json_value *root, const json_value *schema, const json_value *type_override)
+{
+    cs_walk w;
+    memset(&w, 0, sizeof w);
+    w.root = root;
+    return cs_may_string(&w, schema, type_override);
+}
+
+int chat_gen_schema_node_text_typed(const json_value *root, const json_value *schema, const json_value *type_override,
+                                    jbuf *out, char *err, size_t errlen)
+{
+    if (!type_override) return chat_gen_schema_node_text(root, schema, out, err, errlen);
+    cs_state s;
+    memset(&s, 0, sizeof s);
+    s.root = root;
+    s.err = err;
+    s.errlen = errlen;
+    jbuf_init(&s.defs);
+    jbuf body;
+    jbuf_init(&body);
+    int rc = cs_node(&s, schema, type_override, "#", &body);
+    if (rc == 0) {
+        if (s.defs.len) {
+            body.len--;
+            if (body.len > 1) jbuf_putc(&body, ',');
+            jbuf_puts(&body, "\"$defs\":{");
+            jbuf_put(&body, s.defs.p, s.defs.len);
+            jbuf_puts(&body, "}}");
+        }
+        jbuf_put(out, body.p, body.len);
+    }
+    jbuf_free(&body);
+    jbuf_free(&s.defs);
+    for (size_t i = 0; i < s.nseen; i++) free(s.seen[i]);
+    free(s.seen);
+    return rc;
+}
