@@ -3,7 +3,8 @@
 {"prompt_string": ...}, multimodal_data refused, [] refused, an array without integers as several prompts
 (tokenize_input_prompts), each malformed shape with its words; several prompts run one task after another:
 not streamed an array of answers with their index (response_fields applied to each), streamed each task's
-events in turn with "data: null" between them; GET /slots equal after each request (task ids included). With -np 2 bankml refuses several
+events in turn with "data: null" between them, and the same on /v1/completions (one choice per prompt, the first
+task's usage); GET /slots equal after each request (task ids included). With -np 2 bankml refuses several
 prompts (their tasks would share batches), and several prompts of which one exceeds the context or has invalid tokens
 (llama-server's answer is then a race between its reader's cancel and its loop).
 
@@ -26,7 +27,8 @@ if p.returncode != 0:
     oracle.skip_all(f"bankml pin --write failed: {p.stdout.strip()}", S)
 
 CLOCK = ("prompt_ms", "prompt_per_token_ms", "prompt_per_second", "predicted_ms", "predicted_per_token_ms",
-         "predicted_per_second", "t_prompt_processing", "t_token_generation", "created", "id", "time_ms")
+         "predicted_per_second", "t_prompt_processing", "t_token_generation", "created", "id", "time_ms",
+         "system_fingerprint")
 X = "x " * 600
 
 SHAPES = ["Once upon", "", [""], ["Once"], [1, 2, 3], [[]], [[1, 2, 3], [4, 5]], [[1, 2], "Once"], ["a", 5, "b"],
@@ -87,6 +89,29 @@ def t_fields(L, B):
         slots(L, B, label + " streamed")
 
 
+def t_v1(L, B):
+    """/v1/completions reads the same prompts: several are one choice each (their index), not streamed with the
+    first task's usage and timings, streamed each task's chunks with "data: null" between and one [DONE]."""
+    cases = [{"prompt": ["Once upon", "The dog ran far away into the"], "max_tokens": 3, "temperature": 0},
+             {"prompt": ["Once upon", "The dog", "A cat"], "max_tokens": 4, "temperature": 0.9, "seed": 5,
+              "logprobs": 2},
+             {"prompt": [[1, 403], "The dog"], "max_tokens": 3, "temperature": 0, "stop": [" a"]},
+             {"prompt": ["Once upon"], "max_tokens": 3, "temperature": 0},
+             {"prompt": ["Once upon", "The dog"], "max_tokens": 3, "temperature": 0, "return_progress": True},
+             {"prompt": ["Once upon", "The dog"], "max_tokens": 0, "temperature": 0}]
+    for body in cases:
+        label = f"/v1/completions {str(body['prompt'])[:40]} {str({k: v for k, v in body.items() if k != 'prompt'})[:50]}"
+        S.equal(label, untimed(list(B.post("/v1/completions", body))), untimed(list(L.post("/v1/completions", body))))
+        slots(L, B, label)
+        sb = dict(body, stream=True)
+        S.equal(label + " streamed", untimed(list(B.stream("/v1/completions", sb))),
+                untimed(list(L.stream("/v1/completions", sb))))
+        slots(L, B, label + " streamed")
+    st, js = B.post("/v1/completions", {"prompt": ["Once upon", [1, 99999]], "max_tokens": 3})
+    S.equal("/v1/completions: one prompt failing refused as on /completion",
+            [st, js.get("error", {}).get("message", "").split(":")[0]], [400, "prompt 2 of 2 has invalid tokens"])
+
+
 def t_racy(L, B):
     for pr, words in RACY:
         for extra in ({}, {"stream": True}):
@@ -104,10 +129,15 @@ try:
             oracle.Server.bankml(MODEL, ctx=512, extra=["--fork", FORK] + flags, name="bankml-prompts") as B:
         S.run("prompt shapes", t_shapes, L, B)
         S.run("several prompts with other fields", t_fields, L, B)
+        S.run("several prompts on /v1/completions", t_v1, L, B)
         S.run("several prompts, one failing", t_racy, L, B)   # last: llama-server's slot is then timing's
     with oracle.Server.bankml(MODEL, ctx=512, extra=["--fork", FORK, "-np", "2"], name="bankml-prompts-np2") as B:
         st, js = B.post("/completion", {"prompt": ["Once upon", "The dog"], "n_predict": 2})
         S.equal("-np 2: several prompts refused with the reason", [st, js.get("error", {}).get("message", "")[:58]],
+                [400, "several prompts with more than one slot are not reproduced"])
+        st, js = B.post("/v1/completions", {"prompt": ["Once upon", "The dog"], "max_tokens": 2})
+        S.equal("-np 2: several prompts on /v1/completions refused too",
+                [st, js.get("error", {}).get("message", "")[:58]],
                 [400, "several prompts with more than one slot are not reproduced"])
         st, js = B.post("/completion", {"prompt": ["Once upon"], "n_predict": 2, "temperature": 0})
         S.equal("-np 2: one prompt in a list served", [st, js.get("content") if isinstance(js, dict) else js],

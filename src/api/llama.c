@@ -440,13 +440,8 @@ static const json_value *response_fields(const json_value *body)
 static void run_prompts(llama_api *api, engine_model *m, sctx *c, engine_request *rq, const llama_pre *pre,
                         const llama_prompts *ps, jbuf *tparams)
 {
-    for (size_t i = 0; ps->count > 1 && i < ps->count; i++) {
-        if (ps->n[i] < engine_model_n_ctx(m) && llama_prompt_valid(m, ps->ids[i], ps->n[i])) continue;
-        char msg[400];
-        snprintf(msg, sizeof msg, "prompt %zu of %zu %s: llama-server would run the prompts before it, answer that "
-                 "task's error and cancel the others while its loop may already have started the next one (what its "
-                 "slot holds afterwards depends on timing), so bankml refuses the request; send only valid prompts",
-                 i + 1, ps->count, ps->n[i] >= engine_model_n_ctx(m) ? "exceeds the context" : "has invalid tokens");
+    char msg[600];
+    if (llama_prompts_check(m, ps, msg, sizeof msg) != 0) {
         llama_reply_err(c->resp, 400, msg);
         return;
     }
@@ -553,11 +548,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
         engine_task_ids(api->e, 1);   /* b11669 takes the task's id before it reads the fields */
         llama_reply_err(resp, 400, err);
     } else if (llama_prompt_list(m, &pre, resp, &ps) == 0) {
-        if (ps.count > 1 && engine_model_n_slots(m) > 1) {
-            llama_reply_err(resp, 400, "several prompts with more than one slot are not reproduced: llama-server runs "
-                                       "their tasks at once in shared batches, whose bits bankml does not reproduce; "
-                                       "serve with -np 1 or send one prompt per request");
-        } else {
+        {
             sctx c;
             memset(&c, 0, sizeof c);
             jbuf_init(&c.raw);

@@ -34,6 +34,10 @@ typedef struct {
     jbuf raw;                  /* text released so far */
     jbuf sent;                 /* parsed content sent so far */
     jbuf ev;
+    int index;                 /* /v1/completions: the prompt's index (its choice's) */
+    int more;                  /* /v1/completions, streamed: tasks follow this one (no [DONE] yet) */
+    jbuf *choices;             /* /v1/completions, several prompts, not streamed: the choices joined here */
+    jbuf *tail;                /* and the first task's members after them (usage, id, timings) */
 } cx;
 
 /* ------------------------------------------------------------------ events */
@@ -192,7 +196,7 @@ static int cx_on_token(void *ud, const engine_token *t, int stop_now, const engi
     jbuf_reset(&c->ev);
     jbuf_puts(&c->ev, "{\"choices\":[{\"text\":");
     json_put_str_nl(&c->ev, t->text, t->text_len);
-    jbuf_puts(&c->ev, ",\"index\":0,\"logprobs\":");
+    jbuf_printf(&c->ev, ",\"index\":%d,\"logprobs\":", c->index);
     if (c->rq->sp.n_probs > 0) {
         jbuf_puts(&c->ev, "{\"content\":");
         llama_put_probs(&c->ev, c->m, t, 0, 1);
@@ -227,7 +231,8 @@ static int cx_on_progress(void *ud, const engine_progress *p, const engine_resul
         resp_head(c, "response.in_progress");
     } else {
         jbuf_reset(&c->ev);
-        jbuf_puts(&c->ev, "{\"choices\":[{\"text\":\"\",\"index\":0,\"logprobs\":null,\"finish_reason\":null}]");
+        jbuf_printf(&c->ev, "{\"choices\":[{\"text\":\"\",\"index\":%d,\"logprobs\":null,\"finish_reason\":null}]",
+                    c->index);
         cmpl_tail(c);
         jbuf_printf(&c->ev, ",\"id\":\"%s\"}", c->id);
     }
@@ -256,32 +261,55 @@ static void put_stop_sequence(cx *c, jbuf *b, const engine_result *g)
     else jbuf_puts(b, "null");
 }
 
-static void cmpl_final(cx *c, const engine_result *g)
+/* One choice of /v1/completions' final answer. */
+static void cmpl_choice(cx *c, const engine_result *g, jbuf *b)
 {
-    jbuf_reset(&c->ev);
-    jbuf_puts(&c->ev, "{\"choices\":[{\"text\":");
-    if (c->rq->stream) jbuf_puts(&c->ev, "\"\"");
-    else json_put_str_nl(&c->ev, g->text.p ? g->text.p : "", g->text.len);
-    jbuf_puts(&c->ev, ",\"index\":0,\"logprobs\":");
+    jbuf_puts(b, "{\"text\":");
+    if (c->rq->stream) jbuf_puts(b, "\"\"");
+    else json_put_str_nl(b, g->text.p ? g->text.p : "", g->text.len);
+    jbuf_printf(b, ",\"index\":%d,\"logprobs\":", c->index);
     if (!c->rq->stream && c->rq->sp.n_probs > 0 && g->n_probs_out) {
-        jbuf_puts(&c->ev, "{\"content\":");
-        llama_put_probs(&c->ev, c->m, g->probs, 0, llama_probs_kept(c->m, c->rq, g));
-        jbuf_putc(&c->ev, '}');
+        jbuf_puts(b, "{\"content\":");
+        llama_put_probs(b, c->m, g->probs, 0, llama_probs_kept(c->m, c->rq, g));
+        jbuf_putc(b, '}');
     } else {
-        jbuf_puts(&c->ev, "null");
+        jbuf_puts(b, "null");
     }
-    jbuf_printf(&c->ev, ",\"finish_reason\":\"%s\"}]", engine_finish(g));
+    jbuf_printf(b, ",\"finish_reason\":\"%s\"}", engine_finish(g));
+}
+
+/* The members after the choices: created, model, ..., usage, id, timings. */
+static void cmpl_after(cx *c, const engine_result *g)
+{
     cmpl_tail(c);
     jbuf_puts(&c->ev, ",\"usage\":");
     llama_put_usage(&c->ev, g);
     jbuf_printf(&c->ev, ",\"id\":\"%s\",\"timings\":", c->id);
     llama_put_timings(&c->ev, g);
     jbuf_putc(&c->ev, '}');
+}
+
+static void cmpl_final(cx *c, const engine_result *g)
+{
+    jbuf_reset(&c->ev);
+    if (c->choices) {   /* several prompts, not streamed: b11669 answers the first task's usage and timings */
+        if (c->choices->len) jbuf_putc(c->choices, ',');
+        cmpl_choice(c, g, c->choices);
+        if (!c->tail->len) {
+            cmpl_after(c, g);
+            jbuf_put(c->tail, c->ev.p, c->ev.len);
+        }
+        return;
+    }
+    jbuf_puts(&c->ev, "{\"choices\":[");
+    cmpl_choice(c, g, &c->ev);
+    jbuf_putc(&c->ev, ']');
+    cmpl_after(c, g);
     if (!c->rq->stream) {
         serve_reply_json(c->resp, 200, &c->ev);
         return;
     }
-    if (cx_send(c, NULL) != 0) return;
+    if (cx_send(c, NULL) != 0 || c->more) return;
     jbuf_reset(&c->ev);
     jbuf_puts(&c->ev, "[DONE]");
     cx_send(c, NULL);
@@ -413,6 +441,107 @@ static void resp_final(cx *c, const engine_result *g)
  * count_only: the prompt's length alone, 1 as /v1/messages/count_tokens
  * answers it, 2 as /chat/completions/input_tokens and
  * /v1/responses/input_tokens do ("object": "response.input_tokens"). */
+/* One task of a run: its slot chosen, its checks, the engine's run and the
+ * answer in kind's shape. 0, or -1 when it answered an error (the run
+ * stops there). */
+static int cx_task(engine *e, engine_model *m, const llama_pre *pre, engine_request *rq, const int32_t *ids,
+                   size_t n_ids, cx *c, jbuf *tparams)
+{
+    engine_select(e, m, ids, n_ids, rq->id_slot);
+    rq->selected = 1;
+    jbuf_reset(tparams);
+    llama_task_params(m, pre, rq, tparams);
+    rq->task_params = tparams->p;
+    rq->task_params_len = tparams->len;
+    if (!llama_prompt_valid(m, ids, n_ids)) {
+        engine_task_ids(e, 2);   /* the slot's launch refuses it: the task's id and one more, measured */
+        llama_reply_err(c->resp, 400, "Prompt contains invalid tokens");
+        return -1;
+    }
+    if (n_ids >= engine_model_n_ctx(m)) {
+        engine_task_refused(e, m, rq);
+        llama_reply_exceed_ctx(c->resp, n_ids, engine_model_n_ctx(m));
+        return -1;
+    }
+    if (c->index > 0 && rq->stream && !rq->return_progress && n_ids) {
+        /* the begin partial b11669 sends as a later task starts */
+        jbuf_reset(&c->ev);
+        jbuf_puts(&c->ev, "null");
+        if (cx_send(c, NULL) != 0) return -1;
+    }
+    engine_result g;
+    engine_error er = {0};
+    engine_sink sink = {cx_on_token, cx_gone, c, cx_on_progress};
+    jbuf_reset(&c->raw);
+    jbuf_reset(&c->sent);
+    rq->prompt = ids;
+    rq->n_prompt = n_ids;
+    int rc = 0;
+    if (engine_complete(e, m, rq, &sink, &g, &er) != 0) {
+        if (!c->began) {
+            llama_reply_err(c->resp, 500, er.msg);
+        } else {
+            jbuf_reset(&c->ev);
+            jbuf_puts(&c->ev, "{\"error\":");
+            json_put_cstr_nl(&c->ev, er.msg);
+            jbuf_putc(&c->ev, '}');
+            cx_send(c, c->kind == CX_CMPL ? NULL : "error");
+        }
+        rc = -1;
+    } else if (!g.gone) {
+        if (c->kind == CX_CMPL) cmpl_final(c, &g);
+        else if (c->kind == CX_ANTHROPIC) anthropic_final(c, &g);
+        else resp_final(c, &g);
+    } else {
+        rc = -1;
+    }
+    engine_result_free(&g);
+    return rc;
+}
+
+/* The prompts' tasks one after another on the slot (/v1/completions' array
+ * of prompts: b11669 -np 1 runs the tasks it posted at once in order, each
+ * its choice with its index; not streamed, the choices joined with the
+ * first task's usage and timings; streamed, each task's chunks in turn with
+ * "data: null" before the later ones, one [DONE]). */
+static void cx_tasks(engine *e, engine_model *m, const llama_pre *pre, engine_request *rq, const llama_prompts *ps,
+                     cx *c, jbuf *tparams)
+{
+    jbuf choices, tail;
+    jbuf_init(&choices);
+    jbuf_init(&tail);
+    int64_t first = ps->count > 1 ? engine_task_ids(e, (int)ps->count) : -1;
+    if (ps->count > 1 && !rq->stream) {
+        c->choices = &choices;
+        c->tail = &tail;
+    }
+    int ok = 1;
+    for (size_t i = 0; i < ps->count && ok; i++) {
+        rq->id_task = first >= 0 ? first + (int64_t)i : -1;
+        rq->n_tasks = (int)ps->count;
+        c->index = (int)i;
+        c->more = i + 1 < ps->count;
+        ok = cx_task(e, m, pre, rq, ps->ids[i], ps->n[i], c, tparams) == 0;
+    }
+    if (ok && c->choices) {
+        jbuf out;
+        jbuf_init(&out);
+        jbuf_puts(&out, "{\"choices\":[");
+        jbuf_put(&out, choices.p ? choices.p : "", choices.len);
+        jbuf_putc(&out, ']');
+        jbuf_put(&out, tail.p ? tail.p : "", tail.len);
+        serve_reply_json(c->resp, 200, &out);
+        jbuf_free(&out);
+    }
+    jbuf_free(&choices);
+    jbuf_free(&tail);
+}
+
+/* Runs body (a completion request, or the chat request a translation
+ * made) on the model `named` asks for, answering in kind's shape.
+ * count_only: the prompt's length alone, 1 as /v1/messages/count_tokens
+ * answers it, 2 as /chat/completions/input_tokens and
+ * /v1/responses/input_tokens do ("object": "response.input_tokens"). */
 static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_resp *resp, const json_value *body,
                    const json_value *named, cx_kind kind, int count_only)
 {
@@ -420,10 +549,10 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
     int status;
     llama_pre pre;
     engine_request rq;
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
+    llama_prompts ps;
     engine_model *m;
     jbuf tparams;
+    memset(&ps, 0, sizeof ps);
     jbuf_init(&tparams);
     engine_request_init(&rq);
     if (llama_read_pre(body, kind != CX_CMPL, &pre, &status, err, sizeof err) != 0) {
@@ -440,73 +569,43 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
         llama_reply_err(resp, 400, "a conversation ending with an assistant message (prefill) is not reproduced on "
                                    "this route yet with Jinja (b11669's answer parser starts the content with the "
                                    "prefill); /v1/chat/completions answers it");
-    } else if (llama_prompt_ids(m, &pre, resp, &ids, &n_ids) != 0) {
+    } else if (llama_prompt_list(m, &pre, resp, &ps) != 0) {
         /* answered */
     } else if (count_only) {
         jbuf out;
         jbuf_init(&out);
-        jbuf_printf(&out, "{\"input_tokens\":%zu%s}", n_ids,
+        jbuf_printf(&out, "{\"input_tokens\":%zu%s}", ps.count ? ps.n[0] : 0,
                     count_only == 2 ? ",\"object\":\"response.input_tokens\"" : "");
         serve_reply_json(resp, 200, &out);
         jbuf_free(&out);
+    } else if (llama_prompts_check(m, &ps, err, sizeof err) != 0) {
+        llama_reply_err(resp, 400, err);
     } else {
-        engine_select(e, m, ids, n_ids, rq.id_slot);
-        rq.selected = 1;
-        llama_task_params(m, &pre, &rq, &tparams);
-        rq.task_params = tparams.p;
-        rq.task_params_len = tparams.len;
-        if (!llama_prompt_valid(m, ids, n_ids)) {
-            engine_task_ids(e, 2);   /* the slot's launch refuses it: the task's id and one more, measured */
-            llama_reply_err(resp, 400, "Prompt contains invalid tokens");
-        } else if (n_ids >= engine_model_n_ctx(m)) {
-            engine_task_refused(e, m, &rq);
-            llama_reply_exceed_ctx(resp, n_ids, engine_model_n_ctx(m));
-        } else {
-            cx c;
-            engine_result g;
-            engine_error er = {0};
-            engine_sink sink = {cx_on_token, cx_gone, &c, cx_on_progress};
-            memset(&c, 0, sizeof c);
-            jbuf_init(&c.raw);
-            jbuf_init(&c.sent);
-            jbuf_init(&c.ev);
-            c.resp = resp;
-            c.req = req;
-            c.m = m;
-            c.rq = &rq;
-            c.kind = kind;
-            c.model_name = llama_model_name(e, m);
-            memcpy(c.id, kind == CX_RESP ? "resp_" : "chatcmpl-", kind == CX_RESP ? 5 : 9);
-            llama_random_id(c.id + (kind == CX_RESP ? 5 : 9), 33);
-            memcpy(c.item_id, "msg_", 4);
-            llama_random_id(c.item_id + 4, 33);
-            rq.prompt = ids;
-            rq.n_prompt = n_ids;
-            if (engine_complete(e, m, &rq, &sink, &g, &er) != 0) {
-                if (!c.began) llama_reply_err(resp, 500, er.msg);
-                else {
-                    jbuf_reset(&c.ev);
-                    jbuf_puts(&c.ev, "{\"error\":");
-                    json_put_cstr_nl(&c.ev, er.msg);
-                    jbuf_putc(&c.ev, '}');
-                    cx_send(&c, kind == CX_CMPL ? NULL : "error");
-                }
-            } else if (!g.gone) {
-                if (kind == CX_CMPL) cmpl_final(&c, &g);
-                else if (kind == CX_ANTHROPIC) anthropic_final(&c, &g);
-                else resp_final(&c, &g);
-            }
-            engine_result_free(&g);
-            jbuf_free(&c.raw);
-            jbuf_free(&c.sent);
-            jbuf_free(&c.ev);
-        }
+        cx c;
+        memset(&c, 0, sizeof c);
+        jbuf_init(&c.raw);
+        jbuf_init(&c.sent);
+        jbuf_init(&c.ev);
+        c.resp = resp;
+        c.req = req;
+        c.m = m;
+        c.rq = &rq;
+        c.kind = kind;
+        c.model_name = llama_model_name(e, m);
+        memcpy(c.id, kind == CX_RESP ? "resp_" : "chatcmpl-", kind == CX_RESP ? 5 : 9);
+        llama_random_id(c.id + (kind == CX_RESP ? 5 : 9), 33);
+        memcpy(c.item_id, "msg_", 4);
+        llama_random_id(c.item_id + 4, 33);
+        cx_tasks(e, m, &pre, &rq, &ps, &c, &tparams);
+        jbuf_free(&c.raw);
+        jbuf_free(&c.sent);
+        jbuf_free(&c.ev);
     }
     engine_release(e, lo->keep_ms);
 out:
     engine_request_free(&rq);
     jbuf_free(&tparams);
-    free(ids);
+    llama_prompts_free(&ps);
 }
 
 /* ------------------------------------------------------------------ translations */

@@ -115,13 +115,16 @@ int llama_read_prompts(const engine_model *m, const json_value *pr, llama_prompt
  * in the vocabulary. 1 when they are; else the task fails with "Prompt
  * contains invalid tokens" (400) after its slot was chosen. */
 int llama_prompt_valid(const engine_model *m, const int32_t *ids, size_t n);
+/* Several prompts in one request (two or more) as bankml runs them, one task
+ * after another: refused with the reason when the model has more than one
+ * slot (b11669 batches their tasks together) or when one of them exceeds
+ * the context or has ids outside the vocabulary (b11669's answer then
+ * depends on timing). 0, or -1 with the 400 message. */
+int llama_prompts_check(const engine_model *m, const llama_prompts *ps, char *err, size_t errlen);
 /* A request's prompts: the conversation through the template (pre->chat:
  * always one) and tokenized, or llama_read_prompts'. 0, or -1 after
  * answering the error on resp. */
 int llama_prompt_list(const engine_model *m, const llama_pre *pre, serve_resp *resp, llama_prompts *out);
-/* llama_prompt_list for a route that runs one prompt: several are refused
- * with the reason. *ids malloc'd. 0, or -1 after answering on resp. */
-int llama_prompt_ids(const engine_model *m, const llama_pre *pre, serve_resp *resp, int32_t **ids, size_t *n);
 
 /* ---- the field table (llama_fields.c) ---- */
 

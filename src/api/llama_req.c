@@ -595,6 +595,27 @@ int llama_prompt_valid(const engine_model *m, const int32_t *ids, size_t n)
     return 1;
 }
 
+int llama_prompts_check(const engine_model *m, const llama_prompts *ps, char *err, size_t errlen)
+{
+    if (ps->count < 2) return 0;
+    if (engine_model_n_slots(m) > 1) {
+        bk_err(err, errlen, "several prompts with more than one slot are not reproduced: llama-server runs their "
+                            "tasks at once in shared batches, whose bits bankml does not reproduce; serve with -np 1 "
+                            "or send one prompt per request");
+        return -1;
+    }
+    for (size_t i = 0; i < ps->count; i++) {
+        if (ps->n[i] < engine_model_n_ctx(m) && llama_prompt_valid(m, ps->ids[i], ps->n[i])) continue;
+        bk_err(err, errlen, "prompt %zu of %zu %s: llama-server would run the prompts before it, answer that task's "
+                            "error and cancel the others while its loop may already have started the next one (what "
+                            "its slot holds afterwards depends on timing), so bankml refuses the request; send only "
+                            "valid prompts", i + 1, ps->count,
+               ps->n[i] >= engine_model_n_ctx(m) ? "exceeds the context" : "has invalid tokens");
+        return -1;
+    }
+    return 0;
+}
+
 /* tokenize_mixed: a string tokenized with BOS; an array's strings
  * tokenized (BOS only for a string that comes first) and its other
  * elements read as ids. */
@@ -726,23 +747,4 @@ int llama_prompt_list(const engine_model *m, const llama_pre *pre, serve_resp *r
     }
     if (rc != 0) llama_reply_err(resp, rc == -2 ? 500 : 400, err);   /* -2: --no-jinja without a format */
     return rc;
-}
-
-int llama_prompt_ids(const engine_model *m, const llama_pre *pre, serve_resp *resp, int32_t **ids, size_t *n)
-{
-    llama_prompts ps;
-    *ids = NULL;
-    *n = 0;
-    if (llama_prompt_list(m, pre, resp, &ps) != 0) return -1;
-    if (ps.count != 1) {
-        llama_prompts_free(&ps);
-        llama_reply_err(resp, 400, "several prompts in one request are not reproduced on this route yet (llama-server "
-                                   "runs one task per prompt); send them one per request");
-        return -1;
-    }
-    *ids = ps.ids[0];
-    *n = ps.n[0];
-    free(ps.ids);
-    free(ps.n);
-    return 0;
 }
