@@ -56,6 +56,8 @@ typedef struct llama_api_opts_s {
     int slots;                 /* --slots (the default); --no-slots: GET /slots answers llama-server's 501 */
     int props;                 /* --props (refused by the command line today): POST /props allowed, else 501 */
     const char *slot_save_path;   /* --slot-save-path / --slot-dir, ending with '/': slot files go there; NULL: 501 */
+    int verbose;               /* -v/--verbose or -lv over 9: a request's `verbose` defaults to true (b11669's
+                                  params_base.verbosity > 9), so chat and /v1/completions answers carry __verbose */
 } llama_api_opts;
 
 /* With --sleep-idle-seconds: builds /props once with the startup model
