@@ -12,6 +12,7 @@
 
 #include "base/base.h"
 #include "base/log.h"
+#include "base/progress.h"
 
 static struct {
     pthread_mutex_t mu;
@@ -148,6 +149,7 @@ static void log_emit(int level, const char *type, const char *msg, const bk_log_
             col = level == BK_LOG_ERROR ? "\033[31m" : level == BK_LOG_WARN ? "\033[35m" : "\033[33m";
             end = "\033[0m";
         }
+        if (!json) bk_progress_interrupt();   /* a progress line on the terminal is erased first */
         if (json) {
             fprintf(stdout, "%s\n", j.p);
             fflush(stdout);
