@@ -406,7 +406,7 @@ def t_http():
         ring = status.pop("log", None) if isinstance(status, dict) else None
         S.equal("GET /bankml/status (no Accept): /bankml's JSON and the log", (st_s, status), b.get("/bankml"))
         S.check("GET /bankml/status: the log ring holds this server's request lines", isinstance(ring, list) and
-                any(x.get("type") == "request" and x.get("route") == "/bankml/ui/chat.css" and x.get("status") == 200
+                any(x.get("type") == "request" and x.get("route") == "/bankml/ui/chat.js" and x.get("status") == 200
                     for x in ring), oracle.short(str(ring)))
         st, body = b.get("/bankml/status", headers=html)
         S.check("GET /bankml/status (Accept: text/html): the status page", st == 200
