@@ -565,6 +565,9 @@ struct serve_resp {
     char model[160];        /* serve_resp_note's, for the log */
     size_t n_prompt, n_completion, n_cache;
     int noted;
+    const char *log_name;   /* the server's serve_opts.log_name: one line per request, or NULL */
+    const serve_req *req;   /* the request, for its line */
+    int logged;             /* its line was written */
 };
 
 void serve_resp_note(serve_resp *resp, const char *model, size_t prompt, size_t completion, size_t cache_n)
@@ -684,6 +687,8 @@ static void put_head(serve_resp *resp, jbuf *h, int status, const char *ctype, i
     jbuf_puts(h, "Connection: close\r\n\r\n");
 }
 
+static void serve_log_request(serve_resp *resp);
+
 int serve_reply(serve_resp *resp, int status, const char *content_type, const void *body, size_t len)
 {
     jbuf h;
@@ -692,6 +697,7 @@ int serve_reply(serve_resp *resp, int status, const char *content_type, const vo
     resp->sent = 1;
     resp->status = status;
     if (status >= 400 && !resp->head_only) serve_note_reason(resp, body, len);
+    serve_log_request(resp);   /* before the bytes: a client's next request is logged after this one */
     jbuf_init(&h);
     put_head(resp, &h, status, content_type, 1, len);
     if (h.oom) { jbuf_free(&h); resp->failed = 1; return -1; }
@@ -1286,8 +1292,11 @@ static int read_head(serve_server *s, conn *c, char **bufp, size_t *len,
 /* The request's log line: route, status, the completion's note, the time
  * from its arrival, a refusal's words. Health checks and scrapes at debug
  * level (pollers would bury the rest), refusals at warn, 5xx at error. */
-static void serve_log_request(const serve_server *s, const serve_req *r, const serve_resp *resp)
+static void serve_log_request(serve_resp *resp)
 {
+    const serve_req *r = resp->req;
+    if (resp->logged || !resp->log_name || !r) return;
+    resp->logged = 1;
     char msg[SERVE_MAX_LINE + 300];
     bk_log_kv kv[9];
     size_t n = 0;
@@ -1296,7 +1305,7 @@ static void serve_log_request(const serve_server *s, const serve_req *r, const s
     int level = resp->status >= 500 ? BK_LOG_ERROR : resp->status >= 400 ? BK_LOG_WARN
               : quiet ? BK_LOG_DEBUG : BK_LOG_INFO;
     if (!bk_log_on(level)) return;
-    snprintf(msg, sizeof msg, "%s: %s %s %d", s->o.log_name, r->method ? r->method : "-", path, resp->status);
+    snprintf(msg, sizeof msg, "%s: %s %s %d", resp->log_name, r->method ? r->method : "-", path, resp->status);
     kv[n++] = (bk_log_kv){.key = "method", .s = r->method ? r->method : "-", .json_only = 1};
     kv[n++] = (bk_log_kv){.key = "route", .s = path, .json_only = 1};
     kv[n++] = (bk_log_kv){.key = "status", .i = resp->status, .json_only = 1};
@@ -1330,6 +1339,8 @@ static void *conn_main(void *arg)
     resp->fd = c->fd;
     resp->write_timeout_ms = s->o.write_timeout_ms;
     resp->stream_bound = s->o.stream_buffer;
+    resp->log_name = s->o.log_name;
+    resp->req = r;
     jbuf_init(&resp->extra);
     jbuf_init(&resp->scratch);
     jbuf_init(&resp->pending);
@@ -1433,7 +1444,7 @@ static void *conn_main(void *arg)
 
 out:
     resp_finish(resp);
-    if (s->o.log_name && resp->status) serve_log_request(s, r, resp);
+    if (resp->status) serve_log_request(resp);   /* a stream's, once it ended; a whole answer's went with it */
     free(body);
     free(buf);
     jbuf_free(&resp->extra);
