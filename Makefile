@@ -95,7 +95,7 @@ FUZZ_SRC_chat_spec := $(wildcard src/text/chat_spec*.c) $(wildcard src/text/chat
                     $(wildcard src/text/template*.c) src/text/peg.c src/text/peg_parse.c src/text/chat_peg.c \
                     src/sampling/peg_grammar.c src/sampling/json_schema.c src/base/json.c src/base/base.c
 FUZZ_SRC_regex   := src/sampling/regex.c src/base/base.c
-FUZZ_SRC_http    := src/api/serve.c src/api/serve_nljson.c src/base/json.c src/base/base.c
+FUZZ_SRC_http    := src/api/serve.c src/api/serve_nljson.c src/base/json.c src/base/log.c src/base/progress.c src/base/base.c
 FUZZ_SRC_template := $(wildcard src/text/template*.c) src/base/json.c src/base/base.c
 FUZZ_SRC_tokenizer := $(wildcard src/text/tokenizer*.c) src/file/gguf.c src/file/ftype.c src/base/json.c src/base/base.c
 

@@ -10,7 +10,7 @@ DATA=$(mktemp /tmp/bench_sha256_data.XXXXXX)
 trap 'rm -f "$BIN" "$DATA"' EXIT INT TERM
 
 $CC -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -O2 -Wall -Wextra -Werror -static \
-    -o "$BIN" testing/bench_sha256.c src/base/sha256.c
+    -pthread -o "$BIN" testing/bench_sha256.c src/base/sha256.c src/base/progress.c src/base/base.c
 head -c 536870912 /dev/urandom > "$DATA"
 
 "$BIN" "$DATA"

@@ -43,7 +43,6 @@ CHAT_TAGS = ("on chat the template's thinking tags replace {} (the chat layer, i
 # (field, refused value, a value b11669 treats as absent, the reason, routes)
 BOTH = (CMPL, CHAT)
 REFUSED = [
-    ("verbose", True, False, "verbose: the __verbose debug member is not reproduced; send the request without it", BOTH),
     ("n_indent", 2, 0, "n_indent: stopping at an indentation limit is not reproduced yet; send the request without it",
      BOTH),
     ("n_cache_reuse", 4, 0, "n_cache_reuse: KV-shifted chunk reuse is not reproduced; send the request without it",
@@ -113,6 +112,10 @@ OTHER = [
     (CMPL, {"n_keep": -2}, 400, "Field 'n_keep': Value must be between -1 <= value <= 2147483647, but got -2"),
     (CMPL, {"n_discard": -1}, 400, "Field 'n_discard': Value must be between 0 <= value <= 2147483647, but got -1"),
     (CMPL, {"n_keep": "x"}, 400, "Field 'n_keep': [json.exception.type_error.302] type must be number, but is string"),
+    (CHAT, {"verbose": 1}, 400, "Field 'verbose': [json.exception.type_error.302] type must be boolean, but is "
+                                "number"),
+    (CMPL, {"verbose": True}, 200, None),
+    (CHAT, {"verbose": True}, 200, None),
     (CHAT, {"ignore_eos": 1}, 400, "Field 'ignore_eos': [json.exception.type_error.302] type must be boolean, but is "
                                    "number"),
     (CMPL, {"return_tokens": "yes"}, 400, "Field 'return_tokens': [json.exception.type_error.302] type must be "

@@ -37,7 +37,8 @@ def build_driver():
         return exe
     exe = os.path.join(ROOT, "build", "serve_driver")
     os.makedirs(os.path.dirname(exe), exist_ok=True)
-    srcs = ["testing/serve_driver.c", "src/api/serve.c", "src/api/serve_nljson.c", "src/base/json.c", "src/base/base.c"]
+    srcs = ["testing/serve_driver.c", "src/api/serve.c", "src/api/serve_nljson.c", "src/base/json.c", "src/base/log.c",
+            "src/base/progress.c", "src/base/base.c"]
     cc = os.environ.get("CC", "gcc")
     flags = ["-std=gnu11", "-D_GNU_SOURCE", "-Iinclude", "-Isrc", "-pthread", "-O2", "-Wall", "-Wextra", "-Werror"]
     flags += os.environ.get("SERVE_CFLAGS", "").split()

@@ -402,7 +402,12 @@ def t_http():
                 got = (r.status, r.headers["Content-Type"], r.read())
             with open(os.path.join(oracle.ROOT, "src", "api", "ui", src), "rb") as f:
                 S.equal(f"GET {path}: src/api/ui/{src} byte for byte", got, (200, ct + "; charset=utf-8", f.read()))
-        S.equal("GET /bankml/status (no Accept): /bankml's JSON", b.get("/bankml/status"), b.get("/bankml"))
+        st_s, status = b.get("/bankml/status")
+        ring = status.pop("log", None) if isinstance(status, dict) else None
+        S.equal("GET /bankml/status (no Accept): /bankml's JSON and the log", (st_s, status), b.get("/bankml"))
+        S.check("GET /bankml/status: the log ring holds this server's request lines", isinstance(ring, list) and
+                any(x.get("type") == "request" and x.get("route") == "/bankml/ui/chat.js" and x.get("status") == 200
+                    for x in ring), oracle.short(str(ring)))
         st, body = b.get("/bankml/status", headers=html)
         S.check("GET /bankml/status (Accept: text/html): the status page", st == 200
                 and "<h1>bankml serve" in body and oracle.sha256_file(DEMO) in body, f"{st} {oracle.short(body)}")

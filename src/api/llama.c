@@ -72,6 +72,10 @@ typedef struct {
     jbuf *collect;             /* several prompts, not streamed: the finals joined here, not sent */
     int replied;               /* an error was answered (or sent): nothing more goes out */
     jbuf prefill;              /* a continued message's content: the non-streamed content starts with it */
+    const llama_pre *pre;      /* the request's reading (its route, a chat's messages) */
+    const int32_t *ids;        /* the running task's prompt */
+    size_t n_ids;
+    const json_value *vfields; /* response_fields for a chat's __verbose (an array of strings), or NULL */
 } sctx;
 
 static int send_event(sctx *c)
@@ -100,19 +104,7 @@ static void chunk_tail(sctx *c)
 static int completion_partial(sctx *c, const engine_token *t, int stop_now, const engine_result *g)
 {
     jbuf_reset(&c->ev);
-    jbuf_printf(&c->ev, "{\"index\":%d,\"content\":", c->index);
-    json_put_str_nl(&c->ev, t->text, t->text_len);
-    jbuf_printf(&c->ev, ",\"tokens\":[%d],\"stop\":false,\"id_slot\":-1,\"tokens_predicted\":%zu,"
-                        "\"tokens_evaluated\":%zu", (int)t->tok, g->n_decoded, g->n_prompt);
-    if (llama_partial_timed(c->rq, stop_now)) {
-        jbuf_puts(&c->ev, ",\"timings\":");
-        llama_put_timings(&c->ev, g);
-    }
-    if (c->rq->sp.n_probs > 0) {
-        jbuf_puts(&c->ev, ",\"completion_probabilities\":");
-        llama_put_probs(&c->ev, c->m, t, 0, 1);
-    }
-    jbuf_putc(&c->ev, '}');
+    llama_put_native_partial(&c->ev, c->m, c->rq, t, stop_now, g, c->index);
     return send_event(c);
 }
 
@@ -212,8 +204,8 @@ static int on_progress(void *ud, const engine_progress *p, const engine_result *
         chunk_tail(c);
     } else {
         jbuf_reset(&c->ev);
-        jbuf_printf(&c->ev, "{\"index\":%d,\"content\":\"\",\"tokens\":[0],\"stop\":false,\"id_slot\":-1,"
-                            "\"tokens_predicted\":%zu,\"tokens_evaluated\":%zu", c->index, g->n_decoded, g->n_prompt);
+        llama_put_native_progress(&c->ev, c->rq, p, g, c->index);
+        return send_event(c);
     }
     if (c->rq->timings_per_token) {
         jbuf_puts(&c->ev, ",\"timings\":");
@@ -225,41 +217,29 @@ static int on_progress(void *ud, const engine_progress *p, const engine_result *
     return send_event(c);
 }
 
-/* /completion's final result (the last event when streaming). */
-static void completion_final(sctx *c, const engine_result *g, const int32_t *ids, size_t n_ids)
+/* The task's /completion object (llama_put_native_final) over c. */
+static void put_native(sctx *c, jbuf *b, const engine_result *g, const json_value *fields)
 {
-    static const char *const st_names[] = {"none", "eos", "word", "limit"};
-    const engine_request *rq = c->rq;
-    char err[256];
-    jbuf out, d;
+    llama_final f = {c->m, c->pre, c->rq, g, c->ids, c->n_ids, c->index, c->has_new_line, c->model_name, fields};
+    llama_put_native_final(b, &f);
+}
+
+/* b11669's __verbose member (the request's `verbose`): the task's
+ * /completion object, response_fields applied. */
+static void put_verbose(sctx *c, jbuf *b, const engine_result *g)
+{
+    if (!c->rq->verbose) return;
+    jbuf_puts(b, ",\"__verbose\":");
+    put_native(c, b, g, c->vfields);
+}
+
+/* /completion's final result (the last event when streaming). */
+static void completion_final(sctx *c, const engine_result *g)
+{
+    jbuf out;
     jbuf_init(&out);
-    jbuf_init(&d);
-    jbuf_printf(&out, "{\"index\":%d,\"content\":", c->index);
-    if (rq->stream) jbuf_puts(&out, "\"\"");
-    else json_put_str_nl(&out, g->text.p ? g->text.p : "", g->text.len);
-    jbuf_puts(&out, ",\"tokens\":[");
-    for (size_t i = 0; !rq->stream && i < g->n_gen_ids; i++) jbuf_printf(&out, i ? ",%d" : "%d", (int)g->gen_ids[i]);
-    jbuf_printf(&out, "],\"id_slot\":%d,\"stop\":true,\"model\":", g->id_slot);
-    json_put_cstr_nl(&out, c->model_name);
-    jbuf_printf(&out, ",\"tokens_predicted\":%zu,\"tokens_evaluated\":%zu,\"generation_settings\":", g->n_decoded,
-                g->n_prompt);
-    llama_put_gen_settings(&out, rq, rq->stream, 0);
-    jbuf_puts(&out, ",\"prompt\":");
-    engine_detokenize(c->m, ids, n_ids, 0, 1, &d, err, sizeof err);
-    json_put_str_nl(&out, d.p ? d.p : "", d.len);
-    jbuf_printf(&out, ",\"has_new_line\":%s,\"truncated\":%s,\"stop_type\":\"%s\",\"stopping_word\":",
-                c->has_new_line ? "true" : "false", g->truncated ? "true" : "false", st_names[g->stop]);
-    if (g->stop == ENGINE_STOP_WORD) json_put_str_nl(&out, rq->stops[g->stop_word], rq->stop_lens[g->stop_word]);
-    else jbuf_puts(&out, "\"\"");
-    jbuf_printf(&out, ",\"tokens_cached\":%zu,\"timings\":", engine_model_n_slot(c->m));
-    llama_put_timings(&out, g);
-    if (!rq->stream && rq->sp.n_probs > 0 && g->n_probs_out) {
-        jbuf_puts(&out, ",\"completion_probabilities\":");
-        llama_put_probs(&out, c->m, g->probs, 0, llama_probs_kept(c->m, rq, g));
-    }
-    jbuf_putc(&out, '}');
-    if (c->fields) llama_select_fields(&out, c->fields);
-    if (rq->stream) {
+    put_native(c, &out, g, c->fields);
+    if (c->rq->stream) {
         jbuf_reset(&c->ev);
         jbuf_put(&c->ev, out.p, out.len);
         send_event(c);
@@ -269,7 +249,6 @@ static void completion_final(sctx *c, const engine_result *g, const int32_t *ids
     } else {
         serve_reply_json(c->resp, 200, &out);
     }
-    jbuf_free(&d);
     jbuf_free(&out);
 }
 
@@ -313,7 +292,9 @@ static void chat_final(sctx *c, const engine_result *g)
     json_put_cstr_nl(&out, c->model_name);
     jbuf_puts(&out, ",\"system_fingerprint\":\"" LLAMA_FINGERPRINT "\",\"object\":\"chat.completion\",\"usage\":");
     llama_put_usage(&out, g);
-    jbuf_printf(&out, ",\"id\":\"%s\",\"timings\":", c->id);
+    jbuf_printf(&out, ",\"id\":\"%s\"", c->id);
+    put_verbose(c, &out, g);
+    jbuf_puts(&out, ",\"timings\":");
     llama_put_timings(&out, g);
     jbuf_puts(&out, ",\"bankml_receipt\":");
     {
@@ -353,6 +334,7 @@ static void chat_stream_end(sctx *c, const engine_result *g)
     jbuf_printf(&c->ev, "{\"choices\":[{\"finish_reason\":\"%s\",\"index\":0,\"delta\":{}}]", engine_finish(g));
     chunk_tail(c);
     if (c->rq->include_usage) {
+        put_verbose(c, &c->ev, g);   /* b11669: on the first of the final chunks, timings on the last */
         jbuf_putc(&c->ev, '}');
         if (send_event(c) != 0) return;
         jbuf_reset(&c->ev);
@@ -363,6 +345,7 @@ static void chat_stream_end(sctx *c, const engine_result *g)
     }
     jbuf_puts(&c->ev, ",\"timings\":");
     llama_put_timings(&c->ev, g);
+    if (!c->rq->include_usage) put_verbose(c, &c->ev, g);
     jbuf_puts(&c->ev, ",\"bankml_receipt\":");
     {
         jbuf lpa;
@@ -384,11 +367,15 @@ static void chat_stream_end(sctx *c, const engine_result *g)
 /* The completion in the slot, and its answer. */
 static int run_completion(engine *e, engine_model *m, sctx *c, engine_request *rq, const int32_t *ids, size_t n_ids)
 {
+    c->ids = ids;
+    c->n_ids = n_ids;
     engine_result g;
     engine_error er = {0};
     engine_sink sink = {on_token, client_gone, c, on_progress};
     int rc = 0;
-    if (engine_complete(e, m, rq, &sink, &g, &er) != 0) {
+    int failed = engine_complete(e, m, rq, &sink, &g, &er) != 0;
+    serve_resp_note(c->resp, c->model_name, g.n_prompt, g.n_decoded, g.n_cached);   /* the request's log line */
+    if (failed) {
         rc = -1;
         c->replied = 1;
         if (c->began) {
@@ -409,7 +396,7 @@ static int run_completion(engine *e, engine_model *m, sctx *c, engine_request *r
             llama_reply_err(c->resp, 500, er.msg);
         }
     } else if (!g.gone) {
-        if (!c->chat) completion_final(c, &g, ids, n_ids);
+        if (!c->chat) completion_final(c, &g);
         else if (!rq->stream) chat_final(c, &g);
         else chat_stream_end(c, &g);
     } else {
@@ -568,6 +555,8 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
             llama_random_id(c.id + 9, 33);
             c.model_name = llama_model_name(api->e, m);
             c.fields = chat ? NULL : response_fields(body);
+            c.vfields = response_fields(body);
+            c.pre = &pre;
             run_prompts(api, m, &c, &rq, &pre, &ps, &tparams);
             jbuf_free(&c.raw);
             jbuf_free(&c.sent);

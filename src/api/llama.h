@@ -78,6 +78,8 @@ typedef struct llama_api_opts_s {
      * vocabulary, which biases nothing): a request without logit_bias (or with null) gets these */
     const sampler_bias *logit_bias;
     size_t n_logit_bias;
+    int verbose;               /* -v/--verbose or -lv over 9: a request's `verbose` defaults to true (b11669's
+                                  params_base.verbosity > 9), so chat and /v1/completions answers carry __verbose */
 } llama_api_opts;
 
 /* With --sleep-idle-seconds: builds /props once with the startup model

@@ -38,6 +38,11 @@ typedef struct {
     int more;                  /* /v1/completions, streamed: tasks follow this one (no [DONE] yet) */
     jbuf *choices;             /* /v1/completions, several prompts, not streamed: the choices joined here */
     jbuf *tail;                /* and the first task's members after them (usage, id, timings) */
+    int has_new_line;          /* a released piece held a newline (__verbose's has_new_line) */
+    const llama_pre *pre;
+    const int32_t *ids;        /* the prompt */
+    size_t n_ids;
+    const json_value *vfields; /* response_fields for __verbose, or NULL */
 } cx;
 
 /* ------------------------------------------------------------------ events */
@@ -189,6 +194,7 @@ static int resp_partial(cx *c, const engine_result *g, int stop_now)
 static int cx_on_token(void *ud, const engine_token *t, int stop_now, const engine_result *g)
 {
     cx *c = ud;
+    if (memchr(t->text, '\n', t->text_len)) c->has_new_line = 1;
     if (!c->rq->stream) return serve_client_gone(c->req) ? -1 : 0;
     jbuf_put(&c->raw, t->text, t->text_len);
     if (c->kind == CX_ANTHROPIC) return anthropic_partial(c, g);
@@ -207,6 +213,12 @@ static int cx_on_token(void *ud, const engine_token *t, int stop_now, const engi
     jbuf_puts(&c->ev, ",\"finish_reason\":null}]");
     cmpl_tail(c);
     jbuf_printf(&c->ev, ",\"id\":\"%s\"}", c->id);
+    if (c->rq->verbose) {   /* b11669's __verbose on each partial: /completion's partial object */
+        c->ev.len--;
+        jbuf_puts(&c->ev, ",\"__verbose\":");
+        llama_put_native_partial(&c->ev, c->m, c->rq, t, stop_now, g, 0);
+        jbuf_putc(&c->ev, '}');
+    }
     if (llama_partial_timed(c->rq, stop_now)) with_timings(c, g);
     return cx_send(c, NULL);
 }
@@ -235,6 +247,12 @@ static int cx_on_progress(void *ud, const engine_progress *p, const engine_resul
                     c->index);
         cmpl_tail(c);
         jbuf_printf(&c->ev, ",\"id\":\"%s\"}", c->id);
+        if (c->rq->verbose) {
+            c->ev.len--;
+            jbuf_puts(&c->ev, ",\"__verbose\":");
+            llama_put_native_progress(&c->ev, c->rq, p, g, 0);
+            jbuf_putc(&c->ev, '}');
+        }
     }
     if (tim) with_timings(c, g);
     with_progress(c, p);
@@ -284,7 +302,13 @@ static void cmpl_after(cx *c, const engine_result *g)
     cmpl_tail(c);
     jbuf_puts(&c->ev, ",\"usage\":");
     llama_put_usage(&c->ev, g);
-    jbuf_printf(&c->ev, ",\"id\":\"%s\",\"timings\":", c->id);
+    jbuf_printf(&c->ev, ",\"id\":\"%s\"", c->id);
+    if (c->rq->verbose) {
+        llama_final f = {c->m, c->pre, c->rq, g, c->ids, c->n_ids, 0, c->has_new_line, c->model_name, c->vfields};
+        jbuf_puts(&c->ev, ",\"__verbose\":");
+        llama_put_native_final(&c->ev, &f);
+    }
+    jbuf_puts(&c->ev, ",\"timings\":");
     llama_put_timings(&c->ev, g);
     jbuf_putc(&c->ev, '}');
 }
@@ -474,10 +498,15 @@ static int cx_task(engine *e, engine_model *m, const llama_pre *pre, engine_requ
     engine_sink sink = {cx_on_token, cx_gone, c, cx_on_progress};
     jbuf_reset(&c->raw);
     jbuf_reset(&c->sent);
+    c->has_new_line = 0;
     rq->prompt = ids;
     rq->n_prompt = n_ids;
+    c->ids = ids;
+    c->n_ids = n_ids;
     int rc = 0;
-    if (engine_complete(e, m, rq, &sink, &g, &er) != 0) {
+    int failed = engine_complete(e, m, rq, &sink, &g, &er) != 0;
+    serve_resp_note(c->resp, c->model_name, g.n_prompt, g.n_decoded, g.n_cached);   /* the request's log line */
+    if (failed) {
         if (!c->began) {
             llama_reply_err(c->resp, 500, er.msg);
         } else {
@@ -535,6 +564,16 @@ static void cx_tasks(engine *e, engine_model *m, const llama_pre *pre, engine_re
     }
     jbuf_free(&choices);
     jbuf_free(&tail);
+}
+
+/* response_fields as b11669 reads it: an array of strings, else none. */
+static const json_value *cx_response_fields(const json_value *body)
+{
+    const json_value *v = json_get(body, "response_fields");
+    if (!v || v->type != JSON_ARRAY || !v->n) return NULL;
+    for (size_t i = 0; i < v->n; i++)
+        if (v->items[i]->type != JSON_STRING) return NULL;
+    return v;
 }
 
 /* Runs body (a completion request, or the chat request a translation
@@ -596,6 +635,8 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
         llama_random_id(c.id + (kind == CX_RESP ? 5 : 9), 33);
         memcpy(c.item_id, "msg_", 4);
         llama_random_id(c.item_id + 4, 33);
+        c.pre = &pre;
+        c.vfields = cx_response_fields(body);
         cx_tasks(e, m, &pre, &rq, &ps, &c, &tparams);
         jbuf_free(&c.raw);
         jbuf_free(&c.sent);

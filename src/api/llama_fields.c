@@ -118,8 +118,11 @@ static const llama_field FIELDS[] = {
     {"cache_prompt", R_ALL, REP, "engine_reuse: the slot's common prefix", NULL},
     {"sse_ping_interval", R_ALL, ACC, "SSE comment lines while a stream is silent; clients skip them, "
                                       "the events are the same", NULL},
-    {"verbose", R_ALL, REF, "verbose: the __verbose debug member is not reproduced; send the request "
-                            "without it", is_false},
+    {"verbose", R_CHAT | R_OAI, REP, "llama_req.c (default: -v/--verbose or -lv over 9): the answer's __verbose, "
+                                     "/completion's object for the task (llama_put_native_final, llama_put_native_"
+                                     "partial; response_fields selects its members), on the final answer and, "
+                                     "streamed, on /v1/completions' every event and chat's finish chunk", NULL},
+    {"verbose", R_CMPL, ACC, "b11669 adds no __verbose to /completion's answer, which is that object already", NULL},
     {"timings_per_token", R_ALL, REP, "streamed: `timings` on every partial event as b11669 places them "
                                       "(llama_partial_timed; progress events too); generation_settings."
                                       "timings_per_token (llama_put_gen_settings)", NULL},

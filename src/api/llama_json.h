@@ -209,6 +209,34 @@ void llama_put_gen_settings(jbuf *b, const engine_request *rq, int stream, int p
  * for a chat "peg-native" and its template's generation prompt, else
  * "Content-only" and "". Appended to out; 0, or -1 out of memory. */
 int llama_task_params(const engine_model *m, const llama_pre *pre, const engine_request *rq, jbuf *out);
+/* What /completion's final object is made of (b11669's
+ * server_task_result_cmpl_final::to_json_non_oaicompat), which is also the
+ * __verbose member of a chat or /v1/completions answer. */
+typedef struct {
+    const engine_model *m;
+    const llama_pre *pre;      /* the task's reading: a chat's generation_settings name its chat format
+                                * ("peg-native") and generation prompt; NULL or not chat: "Content-only", "" */
+    const engine_request *rq;
+    const engine_result *g;
+    const int32_t *ids;        /* the prompt, detokenized into `prompt` with its special tokens */
+    size_t n_ids;
+    int index, has_new_line;
+    const char *model_name;
+    const json_value *fields;  /* response_fields (an array of strings) or NULL: members selected */
+} llama_final;
+/* The final object, appended to b: content and tokens empty when streamed
+ * (they went in the partials), completion_probabilities when not streamed. */
+void llama_put_native_final(jbuf *b, const llama_final *f);
+/* /completion's partial object for one token (to_json_non_oaicompat of a
+ * partial): index, content, tokens, stop false, id_slot -1, counts, timings
+ * when llama_partial_timed, completion_probabilities with n_probs. */
+void llama_put_native_partial(jbuf *b, const engine_model *m, const engine_request *rq, const engine_token *t,
+                              int stop_now, const engine_result *g, int index);
+/* The progress partial's object (content "", tokens [0], timings with
+ * timings_per_token, prompt_progress). */
+void llama_put_native_progress(jbuf *b, const engine_request *rq, const engine_progress *p, const engine_result *g,
+                               int index);
+
 /* How many of the reported tokens llama-server keeps in a final answer's
  * probabilities: those of a matched stop word are dropped. */
 size_t llama_probs_kept(const engine_model *m, const engine_request *rq, const engine_result *r);

@@ -316,3 +316,84 @@ void llama_select_fields(jbuf *out, const json_value *paths)
     jbuf_free(&r);
     json_free(all);
 }
+
+void llama_put_native_final(jbuf *b, const llama_final *f)
+{
+    static const char *const st_names[] = {"none", "eos", "word", "limit"};
+    const engine_request *rq = f->rq;
+    const engine_result *g = f->g;
+    char err[256];
+    jbuf out, d;
+    jbuf_init(&out);
+    jbuf_init(&d);
+    jbuf_printf(&out, "{\"index\":%d,\"content\":", f->index);
+    if (rq->stream) jbuf_puts(&out, "\"\"");
+    else json_put_str_nl(&out, g->text.p ? g->text.p : "", g->text.len);
+    jbuf_puts(&out, ",\"tokens\":[");
+    for (size_t i = 0; !rq->stream && i < g->n_gen_ids; i++) jbuf_printf(&out, i ? ",%d" : "%d", (int)g->gen_ids[i]);
+    jbuf_printf(&out, "],\"id_slot\":%d,\"stop\":true,\"model\":", g->id_slot);
+    json_put_cstr_nl(&out, f->model_name);
+    jbuf_printf(&out, ",\"tokens_predicted\":%zu,\"tokens_evaluated\":%zu,\"generation_settings\":", g->n_decoded,
+                g->n_prompt);
+    if (f->pre && f->pre->chat) {
+        jbuf gp;
+        jbuf_init(&gp);
+        int rc = engine_generation_prompt(f->m, f->pre->messages, &gp, err, sizeof err);
+        put_settings(&out, rq, rq->stream, 0, "deepseek", "peg-native", rc == 0 && gp.p ? gp.p : "",
+                     rc == 0 ? gp.len : 0);
+        jbuf_free(&gp);
+    } else {
+        llama_put_gen_settings(&out, rq, rq->stream, 0);
+    }
+    jbuf_puts(&out, ",\"prompt\":");
+    engine_detokenize(f->m, f->ids, f->n_ids, 0, 1, &d, err, sizeof err);
+    json_put_str_nl(&out, d.p ? d.p : "", d.len);
+    jbuf_printf(&out, ",\"has_new_line\":%s,\"truncated\":%s,\"stop_type\":\"%s\",\"stopping_word\":",
+                f->has_new_line ? "true" : "false", g->truncated ? "true" : "false", st_names[g->stop]);
+    if (g->stop == ENGINE_STOP_WORD) json_put_str_nl(&out, rq->stops[g->stop_word], rq->stop_lens[g->stop_word]);
+    else jbuf_puts(&out, "\"\"");
+    jbuf_printf(&out, ",\"tokens_cached\":%zu,\"timings\":", engine_model_n_slot(f->m));
+    llama_put_timings(&out, g);
+    if (!rq->stream && rq->sp.n_probs > 0 && g->n_probs_out) {
+        jbuf_puts(&out, ",\"completion_probabilities\":");
+        llama_put_probs(&out, f->m, g->probs, 0, llama_probs_kept(f->m, rq, g));
+    }
+    jbuf_putc(&out, '}');
+    if (f->fields) llama_select_fields(&out, f->fields);
+    jbuf_put(b, out.p, out.len);
+    if (out.oom) b->oom = 1;
+    jbuf_free(&d);
+    jbuf_free(&out);
+}
+
+void llama_put_native_partial(jbuf *b, const engine_model *m, const engine_request *rq, const engine_token *t,
+                              int stop_now, const engine_result *g, int index)
+{
+    jbuf_printf(b, "{\"index\":%d,\"content\":", index);
+    json_put_str_nl(b, t->text, t->text_len);
+    jbuf_printf(b, ",\"tokens\":[%d],\"stop\":false,\"id_slot\":-1,\"tokens_predicted\":%zu,"
+                   "\"tokens_evaluated\":%zu", (int)t->tok, g->n_decoded, g->n_prompt);
+    if (llama_partial_timed(rq, stop_now)) {
+        jbuf_puts(b, ",\"timings\":");
+        llama_put_timings(b, g);
+    }
+    if (rq->sp.n_probs > 0) {
+        jbuf_puts(b, ",\"completion_probabilities\":");
+        llama_put_probs(b, m, t, 0, 1);
+    }
+    jbuf_putc(b, '}');
+}
+
+void llama_put_native_progress(jbuf *b, const engine_request *rq, const engine_progress *p, const engine_result *g,
+                               int index)
+{
+    jbuf_printf(b, "{\"index\":%d,\"content\":\"\",\"tokens\":[0],\"stop\":false,\"id_slot\":-1,"
+                   "\"tokens_predicted\":%zu,\"tokens_evaluated\":%zu", index, g->n_decoded, g->n_prompt);
+    if (rq->timings_per_token) {
+        jbuf_puts(b, ",\"timings\":");
+        llama_put_timings(b, g);
+    }
+    jbuf_puts(b, ",\"prompt_progress\":");
+    llama_put_progress(b, p);
+    jbuf_putc(b, '}');
+}

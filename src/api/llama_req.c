@@ -513,6 +513,8 @@ int llama_read_request(const engine_model *m, const llama_api_opts *lo, const js
                        engine_request *rq, char *err, size_t errlen)
 {
     const json_value *so = json_get(body, "stream_options");
+    rq->verbose = lo ? lo->verbose : 0;   /* schema order: verbose is read first */
+    if (llama_field_bool(body, "verbose", &rq->verbose, err, errlen)) return -1;
     if (llama_field_bool(body, "stream", &rq->stream, err, errlen)) return -1;
     if (so && so->type == JSON_OBJECT && llama_field_bool(so, "include_usage", &rq->include_usage, err, errlen))
         return -1;

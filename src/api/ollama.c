@@ -985,7 +985,10 @@ static void generate_with(gen_call *g, engine_model *m)
     g->c.m = m;
     engine_sink sink = {ol_on_token, ol_client_gone, &g->c, NULL};
     if (engine_complete(ol.e, m, &rq, &sink, &res, &er) != 0) answer_error(&g->c, 500, er.msg);
-    else if (!res.gone) final_line(g, m, &res);
+    else if (!res.gone) {
+        serve_resp_note(g->resp, g->c.tag, res.n_prompt, res.n_decoded, res.n_cached);   /* before the answer's line */
+        final_line(g, m, &res);
+    }
 out:
     engine_result_free(&res);
     engine_request_free(&rq);

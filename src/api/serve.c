@@ -24,6 +24,7 @@
  * CORS) · socket I/O · answers · routing · connections · the server.
  */
 #include "base/base.h"
+#include "base/log.h"
 #include "api/serve.h"
 
 #include <arpa/inet.h>
@@ -561,7 +562,46 @@ struct serve_resp {
     size_t pending_off;     /* pending.p[0 .. pending_off) already went out */
     size_t stream_bound;    /* a stream's pending bytes past this: the reader is too slow, cut */
     jbuf *capture;          /* serve_call: the answer's body goes here, nothing to a socket */
+    char reason[400];       /* the refusal's words (an answer of 400 or more, a stream's error event), for the log */
+    char model[160];        /* serve_resp_note's, for the log */
+    size_t n_prompt, n_completion, n_cache;
+    int noted;
+    const char *log_name;   /* the server's serve_opts.log_name: one line per request, or NULL */
+    const serve_req *req;   /* the request, for its line */
+    int logged;             /* its line was written */
 };
+
+void serve_resp_note(serve_resp *resp, const char *model, size_t prompt, size_t completion, size_t cache_n)
+{
+    if (model) snprintf(resp->model, sizeof resp->model, "%s", model);
+    resp->n_prompt += prompt;
+    resp->n_completion += completion;
+    resp->n_cache += cache_n;
+    resp->noted = 1;
+}
+
+/* The refusal's words from an answer's body: the JSON error's message
+ * (llama-server's {"error":{"message"}}, Ollama's {"error":"..."}), else the
+ * text itself, its first line. */
+static void serve_note_reason(serve_resp *resp, const char *body, size_t len)
+{
+    char err[64];
+    if (resp->reason[0] || !len) return;
+    json_value *v = len < 65536 && (body[0] == '{') ? json_parse(body, len, err, sizeof err) : NULL;
+    const json_value *e = v && v->type == JSON_OBJECT ? json_get(v, "error") : NULL;
+    if (e && e->type == JSON_OBJECT) e = json_get(e, "message");
+    if (e && e->type == JSON_STRING) {
+        snprintf(resp->reason, sizeof resp->reason, "%.*s", (int)(e->len < 399 ? e->len : 399), e->str);
+    } else if (!v || body[0] != '{') {
+        size_t n = 0;
+        while (n < len && n < sizeof resp->reason - 1 && body[n] != '\n') n++;
+        memcpy(resp->reason, body, n);
+        resp->reason[n] = 0;
+    }
+    json_free(v);
+    for (char *p = resp->reason; *p; p++)
+        if ((unsigned char)*p < ' ') *p = ' ';
+}
 
 /* Sends what the socket takes now, never waiting. 0, or -1 when the peer is
  * gone. *n is left with what was not taken. */
@@ -648,6 +688,8 @@ static void put_head(serve_resp *resp, jbuf *h, int status, const char *ctype, i
     jbuf_puts(h, "Connection: close\r\n\r\n");
 }
 
+static void serve_log_request(serve_resp *resp);
+
 int serve_reply(serve_resp *resp, int status, const char *content_type, const void *body, size_t len)
 {
     jbuf h;
@@ -659,6 +701,8 @@ int serve_reply(serve_resp *resp, int status, const char *content_type, const vo
         jbuf_put(resp->capture, body, len);
         return resp->capture->oom ? -1 : 0;
     }
+    if (status >= 400 && !resp->head_only) serve_note_reason(resp, body, len);
+    serve_log_request(resp);   /* before the bytes: a client's next request is logged after this one */
     jbuf_init(&h);
     put_head(resp, &h, status, content_type, 1, len);
     if (h.oom) { jbuf_free(&h); resp->failed = 1; return -1; }
@@ -770,6 +814,7 @@ static int framed(serve_resp *resp, const char *prefix, const char *data, size_t
 
 int serve_sse_event(serve_resp *resp, const char *data, size_t n)
 {
+    if (n > 9 && !memcmp(data, "{\"error\":", 9)) serve_note_reason(resp, data, n);
     return framed(resp, "data: ", data, n, "\n\n");
 }
 
@@ -780,6 +825,7 @@ int serve_ndjson_begin(serve_resp *resp)
 
 int serve_ndjson_line(serve_resp *resp, const char *json, size_t n)
 {
+    if (n > 9 && !memcmp(json, "{\"error\":", 9)) serve_note_reason(resp, json, n);
     return framed(resp, "", json, n, "\n");
 }
 
@@ -1293,6 +1339,37 @@ static int read_head(serve_server *s, conn *c, char **bufp, size_t *len,
 }
 
 /* One connection, start to end: head, gates, body, handler, close. */
+/* The request's log line: route, status, the completion's note, the time
+ * from its arrival, a refusal's words. Health checks and scrapes at debug
+ * level (pollers would bury the rest), refusals at warn, 5xx at error. */
+static void serve_log_request(serve_resp *resp)
+{
+    const serve_req *r = resp->req;
+    if (resp->logged || !resp->log_name || !r) return;
+    resp->logged = 1;
+    char msg[SERVE_MAX_LINE + 300];
+    bk_log_kv kv[9];
+    size_t n = 0;
+    const char *path = r->path ? r->path : "-";
+    int quiet = !strcmp(path, "/health") || !strcmp(path, "/v1/health") || !strcmp(path, "/metrics");
+    int level = resp->status >= 500 ? BK_LOG_ERROR : resp->status >= 400 ? BK_LOG_WARN
+              : quiet ? BK_LOG_DEBUG : BK_LOG_INFO;
+    if (!bk_log_on(level)) return;
+    snprintf(msg, sizeof msg, "%s: %s %s %d", resp->log_name, r->method ? r->method : "-", path, resp->status);
+    kv[n++] = (bk_log_kv){.key = "method", .s = r->method ? r->method : "-", .json_only = 1};
+    kv[n++] = (bk_log_kv){.key = "route", .s = path, .json_only = 1};
+    kv[n++] = (bk_log_kv){.key = "status", .i = resp->status, .json_only = 1};
+    if (resp->noted) {
+        kv[n++] = (bk_log_kv){.key = "model", .s = resp->model};
+        kv[n++] = (bk_log_kv){.key = "prompt_tokens", .i = (int64_t)resp->n_prompt};
+        kv[n++] = (bk_log_kv){.key = "completion_tokens", .i = (int64_t)resp->n_completion};
+        kv[n++] = (bk_log_kv){.key = "cache_n", .i = (int64_t)resp->n_cache};
+    }
+    kv[n++] = (bk_log_kv){.key = "ms", .d = (double)(bk_mono_ns() - r->t_arrival_ns) / 1e6, .is_ms = 1};
+    if (resp->reason[0]) kv[n++] = (bk_log_kv){.key = "reason", .s = resp->reason};
+    bk_log_event(level, "request", msg, kv, n);
+}
+
 static void *conn_main(void *arg)
 {
     conn *c = arg;
@@ -1312,6 +1389,8 @@ static void *conn_main(void *arg)
     resp->fd = c->fd;
     resp->write_timeout_ms = s->o.write_timeout_ms;
     resp->stream_bound = s->o.stream_buffer;
+    resp->log_name = s->o.log_name;
+    resp->req = r;
     jbuf_init(&resp->extra);
     jbuf_init(&resp->scratch);
     jbuf_init(&resp->pending);
@@ -1415,6 +1494,7 @@ static void *conn_main(void *arg)
 
 out:
     resp_finish(resp);
+    if (resp->status) serve_log_request(resp);   /* a stream's, once it ended; a whole answer's went with it */
     free(body);
     free(buf);
     jbuf_free(&resp->extra);

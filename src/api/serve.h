@@ -110,6 +110,11 @@ typedef struct serve_resp serve_resp;   /* private; one per request */
  * the answer was already sent). A handler that answers nothing gets a 500. */
 typedef void (*serve_handler)(serve_req *req, serve_resp *resp, void *ud);
 
+/* What a completion did, for the request's log line: the model's name and
+ * the tokens (prompt, generated, reused from the cache); several calls (a
+ * request's several prompts) add up. */
+void serve_resp_note(serve_resp *resp, const char *model, size_t prompt, size_t completion, size_t cache_n);
+
 typedef struct {
     const char *api_keys;      /* NULL or "" = none; else comma-separated keys (llama-server --api-key) */
     const char *allow_origins; /* bankML's --allow-origin: NULL = llama-server's CORS below (Ollama's /api/
@@ -131,6 +136,8 @@ typedef struct {
     int grace_ms;              /* on stop: wait this long for in-flight requests, then cut them; default 5000 */
     int max_conns;             /* default SERVE_MAX_CONNS */
     size_t max_body;           /* default SERVE_MAX_BODY */
+    const char *log_name;      /* one log line per request (base/log.h), "<log_name>: METHOD PATH STATUS ...";
+                                  NULL (the default): none */
 } serve_opts;
 
 typedef struct serve_server serve_server;

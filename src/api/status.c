@@ -15,6 +15,7 @@
 #include "api/status.h"
 #include "api/ui.h"
 #include "base/base.h"
+#include "base/log.h"
 
 struct status_api {
     engine *e;
@@ -23,13 +24,12 @@ struct status_api {
     int ui_off;                /* llama-server's --no-ui: no chat page at / */
 };
 
-static void h_bankml(serve_req *req, serve_resp *resp, void *ud)
+/* /bankml's JSON; with_log (/bankml/status): "log", the newest log lines. */
+static void bankml_json(serve_resp *resp, status_api *api, int with_log)
 {
-    status_api *api = ud;
     engine_status_info st;
     engine_entry en;
     jbuf out;
-    (void)req;
     jbuf_init(&out);
     engine_status_get(api->e, &st);
     jbuf_puts(&out, "{\"verified\":");
@@ -51,10 +51,21 @@ static void h_bankml(serve_req *req, serve_resp *resp, void *ud)
         if (i) jbuf_putc(&out, ',');
         json_put_cstr(&out, en.name);
     }
-    jbuf_puts(&out, "]}");
+    jbuf_putc(&out, ']');
+    if (with_log) {
+        jbuf_puts(&out, ",\"log\":");
+        bk_log_ring_json(&out);
+    }
+    jbuf_putc(&out, '}');
     free(st.verified_json);
     serve_reply_json(resp, 200, &out);
     jbuf_free(&out);
+}
+
+static void h_bankml(serve_req *req, serve_resp *resp, void *ud)
+{
+    (void)req;
+    bankml_json(resp, ud, 0);
 }
 
 /* GET /metrics: llama-server's --metrics text, the same names, HELP and
@@ -319,7 +330,7 @@ static void h_status(serve_req *req, serve_resp *resp, void *ud)
 {
     const char *accept = serve_header_get(req, "Accept");
     if (!accept || !strstr(accept, "text/html")) {
-        h_bankml(req, resp, ud);
+        bankml_json(resp, ud, 1);
         return;
     }
     jbuf out;
@@ -347,6 +358,15 @@ static void h_status(serve_req *req, serve_resp *resp, void *ud)
                     (unsigned long long)met->tot_prompt, (unsigned long long)met->tot_completion,
                     met->processing ? "generating now" : "idle");
         free(met);
+    }
+    {
+        jbuf lines;
+        jbuf_init(&lines);
+        bk_log_ring_text(&lines);
+        jbuf_puts(&out, "<h2>log</h2>\n<pre>");
+        put_html(&out, lines.p ? lines.p : "");
+        jbuf_puts(&out, "</pre>\n");
+        jbuf_free(&lines);
     }
     jbuf_puts(&out, "<p><a href=\"/\">chat</a> &middot; <a href=\"/bankml\">/bankml</a> &middot; <a href=\"/bankml/usage\">/bankml/usage</a> &middot; "
                     "<a href=\"/bankml/metrics\">/bankml/metrics</a> &middot; <a href=\"/metrics\">/metrics</a> "

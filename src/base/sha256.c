@@ -12,6 +12,10 @@
  * copied into the context's partial block.
  */
 #include "base/sha256.h"
+#include "base/progress.h"
+
+#include <stdio.h>
+#include <sys/stat.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -333,11 +337,18 @@ int sha256_file(const char *path, uint8_t out[32])
         return -1;
     }
     sha256_init(&c);
+    struct stat st;
+    char label[200];
+    const char *base = strrchr(path, '/');
+    snprintf(label, sizeof label, "hashing %s", base ? base + 1 : path);
+    int pg = bk_progress_begin(label, fstat(fd, &st) == 0 && st.st_size > 0 ? (uint64_t)st.st_size : 0, "B");
+    uint64_t done = 0;
     for (;;) {
         ssize_t got = read(fd, buf, SHA256_FILE_CHUNK);
         if (got < 0) {
             if (errno == EINTR) continue;
             saved = errno;
+            bk_progress_end(pg);
             free(buf);
             close(fd);
             errno = saved;
@@ -345,7 +356,10 @@ int sha256_file(const char *path, uint8_t out[32])
         }
         if (got == 0) break;
         sha256_update(&c, buf, (size_t)got);
+        done += (uint64_t)got;
+        bk_progress_update(pg, done);
     }
+    bk_progress_end(pg);
     free(buf);
     close(fd);
     sha256_final(&c, out);

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <time.h>
 
+#include "base/progress.h"
 #include "bankml.h"
 #include "cli/args.h"
 #include "base/base.h"
@@ -854,6 +855,9 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "guard")) return cmd_guard(rest, args);
     if (!strcmp(cmd, "sha256")) return cmd_sha256(rest, args);
+    /* progress lines (base/progress.h) for the commands that hash, load or prefill, on a terminal only */
+    if (!strcmp(cmd, "pin") || !strcmp(cmd, "verify") || !strcmp(cmd, "serve") || !strcmp(cmd, "generate"))
+        bk_progress_enable(1);
     if (!strcmp(cmd, "pin")) return cmd_pin(rest, args);
     if (!strcmp(cmd, "verify")) return cmd_verify(rest, args);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(rest, args);

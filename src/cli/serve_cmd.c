@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "api/llama.h"
 #include "api/ollama.h"
@@ -18,6 +19,7 @@
 #include "bankml.h"
 #include "base/par.h"
 #include "cli/args.h"
+#include "base/log.h"
 #include "cli/commands.h"
 #include "file/gguf.h"
 #include "sampling/grammar.h"
@@ -650,6 +652,43 @@ static int fill_registry(engine *e, const char *model, const char *fork, const c
     return 0;
 }
 
+/* The --log-* flags (and --log-format) into the log (base/log.h); -v or
+ * -lv over 9 also make answers carry __verbose (c->lo.verbose). 0, or an
+ * exit code after printing why. */
+static int serve_read_log(const parsed_args *a, serve_cfg *c)
+{
+    bk_log_opts lo;
+    char err[600];
+    bk_log_opts_init(&lo);
+    const char *fmt = args_opt(a, "--log-format"), *col = args_opt(a, "--log-colors"), *lv = args_opt(a, "-lv");
+    if (fmt && strcmp(fmt, "text") && strcmp(fmt, "json"))
+        return refuse("--log-format wants text or json, not %s%s", fmt, "");
+    lo.json = (fmt && !strcmp(fmt, "json")) || args_bool(a, "--log-jsonl", 0);
+    lo.disabled = args_opt(a, "--log-disable") != NULL;
+    lo.file = args_opt(a, "--log-file");
+    if (col && strcmp(col, "on") && strcmp(col, "off") && strcmp(col, "auto"))
+        return refuse("--log-colors: unknown value '%s' (on, off or auto)%s", col, "");
+    lo.colors = col && !strcmp(col, "on") ? 1 : col && !strcmp(col, "off") ? 0 : isatty(2);
+    if (lo.json) lo.colors = 0;   /* llama-server: JSON lines are never coloured */
+    lo.prefix = args_bool(a, "--log-prefix", 0);
+    lo.timestamps = args_bool(a, "--log-timestamps", 0);
+    if (lv) {
+        char *end;
+        errno = 0;
+        long v = strtol(lv, &end, 10);
+        if (end == lv || *end || errno || v < INT32_MIN || v > INT32_MAX)
+            return refuse("%s wants a number, not %s", args_how(a, "-lv"), lv);
+        lo.verbosity = (int)v;
+    }
+    if (args_opt(a, "--verbose")) lo.verbosity = INT32_MAX;   /* llama-server: -v wins, whatever the order */
+    c->lo.verbose = lo.verbosity > 9;
+    if (bk_log_setup(&lo, err, sizeof err) != 0) {
+        fprintf(stderr, "bankml serve: %s\n", err);
+        return BANKML_EXIT_IO;
+    }
+    return 0;
+}
+
 static void print_start(engine *e, const char *listen, const char *upstream)
 {
     engine_entry en, def;
@@ -660,10 +699,22 @@ static void print_start(engine *e, const char *listen, const char *upstream)
     if (engine_entry_get(e, engine_default(e), &def) != 0) def.path = "no model";
     engine_status_get(e, &st);
     free(st.verified_json);
-    fprintf(stderr, "bankml serve %s --native: %s verified (sha256 %s); models %s; listening on http://%s%s%s\n",
-            BANKML_VERSION, def.path, st.last_sha, names.p ? names.p : "", listen,
+    bk_log(BK_LOG_GENERIC, "bankml serve %s --native: %s verified (sha256 %s); models %s; listening on http://%s%s%s",
+           BANKML_VERSION, def.path, st.last_sha, names.p ? names.p : "", listen,
             upstream ? " and, for llama-server's clients, http://" : "", upstream ? upstream : "");
     jbuf_free(&names);
+}
+
+/* The shutdown line: what was served since start. */
+static void serve_log_stop(engine *e, int rc)
+{
+    engine_metrics *met = malloc(sizeof *met);
+    if (!met) return;
+    engine_metrics_get(e, met, 0);
+    bk_log(BK_LOG_GENERIC, "bankml serve: stopped%s; served %llu prompt tokens and %llu generated since start",
+           rc == BANKML_OK ? "" : " with an error", (unsigned long long)met->tot_prompt,
+           (unsigned long long)met->tot_completion);
+    free(met);
 }
 
 /* The HTTP server with every route, listening. NULL after printing why. */
@@ -681,6 +732,7 @@ static serve_server *open_server(engine *e, serve_cfg *c, const parsed_args *a, 
     so.cors_methods = args_opt(a, "--cors-methods");
     so.cors_headers = args_opt(a, "--cors-headers");
     so.cors_no_credentials = !args_bool(a, "--cors-credentials", 1);
+    so.log_name = "bankml serve";
 
     serve_server *srv = serve_new(&so, err, sizeof err);
     if (!srv) {
@@ -790,7 +842,8 @@ int cmd_serve(int argc, char **argv)
         printf("bankml %s (llama-server b11669's command line)\n", BANKML_VERSION);
         return BANKML_OK;
     }
-    if ((rc = serve_read_flags(&a, &c, &o)) || (rc = serve_read_bias(argc, argv, &c))) goto fail;
+    if ((rc = serve_read_flags(&a, &c, &o)) || (rc = serve_read_bias(argc, argv, &c)) || (rc = serve_read_log(&a, &c)))
+        goto fail;
     rc = BANKML_EXIT_IO;
     /* Memory that settles under load (issue #22.7): the prompt cache's states and the answers' buffers are
      * large blocks freed in any order by many connection threads; with glibc's sliding mmap threshold they
@@ -837,6 +890,7 @@ int cmd_serve(int argc, char **argv)
     engine_start_reaper(e);
     print_start(e, c.listen, c.upstream);
     rc = serve_run(srv) == 0 ? BANKML_OK : BANKML_EXIT_IO;
+    serve_log_stop(e, rc);
     serve_free(srv);
     llama_api_free(la);
     status_free(sa);

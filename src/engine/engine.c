@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/progress.h"
 #include "bankml.h"
 #include "base/base.h"
 #include "base/sha256.h"
@@ -125,6 +126,10 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
     e->last_verified_json = bankml_verified_json(m->ver);
     e->hashed_at = (int64_t)time(NULL);
     const gguf_header *h = &m->ver->report.header;
+    char pg_label[300];
+    const char *base = strrchr(path, '/');
+    snprintf(pg_label, sizeof pg_label, "loading %s", base ? base + 1 : path);
+    int pg = bk_progress_begin(pg_label, 0, NULL);   /* a terminal's line while the weights load */
     if (fw_plan(h, &hp, why, sizeof why) != 0) {
         engine_err(er, ENGINE_BAD_INPUT, "%s: bankML's native forward pass does not play it: %s", path, why);
         goto fail;
@@ -196,8 +201,10 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
         goto fail;
     }
     m->e = e;
+    bk_progress_end(pg);
     return m;
 fail:
+    bk_progress_end(pg);
     model_free(m);
     return NULL;
 }

@@ -288,6 +288,7 @@ typedef struct {
     int32_t id_slot;           /* the slot asked for (llama-server's id_slot), -1 any */
     int selected;              /* engine_select ran for this prompt already */
     int stream, include_usage; /* the front-end's */
+    int verbose;               /* the front-end's: llama-server's `verbose` (__verbose in the answer) */
     sampler_bias *bias;        /* the sampler's first step (logit_bias, ignore_eos's bans); owned */
     size_t n_bias;
     int return_tokens;         /* keep every sampled id in engine_result.gen_ids */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/log.h"
 #include "engine/internal.h"
 
 void engine_err(engine_error *er, engine_kind k, const char *fmt, ...)
@@ -23,13 +24,13 @@ void engine_err(engine_error *er, engine_kind k, const char *fmt, ...)
 
 void engine_log(const engine *e, const char *fmt, ...)
 {
+    char buf[1600];
     va_list ap;
     if (!e->o.log_name) return;
-    fprintf(stderr, "%s: ", e->o.log_name);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    bk_log(BK_LOG_INFO, "%s: %s", e->o.log_name, buf);
 }
 
 /* ------------------------------------------------------------------ counters */

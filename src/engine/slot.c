@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/progress.h"
 #include "base/base.h"
 #include "engine/internal.h"
 #include "sampling/budget.h"
@@ -287,6 +288,8 @@ static int slot_progress(run_state *r, size_t processed)
  * on_progress is called before the first call and after each. 0, 1 when
  * the client left (the slot keeps what was computed), -1 when the model
  * failed. */
+static int prefill_calls(run_state *r, size_t n_past, int pg, engine_error *er);
+
 static int prefill(run_state *r, engine_error *er)
 {
     engine_slot *sl = r->sl;
@@ -299,6 +302,19 @@ static int prefill(run_state *r, engine_error *er)
     r->res->n_processed = 0;   /* advances per decode call (b11669's n_prompt_tokens_processed) */
     engine_view_reuse(r->m->e, r->res->id_slot, n_past, rq->n_prompt - n_past);
     if (slot_progress(r, n_past)) return 1;
+    /* a terminal's progress line for a prompt of several decode calls */
+    int pg = rq->n_prompt - n_past > nb ? bk_progress_begin("prompt", rq->n_prompt - n_past, "tokens") : 0;
+    int rc = prefill_calls(r, n_past, pg, er);
+    bk_progress_end(pg);
+    return rc;
+}
+
+/* prefill's decode calls from n_past (pg: its progress line, 0 none). */
+static int prefill_calls(run_state *r, size_t n_past, int pg, engine_error *er)
+{
+    engine_slot *sl = r->sl;
+    const engine_request *rq = r->rq;
+    const size_t nb = r->m->e->n_batch;
     for (size_t i = n_past; i < rq->n_prompt;) {
         size_t n = rq->n_prompt - i < nb ? rq->n_prompt - i : nb;
         count_call(r);
@@ -310,6 +326,7 @@ static int prefill(run_state *r, engine_error *er)
         if (file_moved(r, er)) return -1;
         engine_view_tokens(r->m->e, r->m);
         i += n;
+        bk_progress_update(pg, i - n_past);
         r->res->n_processed = i - n_past;
         r->res->t_prompt_last = bk_mono_us();
         if (slot_progress(r, i)) {
