@@ -1114,7 +1114,7 @@ static const hinfo *hinfo_of(size_t i)
 
 /* bankML's verdict on a registry entry, as /api/tags lists it (and /api/show nests it):
  * {"native", "reason" (null when it plays), "file", "found"}. */
-static void put_native(jbuf *b, const engine_entry *e, const hinfo *hi)
+static void ol_put_native(jbuf *b, const engine_entry *e, const hinfo *hi)
 {
     int native = e->present && hi && hi->native;
     jbuf_printf(b, "{\"native\":%s,\"reason\":", native ? "true" : "false");
@@ -1169,7 +1169,7 @@ static void h_tags(serve_req *req, serve_resp *resp, void *ud)
                         "\"details\":", e.name, e.name, ts, (long long)(hi ? hi->size : 0), sha);
         put_details(&b, hi, "");
         jbuf_puts(&b, ",\"bankml\":");
-        put_native(&b, &e, hi);
+        ol_put_native(&b, &e, hi);
         jbuf_putc(&b, '}');
     }
     for (size_t i = 0; i < ol.n_d; i++) {
@@ -1338,7 +1338,7 @@ static void h_show(serve_req *req, serve_resp *resp, void *ud)
     int plays = e.present && hi && hi->native;
     jbuf_printf(&b, ",\"capabilities\":[%s],\"modified_at\":\"%s\",\"bankml\":{\"sha256\":\"%s\",\"native\":",
                 plays ? "\"completion\"" : "", ts, sha);
-    put_native(&b, &e, hi);
+    ol_put_native(&b, &e, hi);
     jbuf_printf(&b, ",\"n_ctx\":%zu", engine_n_ctx_opt(ol.e));
     if (layer) {
         jbuf_puts(&b, ",\"layer\":");
