@@ -55,6 +55,10 @@ typedef struct llama_api_opts_s {
     int metrics;               /* --metrics: /metrics is served; else llama-server's 501 */
     int slots;                 /* --slots (the default); --no-slots: GET /slots answers llama-server's 501 */
     int props;                 /* --props (refused by the command line today): POST /props allowed, else 501 */
+    int reasoning_format;      /* --reasoning-format as a chat_reasoning_format (text/chat_gen.h): the chat
+                                  parser's default (llama_api_opts_init: deepseek, b11669's default) */
+    int32_t reasoning_budget;  /* --reasoning-budget: a chat's budget when the request gives none (-1 none) */
+    const char *reasoning_budget_message;   /* --reasoning-budget-message, NULL none */
     const char *slot_save_path;   /* --slot-save-path / --slot-dir, ending with '/': slot files go there; NULL: 501 */
 } llama_api_opts;
 
