@@ -236,8 +236,7 @@ int llama_chat_prepare(engine_model *m, const llama_api_opts *lo, const json_val
     const json_value *rf = json_get(body, "reasoning_format");
     if (rf) {
         chat_reasoning_format f;
-        if (rf->type != JSON_STRING) {
-            *status = 500;
+        if (rf->type != JSON_STRING) {   /* nlohmann's type error: llama-server's 400 */
             bk_err(err, errlen, "[json.exception.type_error.302] type must be string, but is %s", llama_jtype(rf));
             return -1;
         }
