@@ -63,24 +63,28 @@ def mk(*parts, **kw):
     return out
 
 
-def cases(start, think=None):
+CORE = ("tools auto steered", "tools required steered", "tools required seeded", "parallel calls",
+        "history with a tool result", "json_schema", "reasoning steered", "reasoning with tools")
+
+
+def cases(start, think=None, full=True):
     """(label, body) of one template: start is the text that opens a call (steered with logit_bias), think the
-    reasoning tag when the template has one."""
+    reasoning tag when the template has one; not full: the CORE cases only."""
     g = {"temperature": 0}
     seeded = {"temperature": 0.8, "seed": 7, "top_k": 40}
     go = {"logit_bias": [[start, 15]]}
     out = [
         ("plain", dict(g, messages=ASK, max_tokens=12)),
         ("tools auto", dict(g, messages=ASK, tools=[WEATHER, SEARCH], max_tokens=24)),
-        ("tools auto steered", mk(g, go, messages=ASK, tools=[UNIT, PING], max_tokens=48)),
+        ("tools auto steered", mk(g, go, messages=ASK, tools=[UNIT, PING], max_tokens=40)),
         ("tools required steered", mk(g, go, messages=ASK, tools=[UNIT, PING], tool_choice="required",
-                                        max_tokens=48)),
+                                        max_tokens=40)),
         ("tools required seeded", mk(seeded, go, messages=ASK, tools=[UNIT, PING], tool_choice="required",
-                                       max_tokens=48)),
+                                       max_tokens=40)),
         ("tools required free strings", mk(g, go, messages=ASK, tools=[WEATHER], tool_choice="required",
                                              max_tokens=32)),
         ("parallel calls", mk(g, go, messages=ASK, tools=[UNIT, PING], tool_choice="required",
-                                parallel_tool_calls=True, max_tokens=64)),
+                                parallel_tool_calls=True, max_tokens=48)),
         ("tool_choice none", mk(g, go, messages=ASK, tools=[UNIT], tool_choice="none", max_tokens=16)),
         ("named tool_choice", mk(g, go, messages=ASK, tools=[UNIT, PING], max_tokens=32,
                                    tool_choice={"type": "function", "function": {"name": "ping"}})),
@@ -95,22 +99,22 @@ def cases(start, think=None):
         out += [
             ("reasoning steered", mk(g, tb, messages=ASK, max_tokens=24)),
             ("reasoning with tools", mk(g, logit_bias=[[think, 12], [start, 8]], messages=ASK, tools=[UNIT, PING],
-                                          tool_choice="required", max_tokens=48)),
+                                          tool_choice="required", max_tokens=40)),
             ("reasoning_format none", mk(g, tb, messages=ASK, reasoning_format="none", max_tokens=24)),
             ("enable_thinking false", mk(g, tb, messages=ASK, chat_template_kwargs={"enable_thinking": False},
                                            max_tokens=24)),
         ]
-    return out
+    return out if full else [c for c in out if c[0] in CORE]
 
 
-# (name, model, template file, call start, reasoning tag)
+# (name, model, template file, call start, reasoning tag); the first two get every case, the others CORE
 TEMPLATES = [
     ("qwen3", "chat-qwen", "Qwen-Qwen3-0.6B.jinja", "<tool_call>", "<think>"),
+    ("llama-3.1", "chat-llama", "meta-llama-Llama-3.1-8B-Instruct.jinja", "{", None),
     ("hermes-2-pro", "chat-qwen", "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", "<tool_call>", None),
     ("deepseek-r1-qwen", "chat-qwen", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", "<｜tool▁calls▁begin｜>",
      "<think>"),
     ("granite-4", "chat-qwen", "ibm-granite-granite-4.0.jinja", "<tool_call>", None),
-    ("llama-3.1", "chat-llama", "meta-llama-Llama-3.1-8B-Instruct.jinja", "{", None),
     ("llama-3.2", "chat-llama", "meta-llama-Llama-3.2-3B-Instruct.jinja", "{", None),
     ("llama-3.3", "chat-llama", "meta-llama-Llama-3.3-70B-Instruct.jinja", "{", None),
     ("mistral-nemo", "chat-llama", "mistralai-Mistral-Nemo-Instruct-2407.jinja", "[TOOL_CALLS]", None),
@@ -187,10 +191,10 @@ def pair(model, tpl, fork, extra=()):
     return oracle.start_both(L, B)
 
 
-def t_template(paths, fork, name, model, tpl, start, think):
+def t_template(paths, fork, name, model, tpl, start, think, full):
     L, B = pair(paths[model], os.path.join(TPL, tpl), fork)
     try:
-        for label, body in cases(start, think):
+        for label, body in cases(start, think, full):
             compare(name, L, B, label, body)
     finally:
         L.stop()
@@ -235,10 +239,10 @@ def t_refusals(paths, fork):
 def main():
     paths, fork = models()
     only = os.environ.get("ORACLE_CHAT_TOOLS_ONLY")
-    for name, model, tpl, start, think in TEMPLATES:
+    for i, (name, model, tpl, start, think) in enumerate(TEMPLATES):
         if only and only not in name:
             continue
-        S.run(f"{name}: the pair ran", t_template, paths, fork, name, model, tpl, start, think)
+        S.run(f"{name}: the pair ran", t_template, paths, fork, name, model, tpl, start, think, i < 2)
     if not only:
         S.run("refusals: the pairs ran", t_refusals, paths, fork)
         print("reached:", json.dumps(stats))

@@ -72,6 +72,10 @@ void llama_api_opts_init(llama_api_opts *o);
  * routes it switches: POST /props's 501
  * without --props. Call before the server listens. 0, or -1 out of memory. */
 int llama_api_configure(llama_api *api, const llama_api_opts *o);
+/* common_reasoning_format_from_name: 0 and *out (a chat_reasoning_format of
+ * text/chat_gen.h: none, auto, deepseek, deepseek-legacy), or -1 for
+ * another name (llama-server's "Unknown reasoning format"). */
+int llama_reasoning_format_from_name(const char *s, int *out);
 /* The command line's sampling defaults over the model's: into out
  * (uninitialised; free it with sampler_params_free whatever the result). 0,
  * or -1 with the reason. o may be NULL. */

@@ -235,7 +235,7 @@ int llama_chat_prepare(engine_model *m, const llama_api_opts *lo, const json_val
     in.reasoning_format = lo ? (chat_reasoning_format)lo->reasoning_format : CHAT_REASONING_DEEPSEEK;
     const json_value *rf = json_get(body, "reasoning_format");
     if (rf) {
-        chat_reasoning_format f;
+        int f;
         if (rf->type != JSON_STRING) {   /* nlohmann's type error: llama-server's 400 */
             bk_err(err, errlen, "[json.exception.type_error.302] type must be string, but is %s", llama_jtype(rf));
             return -1;
@@ -245,7 +245,7 @@ int llama_chat_prepare(engine_model *m, const llama_api_opts *lo, const json_val
             bk_err(err, errlen, "Unknown reasoning format: %.*s", (int)(rf->len > 200 ? 200 : rf->len), rf->str);
             return -1;
         }
-        in.reasoning_format = f;
+        in.reasoning_format = (chat_reasoning_format)f;
     }
     in.json_schema = lc_schema(body, c);
     int need = tools_on || (in.json_schema && in.json_schema->type == JSON_OBJECT && in.json_schema->n);
@@ -293,7 +293,7 @@ int llama_chat_prepare(engine_model *m, const llama_api_opts *lo, const json_val
     return 0;
 }
 
-int llama_reasoning_format_from_name(const char *s, chat_reasoning_format *out)
+int llama_reasoning_format_from_name(const char *s, int *out)
 {
     if (!strcmp(s, "none")) *out = CHAT_REASONING_NONE;
     else if (!strcmp(s, "auto")) *out = CHAT_REASONING_AUTO;

@@ -208,8 +208,6 @@ void llama_chat_free(llama_chat *c);
  * tools or a schema). 0, or -1 with *status and err. */
 int llama_chat_prepare(engine_model *m, const llama_api_opts *lo, const json_value *body, const llama_pre *pre,
                        engine_request *rq, llama_chat *c, int *status, char *err, size_t errlen);
-/* common_reasoning_format_from_name: 0 and *out, or -1 for another name. */
-int llama_reasoning_format_from_name(const char *s, chat_reasoning_format *out);
 /* task_result_state::update_chat_msg: the answer so far text[0..n) parsed
  * (common_chat_parse, is_partial), the tool calls' ids set, and the deltas
  * from the message before (none when the parse is an empty message, which

@@ -638,6 +638,7 @@ int engine_render_chat(const engine_model *m, const json_value *messages, const 
     o.eos_token = m->eos_piece;
     o.add_bos = tok_add_bos(m->vocab);
     o.add_eos = tok_add_eos(m->vocab);
+    if (o.enable_thinking < 0 && m->e && m->e->o.reasoning_off) o.enable_thinking = 0;
     return template_render(m->tmpl, m->tmpl_len, messages, &o, out, err, errlen);
 }
 
@@ -678,6 +679,7 @@ static int generation_prompt_of(const engine_model *m, const json_value *message
     o.eos_token = m->eos_piece;
     o.add_bos = tok_add_bos(m->vocab);
     o.add_eos = tok_add_eos(m->vocab);
+    if (o.enable_thinking < 0 && m->e && m->e->o.reasoning_off) o.enable_thinking = 0;
     o.add_generation_prompt = 1;
     o.continue_final = TEMPLATE_CONTINUE_NONE;
     o.prefill_assistant = 0;

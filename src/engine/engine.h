@@ -83,6 +83,8 @@ typedef struct {
     int no_jinja;              /* llama-server's --no-jinja: llama-server's routes render with its built-in format
                                   that the template's text names or contains (template_legacy_detect); Ollama's
                                   routes keep the Jinja engine */
+    int reasoning_off;         /* --reasoning off: every Jinja render's enable_thinking is false unless the
+                                  request's chat_template_kwargs say otherwise (b11669: enable_reasoning 0) */
 } engine_opts;
 
 #define ENGINE_MAX_SLOTS 256
