@@ -76,11 +76,11 @@ def cases(start, think=None, full=True):
     out = [
         ("plain", dict(g, messages=ASK, max_tokens=12)),
         ("tools auto", dict(g, messages=ASK, tools=[WEATHER, SEARCH], max_tokens=24)),
-        ("tools auto steered", mk(g, go, messages=ASK, tools=[UNIT, PING], max_tokens=40)),
+        ("tools auto steered", mk(g, go, messages=ASK, tools=[UNIT, PING], max_tokens=32)),
         ("tools required steered", mk(g, go, messages=ASK, tools=[UNIT, PING], tool_choice="required",
-                                        max_tokens=40)),
+                                        max_tokens=32)),
         ("tools required seeded", mk(seeded, go, messages=ASK, tools=[UNIT, PING], tool_choice="required",
-                                       max_tokens=40)),
+                                       max_tokens=32)),
         ("tools required free strings", mk(g, go, messages=ASK, tools=[WEATHER], tool_choice="required",
                                              max_tokens=32)),
         ("parallel calls", mk(g, go, messages=ASK, tools=[UNIT, PING], tool_choice="required",
@@ -99,10 +99,15 @@ def cases(start, think=None, full=True):
         out += [
             ("reasoning steered", mk(g, tb, messages=ASK, max_tokens=24)),
             ("reasoning with tools", mk(g, logit_bias=[[think, 12], [start, 8]], messages=ASK, tools=[UNIT, PING],
-                                          tool_choice="required", max_tokens=40)),
+                                          tool_choice="required", max_tokens=32)),
             ("reasoning_format none", mk(g, tb, messages=ASK, reasoning_format="none", max_tokens=24)),
             ("enable_thinking false", mk(g, tb, messages=ASK, chat_template_kwargs={"enable_thinking": False},
                                            max_tokens=24)),
+            ("reasoning budget", mk(g, tb, messages=ASK, reasoning_budget_tokens=4, max_tokens=24)),
+            ("reasoning budget message", mk(g, tb, messages=ASK, thinking_budget_tokens=2,
+                                            reasoning_budget_message="Enough.", max_tokens=24)),
+            ("reasoning budget with tools", mk(g, logit_bias=[[think, 12], [start, 8]], messages=ASK,
+                                               tools=[UNIT, PING], reasoning_budget_tokens=3, max_tokens=32)),
         ]
     return out if full else [c for c in out if c[0] in CORE]
 
