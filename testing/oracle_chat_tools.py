@@ -186,11 +186,12 @@ def models():
     if p.returncode != 0:
         oracle.skip_all(f"make_chat_models.py failed: {p.stdout[-500:]}", S)
     paths = {n: os.path.join(MODELS, n + ".gguf") for n in ("chat-qwen", "chat-llama")}
+    paths["stories"] = os.path.join(shared, "models", "stories260K.gguf")
     return paths, oracle.pinned_fork(list(paths.values()), prefix="oracle-chat-tools-")
 
 
 def pair(model, tpl, fork, extra=()):
-    t = ["--chat-template-file", tpl]
+    t = ["--chat-template-file", tpl] if tpl else []
     L = oracle.Server.llama(kit, model, ctx=1024, extra=t + list(extra))
     B = oracle.Server.bankml(model, ctx=1024, extra=["--fork", fork] + t + list(extra))
     return oracle.start_both(L, B)
@@ -241,6 +242,31 @@ def t_refusals(paths, fork):
         B.stop()
 
 
+def t_no_jinja(paths, fork):
+    """--no-jinja: the chat's schema through json_schema_to_grammar (common_chat_templates_apply_legacy), its
+    refusals in llama-server's words; the budget's fields read as /completion reads them."""
+    L = oracle.Server.llama(kit, paths["stories"], ctx=512, extra=["--no-jinja"])
+    B = oracle.Server.bankml(paths["stories"], ctx=512, extra=["--fork", fork, "--no-jinja"])
+    oracle.start_both(L, B)
+    try:
+        g = {"messages": [{"role": "user", "content": "hi"}], "temperature": 0, "max_tokens": 10}
+        for label, body in [
+            ("json_object", dict(g, response_format={"type": "json_object"})),
+            ("json_schema const", dict(g, response_format={"type": "json_schema",
+                                                           "json_schema": {"schema": {"const": "foooooo"}}})),
+            ("json_schema field", dict(g, json_schema={"type": "integer"})),
+            ("schema not an object", dict(g, response_format={"type": "json_object", "schema": 123})),
+            ("schema type number", dict(g, response_format={"type": "json_object", "schema": {"type": 123}})),
+            ("schema type unknown", dict(g, json_schema={"type": "hiccup"})),
+            ("budget fields as /completion", dict(g, reasoning_budget_tokens=2, reasoning_budget_start_tag=" the",
+                                                  reasoning_budget_end_tags=["."])),
+        ]:
+            compare("no-jinja", L, B, label, body)
+    finally:
+        L.stop()
+        B.stop()
+
+
 def main():
     paths, fork = models()
     only = os.environ.get("ORACLE_CHAT_TOOLS_ONLY")
@@ -250,6 +276,7 @@ def main():
         S.run(f"{name}: the pair ran", t_template, paths, fork, name, model, tpl, start, think, i < 2)
     if not only:
         S.run("refusals: the pairs ran", t_refusals, paths, fork)
+        S.run("no-jinja: the pair ran", t_no_jinja, paths, fork)
         print("reached:", json.dumps(stats))
         S.check("the cases reached tool calls", stats["tool_calls"] >= 10, json.dumps(stats))
         S.check("the cases reached finish_reason tool_calls", stats["finish tool_calls"] >= 5, json.dumps(stats))

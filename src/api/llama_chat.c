@@ -17,6 +17,7 @@
 
 #include "base/base.h"
 #include "api/llama_json.h"
+#include "sampling/json_schema.h"
 #include "sampling/peg_grammar.h"
 
 void llama_chat_init(llama_chat *c)
@@ -137,6 +138,16 @@ static void lc_copy(jbuf *b, const json_value *body, const char *key)
     json_put_value(b, v);
 }
 
+static const char *const LC_BUDGET[] = {"reasoning_budget_tokens", "reasoning_budget_start_tag",
+                                        "reasoning_budget_end_tags", "reasoning_budget_end_tag",
+                                        "reasoning_budget_message"};
+
+/* The budget's fields as the body gives them (a template without thinking tags: b11669 copies them through). */
+static void lc_copy_budget(jbuf *b, const json_value *body)
+{
+    for (size_t i = 0; i < sizeof LC_BUDGET / sizeof LC_BUDGET[0]; i++) lc_copy(b, body, LC_BUDGET[i]);
+}
+
 /* json_value(body, key, -1) of an int field */
 static long lc_int(const json_value *body, const char *key, long dflt)
 {
@@ -177,19 +188,15 @@ static int lc_overlay(const llama_api_opts *lo, const json_value *body, llama_ch
         json_put_cstr(ov, p->thinking_start_tag);
         jbuf_puts(ov, ",\"reasoning_budget_end_tags\":");
         lc_put_strs(ov, &p->thinking_end_tag, 1);
+        /* json_value(body, "reasoning_budget_message", --reasoning-budget-message): always set, so the end tag
+         * alone is forced when there is no message */
         const json_value *msg = json_get(body, "reasoning_budget_message");
-        if (msg) {
-            lc_copy(ov, body, "reasoning_budget_message");
-        } else if (lo && lo->reasoning_budget_message) {
-            jbuf_puts(ov, ",\"reasoning_budget_message\":");
-            json_put_cstr(ov, lo->reasoning_budget_message);
-        }
+        jbuf_puts(ov, ",\"reasoning_budget_message\":");
+        if (msg && msg->type == JSON_STRING) json_put_str(ov, msg->str, msg->len);
+        else json_put_cstr(ov, lo && lo->reasoning_budget_message ? lo->reasoning_budget_message : "");
         lc_copy(ov, body, "reasoning_budget_end_tag");
     } else {
-        static const char *const keys[] = {"reasoning_budget_tokens", "reasoning_budget_start_tag",
-                                           "reasoning_budget_end_tags", "reasoning_budget_end_tag",
-                                           "reasoning_budget_message"};
-        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) lc_copy(ov, body, keys[i]);
+        lc_copy_budget(ov, body);
     }
     jbuf_putc(ov, '}');
     return 0;
@@ -217,11 +224,66 @@ static int lc_prefill(const engine_model *m, const llama_chat *c, engine_request
     return 0;
 }
 
+/* --no-jinja (common_chat_templates_apply_legacy): the chat's JSON schema becomes the grammar through
+ * json_schema_to_grammar (replacing the body's grammar), an answer that is not parsed; its refusal is
+ * llama-server's 400 "JSON schema conversion failed:\n...". */
+static int lc_legacy_schema(const engine_model *m, const json_value *body, engine_request *rq, llama_chat *c,
+                            char *err, size_t errlen)
+{
+    const json_value *js = lc_schema(body, c);
+    char *g = NULL;
+    size_t gn = 0;
+    int rc = js ? json_schema_to_gbnf(js, 0, &g, &gn) : JSON_SCHEMA_OK;
+    if (rc != JSON_SCHEMA_OK) {
+        bk_err(err, errlen, "%s", g ? g : "out of memory");
+        free(g);
+        return -1;
+    }
+    jbuf ov;
+    jbuf_init(&ov);
+    jbuf_puts(&ov, "{\"grammar_triggers\":[],\"preserved_tokens\":[]");
+    if (js) {
+        jbuf_puts(&ov, ",\"grammar\":");
+        json_put_str(&ov, g, gn);
+    }
+    lc_copy_budget(&ov, body);
+    jbuf_putc(&ov, '}');
+    free(g);
+    char perr[128];
+    json_value *o = json_parse(ov.p, ov.len, perr, sizeof perr);
+    jbuf_free(&ov);
+    if (!o) {
+        bk_err(err, errlen, "out of memory");
+        return -1;
+    }
+    rc = llama_fields_read_chat(m, o, rq, err, errlen);
+    json_free(o);
+    return rc;
+}
+
+/* A chat answered without the template's parser (a specialised template, a continued message): the budget's
+ * fields would take the template's thinking tags in b11669, which bankml does not have for it. */
+static int lc_inactive(const json_value *body, char *err, size_t errlen)
+{
+    static const char *const more[] = {"thinking_budget_tokens"};
+    for (size_t i = 0; i < sizeof LC_BUDGET / sizeof LC_BUDGET[0] + 1; i++) {
+        const char *k = i < sizeof LC_BUDGET / sizeof LC_BUDGET[0] ? LC_BUDGET[i] : more[0];
+        const json_value *v = json_get(body, k);
+        if (!v || v->type == JSON_NULL || (strstr(k, "_tokens") && lc_int(body, k, 0) == -1)) continue;
+        bk_err(err, errlen, "%s: the reasoning budget on chat takes the template's thinking tags, and bankml does "
+               "not reproduce this template's chat format for this request (a specialised parser, or a continued "
+               "final message); send the request without it", k);
+        return -1;
+    }
+    return 0;
+}
+
 int llama_chat_prepare(engine_model *m, const llama_api_opts *lo, const json_value *body, const llama_pre *pre,
                        engine_request *rq, llama_chat *c, int *status, char *err, size_t errlen)
 {
     *status = 400;
-    if (!pre->chat || !engine_model_jinja(m)) return 0;
+    if (!pre->chat) return 0;
+    if (!engine_model_jinja(m)) return lc_legacy_schema(m, body, rq, c, err, errlen);
     chat_gen_inputs in;
     memset(&in, 0, sizeof in);
     int tools_on = pre->has_tools && pre->tool_choice != LLAMA_TOOL_CHOICE_NONE;
@@ -250,7 +312,7 @@ int llama_chat_prepare(engine_model *m, const llama_api_opts *lo, const json_val
     in.json_schema = lc_schema(body, c);
     int need = tools_on || (in.json_schema && in.json_schema->type == JSON_OBJECT && in.json_schema->n);
     if (pre->topts.continue_final != TEMPLATE_CONTINUE_NONE) {
-        if (!need) return 0;   /* today's path: the continued content first, then the answer */
+        if (!need) return lc_inactive(body, err, errlen);   /* today's path: the continued content, the answer */
         bk_err(err, errlen, "a continued final message (continue_final_message, or an assistant prefill) beside "
                "tools or response_format changes b11669's parser's generation prompt, which bankml does not "
                "reproduce yet; send the request without one of them");
@@ -258,14 +320,15 @@ int llama_chat_prepare(engine_model *m, const llama_api_opts *lo, const json_val
     }
     char gerr[512];
     if (engine_generation_prompt_with(m, pre->messages, &pre->topts, &c->gp, gerr, sizeof gerr) != 0) {
-        if (!need) return 0;   /* the render's own error comes with the prompt */
+        if (!need) return lc_inactive(body, err, errlen);   /* the render's own error comes with the prompt */
         bk_err(err, errlen, "%s", gerr);
         return -1;
     }
     in.generation_prompt = c->gp.p ? c->gp.p : "";
     in.generation_prompt_len = c->gp.len;
     int rc = lc_params(m, &in, need, c, status, err, errlen);
-    if (rc != 0) return rc < 0 ? -1 : 0;
+    if (rc < 0) return -1;
+    if (rc > 0) return lc_inactive(body, err, errlen);
     c->active = 1;
     c->format = CHAT_FORMAT_PEG_NATIVE;
     /* llama_params: the grammar and its triggers, the preserved tokens, the budget's tags, then the stops */
