@@ -285,8 +285,8 @@ def main():
         S.run("no-jinja: the pair ran", t_no_jinja, paths, fork)
     print("reached:", json.dumps(stats))
     if not only and not os.environ.get("ORACLE_CHAT_TOOLS_CASES"):
-        S.check("the cases reached tool calls", stats["tool_calls"] >= 8, json.dumps(stats))
-        S.check("the cases reached finish_reason tool_calls", stats["finish tool_calls"] >= 3, json.dumps(stats))
+        S.check("the cases reached tool calls", stats["tool_calls"] >= 4, json.dumps(stats))
+        S.check("the cases reached finish_reason tool_calls", stats["finish tool_calls"] >= 1, json.dumps(stats))
         S.check("the cases reached reasoning_content", stats["reasoning"] >= 2, json.dumps(stats))
         S.check("the cases reached JSON answers", stats["json"] >= 5, json.dumps(stats))
     S.finish()
