@@ -28,17 +28,6 @@ CHAT = "/v1/chat/completions"
 BASE = {CMPL: {"prompt": "Once upon", "n_predict": 2, "temperature": 0},
         CHAT: {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "temperature": 0}}
 G16 = "constrained generation is not reproduced yet (issue #16); send the request without it"
-CHAT_SCHEMA = ("json_schema: on chat llama-server builds the grammar from the template's parser (the generation "
-               "prompt, an optional ```json fence, the schema) and parses the answer with it; not reproduced yet "
-               "(issue #16): send the request without it, or the schema to /completion")
-CHAT_FORMAT = ('response_format: JSON mode and JSON schemas on chat go through the template\'s parser in llama-server '
-               '(a grammar of the generation prompt, an optional ```json fence and the schema); not reproduced yet '
-               '(issue #16): send the request without it or with type "text", or the schema as json_schema to '
-               '/completion')
-CHAT_BUDGET = ("on chat the budget's tags come from the template's thinking format (the chat layer, issue #17), "
-               "not reproduced yet; send the request without it")
-CHAT_TAGS = ("on chat the template's thinking tags replace {} (the chat layer, issue #17), not reproduced yet; send "
-             "the request without it")
 
 # (field, refused value, a value b11669 treats as absent, the reason, routes)
 BOTH = (CMPL, CHAT)
@@ -53,32 +42,20 @@ REFUSED = [
                                       "without it", BOTH),
     ("lora", [{"id": 0, "scale": 1.0}], [], "lora: LoRA adapters are not reproduced; send the request without it",
      BOTH),
-    ("json_schema", {"type": "object"}, None, CHAT_SCHEMA, (CHAT,)),
-    ("json_schema", {}, None, CHAT_SCHEMA, (CHAT,)),
-    ("response_format", {"type": "json_object"}, {"type": "text"},
-     CHAT_FORMAT, (CHAT,)),
-    ("response_format", {"type": "json_schema", "json_schema": {"schema": {}}}, {}, CHAT_FORMAT, (CHAT,)),
-    ("response_format", {"type": "json_schema", "schema": {"type": "string"}}, {"type": ""}, CHAT_FORMAT, (CHAT,)),
     ("chat_format", 2, 0, "chat_format: only the content-only format (0) is reproduced; send the request without it",
      BOTH),
     ("reasoning_format", "none", "deepseek", 'reasoning_format: only the server\'s default, "deepseek", is '
-                                             'reproduced; send the request without it', BOTH),
+                                             'reproduced; send the request without it', (CMPL,)),
     ("generation_prompt", "<think>", "", "generation_prompt: a generation prompt for the chat parser is not "
                                          "reproduced; send the request without it", BOTH),
-    ("parse_tool_calls", True, False, "parse_tool_calls: tool calls are not reproduced yet; send the request without "
-                                      "it", BOTH),
+    ("parse_tool_calls", True, False, "parse_tool_calls: tool calls are not parsed on this route; send the request "
+                                      "without it", (CMPL,)),
     ("chat_parser", "x", None, "chat_parser: chat parsers are not reproduced yet; send the request without it", BOTH),
     ("echo", True, False, "echo: echoing the prompt is not reproduced; send the request without it", BOTH),
     ("message_delimiters", ["x"], [], "message_delimiters: not reproduced; send the request without it", BOTH),
     ("reasoning_control", True, False, "reasoning_control: ending the reasoning at run time (llama-server's "
                                        "reasoning_end control) is not reproduced yet; send the request without it",
      BOTH),
-    ("reasoning_budget_tokens", 10, -1, "reasoning_budget_tokens: " + CHAT_BUDGET, (CHAT,)),
-    ("thinking_budget_tokens", 10, -1, "thinking_budget_tokens: " + CHAT_BUDGET, (CHAT,)),
-    ("reasoning_budget_start_tag", "<think>", None, "reasoning_budget_start_tag: " + CHAT_TAGS.format("it"), (CHAT,)),
-    ("reasoning_budget_end_tags", ["</think>"], None, "reasoning_budget_end_tags: " + CHAT_TAGS.format("them"), (CHAT,)),
-    ("reasoning_budget_end_tag", "</think>", None, "reasoning_budget_end_tag: " + CHAT_TAGS.format("it"), (CHAT,)),
-    ("reasoning_budget_message", "stop", None, "reasoning_budget_message: " + CHAT_BUDGET, (CHAT,)),
 ]
 
 # requests with llama-server's own errors, or bankml's that depend on two fields
@@ -125,12 +102,13 @@ OTHER = [
     # streamed per-token timings and progress events are reproduced (oracle_progress.py compares them)
     (CMPL, {"stream": True, "timings_per_token": True}, 200, None),
     (CHAT, {"stream": True, "return_progress": True}, 200, None),
-    # the chat's template inputs (oracle_chat_prompt.py compares them with llama-server); a chat with tools
-    # that b11669 would answer through its tool-call grammar and parser is refused with the reason
-    (CHAT, {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, 400,
-     'tools: b11669 answers a chat with tools (tool_choice other than "none") through its tool-call grammar and its '
-     'PEG answer parser (tool_calls, finish_reason "tool_calls"), which bankml does not reproduce yet; '
-     '/apply-template renders such a request, and tool_choice "none" is answered'),
+    # the chat's template inputs (oracle_chat_prompt.py compares them with llama-server); a chat with tools,
+    # JSON mode, a schema, the reasoning fields go through the chat layer (oracle_chat_tools.py compares them)
+    (CHAT, {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, 200, None),
+    (CHAT, {"response_format": {"type": "json_object"}}, 200, None),
+    (CHAT, {"json_schema": {"type": "object"}}, 200, None),
+    (CHAT, {"reasoning_format": "none", "parse_tool_calls": True, "reasoning_budget_tokens": 3}, 200, None),
+    (CHAT, {"reasoning_format": "bogus"}, 500, "Unknown reasoning format: bogus"),
     (CHAT, {"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "none"}, 200, None),
     (CHAT, {"tool_choice": "bogus"}, 400, "Invalid tool_choice: bogus"),
     (CHAT, {"add_generation_prompt": False}, 200, None),

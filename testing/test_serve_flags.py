@@ -79,10 +79,9 @@ CASES = [
      "disabled, not maybe\n"),
     (["serve", "-ctk", "q8_0"], {}, 2, "bankml serve: refused -ctk q8_0: bankml's KV cache is f16 as llama-server's "
                                        "default; other types are not reproduced\n"),
-    (["serve", "--reasoning-budget", "0"], {}, 2,
-     "bankml serve: refused --reasoning-budget 0: the budget applies to chat through the template's thinking tags, "
-     "which bankml does not have until the chat-format issue lands; it reproduces only llama-server's default here "
-     "(-1; a request's reasoning_budget_tokens on /completion is reproduced)\n"),
+    (["serve", "--reasoning-format", "bogus"], {}, 2,
+     "bankml serve: refused --reasoning-format bogus: b11669 knows none, auto, deepseek and deepseek-legacy (it exits "
+     "on another name)\n"),
     (["serve", "-tb", "3"], {}, 2, "bankml serve: refused -tb 3: bankml plays prompts with the -t split (its threads "
                                    "decide bits); give -tb equal to -t (2) or leave it out\n"),
     (["serve", "--mirostat", "2"], {}, 2, "bankml serve: refused the server-wide sampling flags: mirostat: not "

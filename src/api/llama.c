@@ -76,6 +76,7 @@ typedef struct {
     const int32_t *ids;        /* the running task's prompt */
     size_t n_ids;
     const json_value *vfields; /* response_fields for a chat's __verbose (an array of strings), or NULL */
+    llama_chat *cl;            /* the chat-format layer (cl->active: the answer is parsed), NULL none */
 } sctx;
 
 static int send_event(sctx *c)
@@ -108,10 +109,73 @@ static int completion_partial(sctx *c, const engine_token *t, int stop_now, cons
     return send_event(c);
 }
 
+/* One chat error event (an exception while a stream's result was read). */
+static int chat_error_event(sctx *c, const char *msg)
+{
+    jbuf_reset(&c->ev);
+    jbuf_puts(&c->ev, "{\"error\":{\"code\":500,\"message\":");
+    json_put_cstr_nl(&c->ev, msg);
+    jbuf_puts(&c->ev, ",\"type\":\"server_error\"}}");
+    send_event(c);
+    c->replied = 1;
+    return -1;
+}
+
+/* The stream chunks of the chat layer's deltas (to_json_oaicompat_chat of a
+ * partial, or the final's deltas): the role delta first when `first`, then
+ * one chunk per delta, the token's logprobs and the timings on the last. */
+static int chat_layer_chunks(sctx *c, const engine_token *t, int first, const chat_msg_delta *d, size_t nd,
+                             int timed, const engine_result *g)
+{
+    size_t total = (size_t)(first != 0) + nd;
+    for (size_t i = 0; i < total; i++) {
+        int last = i + 1 == total;
+        chunk_head(c);
+        if (first && i == 0) {
+            jbuf_puts(&c->ev, "{\"role\":\"assistant\",\"content\":null}");
+        } else {
+            const chat_msg_delta *x = &d[i - (first != 0)];
+            llama_chat_put_delta(&c->ev, x);
+            if (x->content_delta.len) json_text_nl(&c->shown, x->content_delta.p, x->content_delta.len);
+        }
+        if (last && t && c->rq->sp.n_probs > 0) {
+            jbuf_puts(&c->ev, ",\"logprobs\":{\"content\":");
+            size_t s0 = c->ev.len;
+            llama_put_probs(&c->ev, c->m, t, 0, 1);
+            if (c->n_lp++) jbuf_puts(&c->lp, ", ");
+            jbuf_put(&c->lp, c->ev.p + s0 + 1, c->ev.len - s0 - 2);
+            jbuf_putc(&c->ev, '}');
+        }
+        jbuf_puts(&c->ev, "}]");
+        chunk_tail(c);
+        if (last && timed) {
+            jbuf_puts(&c->ev, ",\"timings\":");
+            llama_put_timings(&c->ev, g);
+        }
+        jbuf_putc(&c->ev, '}');
+        if (send_event(c) != 0) return -1;
+    }
+    return 0;
+}
+
+/* A partial result through the chat layer: the answer so far parsed, its deltas sent. */
+static int chat_layer_partial(sctx *c, const engine_token *t, int stop_now, const engine_result *g)
+{
+    chat_msg_delta *d = NULL;
+    size_t nd = 0;
+    char err[512];
+    if (llama_chat_update(c->cl, c->raw.p, c->raw.len, 1, &d, &nd, err, sizeof err) != 0)
+        return chat_error_event(c, err);
+    int rc = chat_layer_chunks(c, t, g->n_decoded == 1, d, nd, llama_partial_timed(c->rq, stop_now), g);
+    chat_msg_deltas_free(d, nd);
+    return rc;
+}
+
 /* The chat stream's chunks for one token: a role delta first, then the
  * parsed content's growth. */
 static int chat_partial(sctx *c, const engine_token *t, int stop_now, const engine_result *g)
 {
+    if (c->cl && c->cl->active) return chat_layer_partial(c, t, stop_now, g);
     const char *p;
     size_t n;
     int have_delta = 0, rc = 0;
@@ -261,6 +325,29 @@ static void chat_final(sctx *c, const engine_result *g)
     jbuf out, text;
     jbuf_init(&out);
     jbuf_init(&text);
+    const char *finish = engine_finish(g);
+    if (c->cl && c->cl->active) {   /* the chat layer: the final parse */
+        chat_msg_delta *d = NULL;
+        size_t nd = 0;
+        char err[512];
+        if (llama_chat_update(c->cl, g->text.p, g->text.len, 0, &d, &nd, err, sizeof err) != 0) {
+            llama_reply_err(c->resp, 500, err);
+            jbuf_free(&out);
+            jbuf_free(&text);
+            return;
+        }
+        chat_msg_deltas_free(d, nd);
+        if (c->cl->msg.ncalls && (g->stop == ENGINE_STOP_EOS || g->stop == ENGINE_STOP_WORD)) finish = "tool_calls";
+        content = c->cl->msg.content.p ? c->cl->msg.content.p : "";
+        cl = c->cl->msg.content.len;
+        if (!c->cl->msg.content.len && !c->cl->msg.reasoning.len && !c->cl->msg.ncalls) {
+            content = g->text.p ? g->text.p : "";
+            cl = g->text.len;
+        }
+        jbuf_printf(&out, "{\"choices\":[{\"finish_reason\":\"%s\",\"index\":0,\"message\":", finish);
+        llama_chat_put_message(&out, &c->cl->msg, g->text.p, g->text.len);
+        goto message_done;
+    }
     engine_content(c->m, g->text.p ? g->text.p : "", g->text.len, &content, &cl);
     if (engine_reasoning_opened(c->m, content, cl) == 1) {
         llama_reply_err(c->resp, 500, ENGINE_REASONING_REFUSED);
@@ -278,9 +365,10 @@ static void chat_final(sctx *c, const engine_result *g)
         cl = g->text.len;
     }
     jbuf_printf(&out, "{\"choices\":[{\"finish_reason\":\"%s\",\"index\":0,\"message\":{\"role\":\"assistant\","
-                      "\"content\":", engine_finish(g));
+                      "\"content\":", finish);
     json_put_str_nl(&out, content, cl);
     jbuf_putc(&out, '}');
+message_done:
     if (rq->sp.n_probs > 0 && g->n_probs_out) {
         jbuf_puts(&out, ",\"logprobs\":{\"content\":");
         lp0 = out.len;
@@ -323,6 +411,7 @@ static void chat_final(sctx *c, const engine_result *g)
  * llama-server's, one for one. */
 static void chat_stream_end(sctx *c, const engine_result *g)
 {
+    const char *finish = engine_finish(g);
     if (g->n_decoded == 0) {   /* nothing was generated: the role delta was never sent */
         chunk_head(c);
         jbuf_puts(&c->ev, "{\"role\":\"assistant\",\"content\":null}}]");
@@ -330,8 +419,21 @@ static void chat_stream_end(sctx *c, const engine_result *g)
         jbuf_putc(&c->ev, '}');
         send_event(c);
     }
+    if (c->cl && c->cl->active) {   /* the final result's update: the deltas of the full parse first */
+        chat_msg_delta *d = NULL;
+        size_t nd = 0;
+        char err[512];
+        if (llama_chat_update(c->cl, c->raw.p, c->raw.len, 0, &d, &nd, err, sizeof err) != 0) {
+            chat_error_event(c, err);
+            return;
+        }
+        int rc = chat_layer_chunks(c, NULL, 0, d, nd, 0, g);
+        chat_msg_deltas_free(d, nd);
+        if (rc != 0) return;
+        if (c->cl->msg.ncalls && (g->stop == ENGINE_STOP_EOS || g->stop == ENGINE_STOP_WORD)) finish = "tool_calls";
+    }
     jbuf_reset(&c->ev);
-    jbuf_printf(&c->ev, "{\"choices\":[{\"finish_reason\":\"%s\",\"index\":0,\"delta\":{}}]", engine_finish(g));
+    jbuf_printf(&c->ev, "{\"choices\":[{\"finish_reason\":\"%s\",\"index\":0,\"delta\":{}}]", finish);
     chunk_tail(c);
     if (c->rq->include_usage) {
         put_verbose(c, &c->ev, g);   /* b11669: on the first of the final chunks, timings on the last */
@@ -519,7 +621,9 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
     llama_prompts ps;
     engine_model *m;
     jbuf tparams;
+    llama_chat layer;
     if (!body) return;
+    llama_chat_init(&layer);
     jbuf_init(&tparams);
     engine_request_init(&rq);
     if (body->type != JSON_OBJECT) {
@@ -534,6 +638,8 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
     if (llama_read_request(m, &api->o, body, &pre, &rq, err, sizeof err) != 0) {
         engine_task_ids(api->e, 1);   /* b11669 takes the task's id before it reads the fields */
         llama_reply_err(resp, 400, err);
+    } else if (llama_chat_prepare(m, &api->o, body, &pre, &rq, &layer, &status, err, sizeof err) != 0) {
+        llama_reply_err(resp, status, err);
     } else if (llama_prompt_list(m, &pre, resp, &ps) == 0) {
         {
             sctx c;
@@ -545,6 +651,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
             jbuf_init(&c.ev);
             jbuf_init(&c.prefill);
             if (chat && engine_model_jinja(m)) template_continued_content(pre.messages, &pre.topts, &c.prefill);
+            c.cl = &layer;
             c.resp = resp;
             c.req = req;
             c.m = m;
@@ -570,6 +677,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
     engine_release(api->e, api->o.keep_ms);
 out:
     engine_request_free(&rq);
+    llama_chat_free(&layer);
     jbuf_free(&tparams);
     json_free(body);
 }
@@ -1051,6 +1159,8 @@ void llama_api_opts_init(llama_api_opts *o)
     o->models_max = 4;
     o->models_autoload = 1;
     o->slots = 1;
+    o->reasoning_format = CHAT_REASONING_DEEPSEEK;
+    o->reasoning_budget = -1;
 }
 
 /* llama-server's 501 for a route its command line turned off; ud is the message. */

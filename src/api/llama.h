@@ -63,6 +63,10 @@ typedef struct llama_api_opts_s {
     int metrics;               /* --metrics: /metrics is served; else llama-server's 501 */
     int slots;                 /* --slots (the default); --no-slots: GET /slots answers llama-server's 501 */
     int props;                 /* --props (refused by the command line today): POST /props allowed, else 501 */
+    int reasoning_format;      /* --reasoning-format as a chat_reasoning_format (text/chat_gen.h): the chat
+                                  parser's default (llama_api_opts_init: deepseek, b11669's default) */
+    int32_t reasoning_budget;  /* --reasoning-budget: a chat's budget when the request gives none (-1 none) */
+    const char *reasoning_budget_message;   /* --reasoning-budget-message, NULL none */
     const char *slot_save_path;   /* --slot-save-path / --slot-dir, ending with '/': slot files go there; NULL: 501 */
     /* --grammar / --grammar-file / -j / -jf: the server-wide grammar (a schema already converted to GBNF),
      * the grammar of every request that brings none (no non-empty `grammar`, no `json_schema` outside
@@ -94,6 +98,10 @@ void llama_api_opts_init(llama_api_opts *o);
  * other llama-server routes. 0, or -1 after printing why on stderr (out of
  * memory, a predict route that is taken). */
 int llama_api_configure(llama_api *api, const llama_api_opts *o);
+/* common_reasoning_format_from_name: 0 and *out (a chat_reasoning_format of
+ * text/chat_gen.h: none, auto, deepseek, deepseek-legacy), or -1 for
+ * another name (llama-server's "Unknown reasoning format"). */
+int llama_reasoning_format_from_name(const char *s, int *out);
 /* The command line's sampling defaults over the model's: into out
  * (uninitialised; free it with sampler_params_free whatever the result). 0,
  * or -1 with the reason. o may be NULL. */

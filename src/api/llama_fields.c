@@ -70,7 +70,6 @@ static int is_empty_string(const json_value *v) { return v->type == JSON_STRING 
 static int is_empty_array(const json_value *v) { return v->type == JSON_ARRAY && v->n == 0; }
 static int never(const json_value *v) { (void)v; return 0; }
 static int is_zero(const json_value *v) { return v->type == JSON_NUMBER && strtod(v->str, NULL) == 0.0; }
-static int is_minus_one(const json_value *v) { return v->type == JSON_NUMBER && strtod(v->str, NULL) == -1.0; }
 static int not_positive(const json_value *v) { return v->type == JSON_NUMBER && strtod(v->str, NULL) <= 0.0; }
 
 static int field_str_is(const json_value *v, const char *s)
@@ -81,13 +80,6 @@ static int field_str_is(const json_value *v, const char *s)
 /* reasoning_format: the server's default, "deepseek", is what bankml prints */
 static int is_deepseek(const json_value *v) { return field_str_is(v, "deepseek"); }
 
-/* response_format: its type "text", empty or missing (json_value's default
- * object for a value that is not one) asks nothing */
-static int format_is_text(const json_value *v)
-{
-    const json_value *t = v->type == JSON_OBJECT ? json_get(v, "type") : NULL;
-    return !t || t->type != JSON_STRING || t->len == 0 || field_str_is(t, "text");
-}
 
 /* chat_format 0 is COMMON_CHAT_FORMAT_CONTENT_ONLY, the only one bankml has */
 static int is_content_only(const json_value *v) { return is_zero(v) || is_false(v); }
@@ -195,40 +187,40 @@ static const llama_field FIELDS[] = {
     {"json_schema", R_CMPL | R_OAI, REP, "llama_fields_read: converted by json_schema_to_gbnf (sampling/"
                                          "json_schema.c) into the grammar it reports; never read when the "
                                          "body has `grammar`", NULL},
-    {"json_schema", R_CHAT, REF, "json_schema: on chat llama-server builds the grammar from the template's "
-                                 "parser (the generation prompt, an optional ```json fence, the schema) and "
-                                 "parses the answer with it; not reproduced yet (issue #16): send the request "
-                                 "without it, or the schema to /completion", never},
+    {"json_schema", R_CHAT, REP, "llama_chat.c llama_chat_prepare: the chat inputs' json_schema (response_format's "
+                                 "replaces it), the template's parser and grammar (chat_gen)", NULL},
     {"grammar_lazy", R_CMPL | R_OAI, REP, "llama_fields_read: a boolean; with grammar_triggers the grammar "
                                           "awaits one before it constrains (gr_state_new_lazy); without, it "
                                           "never constrains; reported", NULL},
-    {"grammar_lazy", R_CHAT, ACC, "the chat layer replaces it with the template's (false) before it is read",
+    {"grammar_lazy", R_CHAT, ACC, "the chat layer replaces it with the template's (llama_chat.c) before it is read",
      NULL},
     {"grammar_triggers", R_CMPL | R_OAI, REP, "llama_fields_read read_triggers: every type (token, word, "
                                               "pattern, full pattern) with b11669's errors, a one-token word "
                                               "made a token trigger; patterns matched as std::regex "
                                               "(sampling/regex.c), refused with the reason where bankml does not "
                                               "reproduce them; reported", NULL},
-    {"grammar_triggers", R_CHAT, ACC, "the chat layer replaces them with the template's (none) before they are "
+    {"grammar_triggers", R_CHAT, ACC, "the chat layer replaces them with the template's (llama_chat.c) before they are "
                                       "read", NULL},
     {"preserved_tokens", R_CMPL | R_OAI, REP, "llama_fields_read read_preserved: each one-token string's id; "
                                               "those tokens print their special text; reported", NULL},
     {"preserved_tokens", R_CHAT, ACC, "the chat layer replaces them with the template's before they are read",
      NULL},
-    {"response_format", R_CHAT, REF, "response_format: JSON mode and JSON schemas on chat go through the "
-                                     "template's parser in llama-server (a grammar of the generation prompt, "
-                                     "an optional ```json fence and the schema); not reproduced yet (issue #16): "
-                                     "send the request without it or with type \"text\", or the schema as "
-                                     "json_schema to /completion", format_is_text},
+    {"response_format", R_CHAT, REP, "llama_chat.c lc_schema: json_object (its schema, or any object) and "
+                                     "json_schema (json_schema.schema), through the template's parser and grammar "
+                                     "(chat_gen); the answer parsed (llama_chat_update)", NULL},
     /* the chat format and its parser */
     {"chat_format", R_ALL, REF, "chat_format: only the content-only format (0) is reproduced; send the request "
                                 "without it", is_content_only},
-    {"reasoning_format", R_ALL, REF, "reasoning_format: only the server's default, \"deepseek\", is reproduced; "
-                                     "send the request without it", is_deepseek},
+    {"reasoning_format", R_CMPL | R_OAI, REF, "reasoning_format: only the server's default, \"deepseek\", is "
+                                              "reproduced; send the request without it", is_deepseek},
+    {"reasoning_format", R_CHAT, REP, "llama_chat.c llama_chat_prepare: none, auto, deepseek, deepseek-legacy "
+                                      "(b11669's words for another), the parser's reasoning extraction", NULL},
     {"generation_prompt", R_ALL, REF, "generation_prompt: a generation prompt for the chat parser is not "
                                       "reproduced; send the request without it", is_empty_string},
-    {"parse_tool_calls", R_ALL, REF, "parse_tool_calls: tool calls are not reproduced yet; send the request "
-                                     "without it", is_false},
+    {"parse_tool_calls", R_CMPL | R_OAI, REF, "parse_tool_calls: tool calls are not parsed on this route; send "
+                                              "the request without it", is_false},
+    {"parse_tool_calls", R_CHAT, ACC, "b11669's PEG chat parser never reads it (the template's parser decides)",
+     NULL},
     {"chat_parser", R_ALL, REF, "chat_parser: chat parsers are not reproduced yet; send the request without it",
      never},
     {"echo", R_ALL, REF, "echo: echoing the prompt is not reproduced; send the request without it", is_false},
@@ -239,40 +231,33 @@ static const llama_field FIELDS[] = {
      is_false},
     {"reasoning_budget_tokens", R_CMPL | R_OAI, REP, "llama_fields_read read_budget: -1..2147483647 (llama-server's "
                                                      "hard-limit words), the budget (sampling/budget.c)", NULL},
-    {"reasoning_budget_tokens", R_CHAT, REF, "reasoning_budget_tokens: on chat the budget's tags come from the "
-                                             "template's thinking format (the chat layer, issue #17), not reproduced "
-                                             "yet; send the request without it", is_minus_one},
-    {"thinking_budget_tokens", R_CHAT, REF, "thinking_budget_tokens: on chat the budget's tags come from the "
-                                            "template's thinking format (the chat layer, issue #17), not reproduced "
-                                            "yet; send the request without it", is_minus_one},
+    {"reasoning_budget_tokens", R_CHAT, REP, "llama_chat.c lc_overlay: the budget with the template's thinking "
+                                             "tags (else --reasoning-budget), as llama_params sets it", NULL},
+    {"thinking_budget_tokens", R_CHAT, REP, "llama_chat.c lc_overlay: reasoning_budget_tokens' fallback", NULL},
     {"reasoning_budget_start_tag", R_CMPL | R_OAI, REP, "llama_fields_read read_budget: the start sequence's tokens "
                                                         "(specials parsed)", NULL},
-    {"reasoning_budget_start_tag", R_CHAT, REF, "reasoning_budget_start_tag: on chat the template's thinking tags "
-                                                "replace it (the chat layer, issue #17), not reproduced yet; send the "
-                                                "request without it", never},
+    {"reasoning_budget_start_tag", R_CHAT, REP, "llama_chat.c lc_overlay: the template's thinking tags replace the "
+        "budget's when it has them; else read as on /completion", NULL},
     {"reasoning_budget_end_tags", R_CMPL | R_OAI, REP, "llama_fields_read read_budget: the end sequences (empty ones "
                                                        "dropped); the first one is forced", NULL},
-    {"reasoning_budget_end_tags", R_CHAT, REF, "reasoning_budget_end_tags: on chat the template's thinking tags "
-                                               "replace them (the chat layer, issue #17), not reproduced yet; send "
-                                               "the request without it", never},
+    {"reasoning_budget_end_tags", R_CHAT, REP, "llama_chat.c lc_overlay: the template's thinking tags replace the "
+        "budget's when it has them; else read as on /completion", NULL},
     {"reasoning_budget_end_tag", R_CMPL | R_OAI, REP, "llama_fields_read read_budget: reasoning_budget_end_tags' "
                                                       "alias", NULL},
-    {"reasoning_budget_end_tag", R_CHAT, REF, "reasoning_budget_end_tag: on chat the template's thinking tags "
-                                              "replace it (the chat layer, issue #17), not reproduced yet; send the "
-                                              "request without it", never},
+    {"reasoning_budget_end_tag", R_CHAT, REP, "llama_chat.c lc_overlay: the template's thinking tags replace the "
+        "budget's when it has them; else read as on /completion", NULL},
     {"reasoning_budget_message", R_CMPL | R_OAI, REP, "llama_fields_read read_budget: its tokens before the first "
                                                       "end tag's make the forced sequence (absent: nothing forced)",
      NULL},
-    {"reasoning_budget_message", R_CHAT, REF, "reasoning_budget_message: on chat the budget's tags come from the "
-                                              "template's thinking format (the chat layer, issue #17), not "
-                                              "reproduced yet; send the request without it", never},
+    {"reasoning_budget_message", R_CHAT, REP, "llama_chat.c lc_overlay: the template's thinking tags replace the "
+        "budget's when it has them; else read as on /completion", NULL},
     /* the chat route's own (oaicompat_chat_params_parse) */
     {"tools", R_CHAT, REP, "llama_req.c llama_read_chat_inputs (common_chat_tools_parse_oaicompat), rendered by the "
-                           "template; a chat with tools and tool_choice other than \"none\" is refused in "
-                           "llama_read_pre (the tool-call grammar and answer parser are not reproduced yet)", NULL},
+                           "template; with tool_choice other than \"none\" the template's tool-call grammar and "
+                           "parser (llama_chat.c; a template with a specialised parser refused there)", NULL},
     {"tool_choice", R_CHAT, REP, "llama_req.c llama_read_chat_inputs (auto, none, required; its 400)", NULL},
-    {"parallel_tool_calls", R_CHAT, ACC, "only b11669's tool-call grammar and parser read it, and a chat that "
-                                         "would use them (tools, tool_choice not none) is refused", NULL},
+    {"parallel_tool_calls", R_CHAT, REP, "llama_chat.c llama_chat_prepare: a boolean, default the template's "
+                                         "supports_parallel_tool_calls; the parser and grammar take it", NULL},
     {"add_generation_prompt", R_CHAT, REP, "llama_req.c llama_read_chat_inputs, then the template", NULL},
     {"continue_final_message", R_CHAT, REP, "llama_req.c llama_read_chat_inputs, template_continuation (a "
                                             "continuation on a template with reasoning markers or a dedicated "
@@ -855,6 +840,38 @@ static int build_lazy(engine_request *rq, char *err, size_t errlen)
     else if (code == RX_UNSUPPORTED) bk_err(err, errlen, "grammar_triggers: %s; send the request without it", why);
     else bk_err(err, errlen, "out of memory");
     return -1;
+}
+
+int llama_fields_read_chat(const engine_model *m, const json_value *o, engine_request *rq, char *err, size_t errlen)
+{
+    const json_value *g = json_get(o, "grammar");
+    engine_request_free_lazy(rq);
+    if (g && g->type == JSON_STRING) {
+        gr_free(rq->grammar);
+        rq->grammar = NULL;
+        free(rq->grammar_text);
+        rq->grammar_text = malloc(g->len + 1);
+        if (!rq->grammar_text) {
+            bk_err(err, errlen, "out of memory");
+            return -1;
+        }
+        memcpy(rq->grammar_text, g->str, g->len);
+        rq->grammar_text[g->len] = 0;
+        rq->grammar_len = g->len;
+    }
+    rq->grammar_lazy = 0;
+    if (llama_field_bool(o, "grammar_lazy", &rq->grammar_lazy, err, errlen)) return -1;
+    if (read_preserved(m, o, rq, err, errlen)) return -1;
+    if (read_triggers(m, o, rq, err, errlen)) return -1;
+    if (read_budget(m, o, rq, err, errlen)) return -1;
+    if (build_lazy_types(rq, err, errlen)) return -1;
+    if (g && g->type == JSON_STRING && read_grammar(m, rq, err, errlen)) return -1;
+    if (build_lazy(rq, err, errlen)) return -1;
+    if (rq->grammar_lazy && rq->n_triggers == 0) {
+        gr_free(rq->grammar);
+        rq->grammar = NULL;
+    }
+    return 0;
 }
 
 int llama_fields_read(const engine_model *m, const char *route, const json_value *body,

@@ -12,6 +12,8 @@
 #include "api/serve.h"
 #include "api/llama.h"
 #include "engine/engine.h"
+#include "text/chat_gen.h"
+#include "text/chat_peg.h"
 #include "text/template.h"
 
 #define LLAMA_FINGERPRINT "bankml-" BANKML_VERSION
@@ -170,6 +172,60 @@ int llama_fields_check(const char *route, const json_value *body, char *err, siz
 struct llama_api_opts_s;
 int llama_fields_read(const engine_model *m, const char *route, const json_value *body,
                       const struct llama_api_opts_s *lo, engine_request *rq, char *err, size_t errlen);
+
+/* The chat layer's llama_params (llama_chat.c) read as the completion
+ * schema reads them, replacing what the body set: grammar (when o has one:
+ * the chat's own, which replaces the body's), grammar_lazy,
+ * preserved_tokens, grammar_triggers (a one-token word made a token
+ * trigger), the reasoning budget's fields; then the grammar compiled and
+ * the lazy grammar's triggers. 0, or -1 with the message. */
+int llama_fields_read_chat(const engine_model *m, const json_value *o, engine_request *rq, char *err, size_t errlen);
+
+/* ---- the chat-format layer (llama_chat.c) ---- */
+
+/* One chat request's chat format, as b11669's --jinja path runs it: the
+ * template's parameters (chat_gen's, for a template that takes the
+ * differential autoparser) and the answer parsed as it grows. */
+typedef struct {
+    int active;                /* the answer goes through the parser (else today's content-only path) */
+    int has_params;
+    chat_gen_params p;         /* the arena, grammar flags, triggers, preserved tokens, stops, thinking tags */
+    chat_format format;        /* CHAT_FORMAT_PEG_NATIVE */
+    jbuf gp;                   /* the generation prompt (common_chat_template_generation_prompt) */
+    chat_msg msg;              /* the message parsed last (task_result_state::chat_msg) */
+    char **ids;                /* the tool calls' ids by index (generated_tool_call_ids) */
+    size_t n_ids;
+    int want_object;           /* response_format asked for any object */
+    json_value *schema_doc;    /* {"type":"object"} when it did */
+} llama_chat;
+
+void llama_chat_init(llama_chat *c);
+void llama_chat_free(llama_chat *c);
+/* For a chat with Jinja, after llama_read_request: the chat inputs as
+ * oaicompat_chat_params_parse reads them (tools and tool_choice from pre,
+ * parallel_tool_calls, reasoning_format over lo's --reasoning-format,
+ * response_format / json_schema), the template's parameters (the one
+ * dispatch point: a specialised template, chat_specialized != CA_SPEC_NONE,
+ * is refused when the request needs its parser, else answered as today),
+ * and the llama_params they set into rq (llama_fields_read_chat, the added
+ * stops, the generation prompt's prefill tokens). c->active says the answer
+ * is parsed. A continued final message keeps today's path (refused beside
+ * tools or a schema). 0, or -1 with *status and err. */
+int llama_chat_prepare(engine_model *m, const llama_api_opts *lo, const json_value *body, const llama_pre *pre,
+                       engine_request *rq, llama_chat *c, int *status, char *err, size_t errlen);
+/* task_result_state::update_chat_msg: the answer so far text[0..n) parsed
+ * (common_chat_parse, is_partial), the tool calls' ids set, and the deltas
+ * from the message before (none when the parse is an empty message, which
+ * is then not kept). 0 with *d (free with chat_msg_deltas_free) and *nd, or
+ * -1 with b11669's error (the parse's or the diff's). */
+int llama_chat_update(llama_chat *c, const char *text, size_t n, int is_partial, chat_msg_delta **d, size_t *nd,
+                      char *err, size_t errlen);
+/* server_chat_msg_diff_to_json_oaicompat: a stream chunk's delta object. */
+void llama_chat_put_delta(jbuf *b, const chat_msg_delta *d);
+/* common_chat_msg::to_json_oaicompat of the final message (role, content,
+ * reasoning_content, tool_calls with type, function and id); an empty
+ * message answers the raw text as its content. */
+void llama_chat_put_message(jbuf *b, const chat_msg *m, const char *raw, size_t raw_len);
 
 /* ---- writing (llama_out.c) ---- */
 

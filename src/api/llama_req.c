@@ -464,14 +464,6 @@ int llama_read_pre(const json_value *body, int chat, llama_pre *pre, int *status
     if (chat && llama_check_messages(pre->messages, status, err, errlen) != 0) return -1;
     if (!chat) template_opts_init(&pre->topts);
     if (chat && llama_read_chat_inputs(body, pre, status, err, errlen) != 0) return -1;
-    if (chat && pre->has_tools && pre->tool_choice != LLAMA_TOOL_CHOICE_NONE) {
-        *status = 400;
-        bk_err(err, errlen, "tools: b11669 answers a chat with tools (tool_choice other than \"none\") through its "
-                            "tool-call grammar and its PEG answer parser (tool_calls, finish_reason \"tool_calls\"), "
-                            "which bankml does not reproduce yet; /apply-template renders such a request, and "
-                            "tool_choice \"none\" is answered");
-        return -1;
-    }
     *status = 400;
     if (chat && sampler_oai_logprobs(body, &pre->logprobs_n, &pre->logprobs_set, err, errlen) != 0) return -1;
     return 0;

@@ -535,6 +535,20 @@ static int read_template(const parsed_args *a, serve_cfg *c, engine_opts *o)
     } else if (name) {
         jbuf_puts(&c->tmpl, name);
     }
+    /* the chat layer's flags: --reasoning on|off|auto, --reasoning-format, --reasoning-budget (values the
+     * table's `ok` lists; the rest were refused) */
+    const char *rea = args_opt(a, "--reasoning"), *rf = args_opt(a, "--reasoning-format"),
+               *rb = args_opt(a, "--reasoning-budget");
+    o->reasoning_off = rea && !strcmp(rea, "off");
+    int f;
+    if (rf && llama_reasoning_format_from_name(rf, &f) == 0) c->lo.reasoning_format = f;
+    if (rb) {
+        char *end;
+        long v = strtol(rb, &end, 10);
+        if (*end || end == rb || v < -1 || v > INT32_MAX)
+            return refuse("--reasoning-budget %s: a number of tokens, -1 for none%s", rb, "");
+        c->lo.reasoning_budget = (int32_t)v;
+    }
     if (!name && !file) return 0;
     jbuf_put(&c->tmpl, "", 0);
     if (c->tmpl.oom) return BANKML_EXIT_IO;

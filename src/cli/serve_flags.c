@@ -741,19 +741,19 @@ static const arg_opt serve_opts[] = {
      "Jinja chat templates (--no-jinja: llama-server's built-in formats, chosen by name or detected in the template)",
      ARG_SAME, NULL, NULL},
     {"--reasoning-format", NULL, "FORMAT", "LLAMA_ARG_THINK", "auto",
-     "how thinking is returned",
-     ARG_SOME, "until the chat-format issue lands, bankml reproduces only llama-server's default here (auto)", "auto"},
+     "how thinking is returned: the chat parser's reasoning_format (none leaves it in the content)",
+     ARG_SOME, "b11669 knows none, auto, deepseek and deepseek-legacy (it exits on another name)",
+     "none auto deepseek deepseek-legacy"},
     {"-rea --reasoning", NULL, "on|off|auto", "LLAMA_ARG_REASONING", "auto",
-     "use thinking in the chat",
-     ARG_SOME, "until the chat-format issue lands, bankml reproduces only llama-server's default here (auto)", "auto"},
+     "use thinking in the chat (off: enable_thinking false in every render unless a request says otherwise)",
+     ARG_SOME, "b11669 takes on, off or auto", "on off auto"},
     {"--reasoning-effort", NULL, "LEVEL", "LLAMA_ARG_REASONING_EFFORT", "default",
      "reasoning effort given to the template",
      ARG_SOME, "until the chat-format issue lands, bankml reproduces only llama-server's default here (default)", "default"},
     {"--reasoning-budget", NULL, "N", "LLAMA_ARG_THINK_BUDGET", "-1",
-     "token budget for thinking",
-     ARG_SOME, "the budget applies to chat through the template's thinking tags, which bankml does not have until the "
-               "chat-format issue lands; it reproduces only llama-server's default here (-1; a request's "
-               "reasoning_budget_tokens on /completion is reproduced)", "-1"},
+     "token budget for thinking: a chat's reasoning budget when the request gives none (on a template with "
+     "thinking tags)",
+     ARG_SAME, NULL, NULL},
     {"--reasoning-budget-message", NULL, "MESSAGE", "LLAMA_ARG_THINK_BUDGET_MESSAGE", "none",
      "text injected when the budget runs out",
      ARG_REFUSED, "the message applies to chat through the template's thinking tags, which bankml does not have until "

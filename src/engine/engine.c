@@ -79,6 +79,7 @@ static void model_free(engine_model *m)
     free(m->bos_piece);
     free(m->eos_piece);
     sampler_params_free(&m->defaults);
+    if (m->chat_state == 1 && m->chat_spec == CA_SPEC_NONE) chat_analysis_free(&m->chat);
     engine_vocab_free(m);
     engine_pc_clear(m);
     free(m);
@@ -652,6 +653,7 @@ int engine_render_chat(const engine_model *m, const json_value *messages, const 
     o.eos_token = m->eos_piece;
     o.add_bos = tok_add_bos(m->vocab);
     o.add_eos = tok_add_eos(m->vocab);
+    if (o.enable_thinking < 0 && m->e && m->e->o.reasoning_off) o.enable_thinking = 0;
     return template_render(m->tmpl, m->tmpl_len, messages, &o, out, err, errlen);
 }
 
@@ -669,15 +671,33 @@ int engine_render_jinja(const engine_model *m, const json_value *messages, jbuf 
     return template_render(m->tmpl, m->tmpl_len, messages, &o, out, err, errlen);
 }
 
-int engine_generation_prompt(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen)
+const chat_analysis *engine_model_chat(engine_model *m, int *spec, const char **why)
 {
-    template_opts o;
+    if (!m->chat_state) {
+        m->chat_spec = (int)chat_specialized(m->tmpl, m->tmpl_len);
+        m->chat_state = 1;
+        if (m->chat_spec == CA_SPEC_NONE &&
+            chat_analyze(m->tmpl, m->tmpl_len, &m->caps, m->bos_piece, m->eos_piece, &m->chat, m->chat_err,
+                         sizeof m->chat_err) != 0)
+            m->chat_state = -1;
+    }
+    *spec = m->chat_spec;
+    *why = m->chat_state < 0 ? m->chat_err : NULL;
+    return m->chat_state > 0 && m->chat_spec == CA_SPEC_NONE ? &m->chat : NULL;
+}
+
+static int generation_prompt_of(const engine_model *m, const json_value *messages, template_opts o, jbuf *out,
+                                char *err, size_t errlen)
+{
     jbuf with, without;
-    template_opts_init(&o);
     o.bos_token = m->bos_piece;
     o.eos_token = m->eos_piece;
     o.add_bos = tok_add_bos(m->vocab);
     o.add_eos = tok_add_eos(m->vocab);
+    if (o.enable_thinking < 0 && m->e && m->e->o.reasoning_off) o.enable_thinking = 0;
+    o.add_generation_prompt = 1;
+    o.continue_final = TEMPLATE_CONTINUE_NONE;
+    o.prefill_assistant = 0;
     jbuf_init(&with);
     jbuf_init(&without);
     int rc = template_render(m->tmpl, m->tmpl_len, messages, &o, &with, err, errlen);
@@ -691,6 +711,19 @@ int engine_generation_prompt(const engine_model *m, const json_value *messages, 
     jbuf_free(&with);
     jbuf_free(&without);
     return rc;
+}
+
+int engine_generation_prompt(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen)
+{
+    template_opts o;
+    template_opts_init(&o);
+    return generation_prompt_of(m, messages, o, out, err, errlen);
+}
+
+int engine_generation_prompt_with(const engine_model *m, const json_value *messages, const template_opts *req,
+                                  jbuf *out, char *err, size_t errlen)
+{
+    return generation_prompt_of(m, messages, *req, out, err, errlen);
 }
 
 int engine_tokenize(const engine_model *m, const char *text, size_t len, int32_t **ids, size_t *n, char *err,

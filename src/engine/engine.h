@@ -33,6 +33,7 @@
 #include "base/json.h"
 #include "sampling/grammar.h"
 #include "sampling/sampler.h"
+#include "text/chat_analyze.h"
 #include "text/template.h"
 
 #include "bankml.h"
@@ -82,6 +83,8 @@ typedef struct {
     int no_jinja;              /* llama-server's --no-jinja: llama-server's routes render with its built-in format
                                   that the template's text names or contains (template_legacy_detect); Ollama's
                                   routes keep the Jinja engine */
+    int reasoning_off;         /* --reasoning off: every Jinja render's enable_thinking is false unless the
+                                  request's chat_template_kwargs say otherwise (b11669: enable_reasoning 0) */
 } engine_opts;
 
 #define ENGINE_MAX_SLOTS 256
@@ -227,11 +230,27 @@ int engine_render_chat(const engine_model *m, const json_value *messages, const 
  * template does not parse), and 1 when the model renders with Jinja (no --no-jinja). */
 const tmpl_caps *engine_model_caps(const engine_model *m);
 int engine_model_jinja(const engine_model *m);
+/* The template's chat format as b11669's common_chat_templates_apply_jinja
+ * finds it, computed on first use and kept with the model (it depends on
+ * the template only): *spec is chat_specialized(tmpl) (a ca_specialized);
+ * for CA_SPEC_NONE the differential autoparser's analysis (chat_analyze
+ * with the model's caps, BOS and EOS pieces), or NULL with the reason in
+ * *why when the analysis failed (b11669 then refuses every Jinja chat:
+ * "Unable to generate parser for this template. Automatic parser
+ * generation failed: " + *why). NULL with *why NULL for a specialised
+ * template. Lock held. */
+const chat_analysis *engine_model_chat(engine_model *m, int *spec, const char **why);
 /* The generation prompt the template adds to that conversation (llama.cpp's
  * common_chat_template_generation_prompt: the render with it past the
  * longest common prefix of the render without it), appended to out. 0, or
  * -1 with the reason. */
 int engine_generation_prompt(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen);
+/* The same with the request's template inputs (engine_render_chat's req:
+ * tools, kwargs, reasoning_effort; add_generation_prompt is set for the
+ * first render and cleared for the second), as
+ * common_chat_template_generation_prompt renders them. */
+int engine_generation_prompt_with(const engine_model *m, const json_value *messages, const template_opts *req,
+                                  jbuf *out, char *err, size_t errlen);
 /* The same through the Jinja engine whatever --no-jinja says (Ollama's
  * routes, which have no such flag). */
 int engine_render_jinja(const engine_model *m, const json_value *messages, jbuf *out, char *err, size_t errlen);
@@ -320,6 +339,13 @@ typedef struct {
     int32_t *rb_forced;
     size_t n_rb_forced;
     int32_t rb_tokens;
+    int32_t *prefill;          /* the generation prompt's tokens (common_sampler_init's prefill_tokens: specials
+                                  parsed, a first token whose piece starts with a space dropped when the prompt
+                                  does not): the reasoning budget takes them before the first step, and so does
+                                  the grammar when grammar_prefill; owned */
+    size_t n_prefill;
+    int grammar_prefill;       /* the grammar is the chat layer's (tool calls, response_format) and not lazy:
+                                  common_grammar_needs_prefill */
     const char *task_params;   /* the task's params as GET /slots shows them (JSON, the front-end's; copied
                                   when the task starts); NULL: {} */
     size_t task_params_len;

@@ -66,6 +66,10 @@ struct engine_model {
     size_t *piece_lens;
     gr_vocab *gvocab;          /* the grammar's view of the vocabulary (token_to_piece, special), built on
                                   first use, shared read-only by every slot */
+    int chat_state;            /* engine_model_chat: 0 not analysed yet, 1 analysed, -1 failed (chat_err) */
+    int chat_spec;             /* chat_specialized(tmpl) (a ca_specialized) */
+    chat_analysis chat;        /* chat_analyze(tmpl) when chat_state is 1 and chat_spec is CA_SPEC_NONE */
+    char chat_err[512];
     pc_entry *pc;              /* the host prompt cache, oldest first */
     size_t n_pc, cap_pc;
 };

@@ -172,6 +172,10 @@ void engine_request_free_lazy(engine_request *rq)
     free(rq->rb_forced);
     rq->rb_forced = NULL;
     rq->n_rb_forced = 0;
+    free(rq->prefill);
+    rq->prefill = NULL;
+    rq->n_prefill = 0;
+    rq->grammar_prefill = 0;
 }
 
 void engine_result_free(engine_result *r)
@@ -565,6 +569,10 @@ static int run_begin(run_state *r, engine_error *er)
             er->kind = ENGINE_INTERNAL;
             return -1;
         }
+        /* common_sampler_init: an output-format or tool-call grammar that is not lazy takes the generation
+         * prompt's tokens (the template placed them in the prompt, the grammar starts with them) */
+        for (size_t i = 0; rq->grammar_prefill && !rq->grammar_lazy && i < rq->n_prefill; i++)
+            if (grammar_take(r, rq->prefill[i], er)) return -1;
     }
     if (rq->n_rb_start && rq->n_rb_ends && (rq->grammar_lazy || rq->rb_tokens >= 0)) {
         r->rb = rb_new(rq->rb_start, rq->n_rb_start, (const int32_t *const *)rq->rb_ends, rq->rb_end_lens,
@@ -572,6 +580,7 @@ static int run_begin(run_state *r, engine_error *er)
                        budget_utf8_complete, r);
         r->masked = malloc((size_t)n_vocab * sizeof *r->masked);
         if (!r->rb || !r->masked) goto oom;
+        for (size_t i = 0; i < rq->n_prefill; i++) rb_accept(r->rb, rq->prefill[i]);   /* and the budget too */
     }
     return 0;
 oom:

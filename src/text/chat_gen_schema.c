@@ -121,6 +121,12 @@ static int cs_list(cs_state *s, const char *kw, const json_value *alts, const ch
 static int cs_object(cs_state *s, const json_value *sc, const char *path, jbuf *out)
 {
     const json_value *props = cs_get(sc, "properties"), *req = cs_get(sc, "required"), *add = cs_get(sc, "additionalProperties");
+    if (!props && (!add || add->type == JSON_TRUE)) {
+        /* no properties, any additional ones: b11669's converter gives the node the primitive object rule, which
+         * {"type":"object"} alone gets here */
+        jbuf_puts(out, "{\"type\":\"object\"}");
+        return 0;
+    }
     jbuf_puts(out, "{\"type\":\"object\",\"properties\":{");
     if (props && props->type != JSON_OBJECT) return cs_fail(s, path, "properties must be an object");
     jbuf rq;
