@@ -85,19 +85,45 @@ static const json_value *lc_schema(const json_value *body, llama_chat *c)
  * the specialised parsers (chat_specialized != CA_SPEC_NONE) are not ported, so a request that needs one is
  * refused with the reason; CHAT_GEN_OK with c->p filled, 1 when the template has no parser bankml runs (the
  * request is answered as before: content only), or -1 with *status and err. */
+/* The specialised inits whose prompt side bankml renders as b11669 does: the others rewrite the messages
+ * before the render or set their own generation prompt (docs/modules/chat_spec.md, the caller's part), which
+ * is not reproduced yet. */
+static int lc_spec_playable(int spec)
+{
+    switch (spec) {
+    case CA_SPEC_QWEN3_CODER: case CA_SPEC_FUNCTIONARY_V3_2: case CA_SPEC_KIMI_K2: case CA_SPEC_KIMI_K3:
+    case CA_SPEC_GIGACHAT_V3: case CA_SPEC_COHERE2MOE: case CA_SPEC_MINICPM5: case CA_SPEC_MINIMAX_M3:
+    case CA_SPEC_LING3:
+        return 1;
+    }
+    return 0;
+}
+
 static int lc_params(engine_model *m, const chat_gen_inputs *in, int need, llama_chat *c, int *status, char *err,
                      size_t errlen)
 {
     int spec = 0;
     const char *why = NULL;
+    char why2[512];
     const chat_analysis *a = engine_model_chat(m, &spec, &why);
-    if (spec != CA_SPEC_NONE) {
+    if (spec != CA_SPEC_NONE && !lc_spec_playable(spec)) {
         if (!need) return 1;
         *status = 400;
-        bk_err(err, errlen, "this template takes b11669's specialised chat parser \"%s\" (common/parsers/), which "
-               "bankml does not reproduce yet: tools (tool_choice other than \"none\") and response_format / "
-               "json_schema on chat are refused for it; send the request without them",
-               chat_specialized_name((ca_specialized)spec));
+        bk_err(err, errlen, "this template takes b11669's specialised chat parser \"%s\" (common/parsers/), whose "
+               "prompt side (the messages it rewrites, or its own generation prompt) bankml does not reproduce yet: "
+               "tools (tool_choice other than \"none\") and response_format / json_schema on chat are refused for "
+               "it; send the request without them", chat_specialized_name((ca_specialized)spec));
+        return -1;
+    }
+    if (spec != CA_SPEC_NONE) {   /* common_chat_try_specialized_template: the template's own init */
+        size_t tl = 0;
+        const char *t = engine_model_template(m, &tl);
+        int rc = chat_gen_specialized((ca_specialized)spec, t, tl, in, &c->p, why2, sizeof why2);
+        c->has_params = 1;
+        if (rc == CHAT_GEN_OK) return 0;
+        if (!need && rc == CHAT_GEN_UNSUPPORTED) return 1;
+        *status = 400;
+        bk_err(err, errlen, "%s", why2);
         return -1;
     }
     if (!a) {
@@ -107,7 +133,6 @@ static int lc_params(engine_model *m, const chat_gen_inputs *in, int need, llama
                why ? why : "");
         return -1;
     }
-    char why2[512];
     int rc = chat_gen(a, in, &c->p, why2, sizeof why2);
     c->has_params = 1;
     if (rc == CHAT_GEN_OK) return 0;
@@ -310,6 +335,7 @@ int llama_chat_prepare(engine_model *m, const llama_api_opts *lo, const json_val
         in.reasoning_format = (chat_reasoning_format)f;
     }
     in.json_schema = lc_schema(body, c);
+    in.thinking_disabled = pre->topts.enable_thinking == 0;
     int need = tools_on || (in.json_schema && in.json_schema->type == JSON_OBJECT && in.json_schema->n);
     if (pre->topts.continue_final != TEMPLATE_CONTINUE_NONE) {
         if (!need) return lc_inactive(body, err, errlen);   /* today's path: the continued content, the answer */
@@ -330,7 +356,7 @@ int llama_chat_prepare(engine_model *m, const llama_api_opts *lo, const json_val
     if (rc < 0) return -1;
     if (rc > 0) return lc_inactive(body, err, errlen);
     c->active = 1;
-    c->format = CHAT_FORMAT_PEG_NATIVE;
+    c->format = c->p.format;   /* peg-native, or a specialised init's own mapper (gemma4, minimax-m3) */
     /* llama_params: the grammar and its triggers, the preserved tokens, the budget's tags, then the stops */
     jbuf ov;
     jbuf_init(&ov);
