@@ -36,10 +36,12 @@ TEST(wtype_rows_are_the_types_with_their_activations)
         { GGUF_TYPE_Q4_K, GGUF_TYPE_Q8_K, 256, 144, 1, WT_Q4_K_X8 },
         { GGUF_TYPE_Q5_K, GGUF_TYPE_Q8_K, 256, 176, 1, 0 },
         { GGUF_TYPE_Q6_K, GGUF_TYPE_Q8_K, 256, 210, 1, 0 },
+        { GGUF_TYPE_IQ4_NL, GGUF_TYPE_Q8_0, 32, 18, 1, WT_IQ4_NL_X8 },
+        { GGUF_TYPE_IQ4_XS, GGUF_TYPE_Q8_K, 256, 136, 1, 0 },
     };
     enum { NW = sizeof want / sizeof want[0] };
-    CHECK_INT(wt_count(), NW + 6);
-    CHECK(wt_at(NW + 6) == NULL);
+    CHECK_INT(wt_count(), NW + 7);
+    CHECK(wt_at(NW + 7) == NULL);
     for (size_t i = 0; i < NW; i++) {
         const wt_type *t = wt_at(i);
         CHECK(t != NULL);
@@ -78,13 +80,16 @@ TEST(wtype_rows_are_the_types_with_their_activations)
     CHECK_INT(wt_find(GGUF_TYPE_Q8_1)->act_bytes(64), 72);
     CHECK(wt_find(GGUF_TYPE_Q3_K) && wt_find(GGUF_TYPE_Q3_K)->act == GGUF_TYPE_Q8_K);
     CHECK(wt_find(GGUF_TYPE_Q2_K) && wt_find(GGUF_TYPE_Q2_K)->act == GGUF_TYPE_Q8_K);
-    CHECK(wt_find(GGUF_TYPE_IQ4_XS) == NULL);
-    CHECK(wt_find(GGUF_TYPE_IQ4_NL) == NULL);
+    CHECK(wt_find(GGUF_TYPE_IQ2_XXS) == NULL);
+    CHECK(wt_find(GGUF_TYPE_TQ1_0) == NULL);
+    CHECK(wt_find(WT_IQ4_NL_X8) && wt_find(WT_IQ4_NL_X8)->act == WT_Q8_0_X4);
     char buf[128], tb[16];
     CHECK_STR(wt_names(buf, sizeof buf),
-              "F32, F16, BF16, Q8_0, Q1_0, Q2_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K");
+              "F32, F16, BF16, Q8_0, Q1_0, Q2_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
+              "IQ4_NL, IQ4_XS");
     CHECK_STR(wt_names(buf, 9), "F32, F16");
     CHECK_STR(wt_type_name(WT_Q4_K_X8, tb), "Q4_K 8x8");
+    CHECK_STR(wt_type_name(WT_IQ4_NL_X8, tb), "IQ4_NL 8x8");
     CHECK_STR(wt_type_name(WT_Q8_0_X4, tb), "q8_0 4x8");
     CHECK_STR(wt_type_name(GGUF_TYPE_Q6_K, tb), "Q6_K");
     /* load-time forms: Q4_0 / Q4_K with rows in eights, the plain matrix's bytes */
@@ -94,6 +99,9 @@ TEST(wtype_rows_are_the_types_with_their_activations)
     CHECK_INT(wt_prepared_bytes(GGUF_TYPE_Q6_K, 16, 512), 0);
     CHECK_INT(wt_prepared_bytes(GGUF_TYPE_Q8_0, 16, 512), 0);
     CHECK_INT(wt_prepared_bytes(GGUF_TYPE_Q4_0, 16, 48), 0);
+    CHECK_INT(wt_prepared_bytes(GGUF_TYPE_IQ4_NL, 8, 64), 8 * 2 * 18);
+    CHECK_INT(wt_prepared_bytes(GGUF_TYPE_IQ4_NL, 12, 64), 0);
+    CHECK_INT(wt_prepared_bytes(GGUF_TYPE_IQ4_XS, 16, 512), 0);   /* never repacked on AVX2 */
 }
 
 TEST(wtype_activation_bytes)
@@ -187,10 +195,10 @@ TEST(wtype_mul_mat_equals_the_kernels_called_directly)
     CHECK_MEM(got8, want8, sizeof want8);
     CHECK_MEM(got8b, want8, sizeof want8);
     /* refusals: a type without a kernel, a scratch too small */
-    const wt_matrix bad = { GGUF_TYPE_IQ4_XS, w8, ROWS, K, rb8, ROWS * rb8 };
+    const wt_matrix bad = { GGUF_TYPE_IQ2_XXS, w8, ROWS, K, rb8, ROWS * rb8 };
     const wt_matrix *wb[1] = { &bad };
     CHECK(wt_mul_mat(pool, wb, ys, 1, x, N, act, cap, err, sizeof err) == -1);
-    CHECK_STR(err, "weight type 23 has no kernel");
+    CHECK_STR(err, "weight type 16 has no kernel");
     CHECK(wt_mul_mat(pool, ws, ys, 1, x, N, act, 100, err, sizeof err) == -1);
     CHECK_STR(err, "activation scratch too small");
     free(act);
