@@ -11,6 +11,7 @@
 
 #include "file/gguf.h"
 #include "ops/f16.h"
+#include "ops/iq4.h"
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
 #include "ops/q8_0.h"
@@ -317,6 +318,93 @@ TEST(wtype_quantized_products_equal_their_kernels)
     free(w0);
     free(w1);
     free(wk);
+    free(act);
+    par_destroy(pool);
+}
+
+TEST(wtype_iq4_products_equal_their_kernels)
+{
+    enum { K = 512 };
+    char err[320];
+    par_pool *pool = par_create(2, err, sizeof err);
+    float x[8 * K];
+    for (int i = 0; i < 8 * K; i++) x[i] = cosf((float)i * 0.13f) * (1.0f + (float)(i % 5));
+    const size_t cap = 8 * wt_act_bytes_max(K);
+    uint8_t *act = malloc(cap);
+    float got[8 * 16], want[8 * 16];
+    /* the values: ggml's kvalues_iq4nl, and a block of d = 1 dequantizes to them */
+    CHECK_INT(iq4_value(0), -127);
+    CHECK_INT(iq4_value(7), -10);
+    CHECK_INT(iq4_value(8), 1);
+    CHECK_INT(iq4_value(15), 113);
+    uint8_t blk[IQ4_NL_BYTES] = { 0x00, 0x3c };
+    for (int j = 0; j < 16; j++) blk[2 + j] = (uint8_t)(j | (15 - j) << 4);
+    float y[32];
+    CHECK(wt_find(GGUF_TYPE_IQ4_NL)->to_float(blk, sizeof blk, 32, y, err, sizeof err) == 0);
+    CHECK(y[0] == -127.0f && y[8] == 1.0f && y[15] == 113.0f && y[16] == 113.0f && y[31] == -127.0f);
+    /* IQ4_XS, 12 rows (never repacked): vec_dot at 1..7 columns, the tiled
+     * kernel's chain at 8 (another float order: some outputs differ) */
+    uint8_t *wx = rand_blocks(12, K / 256, IQ4_XS_BYTES, 1, 5);
+    const wt_matrix mx = { GGUF_TYPE_IQ4_XS, wx, 12, K, 2 * IQ4_XS_BYTES, 12 * 2 * IQ4_XS_BYTES };
+    const wt_matrix *ws[1] = { &mx };
+    float *const ys[1] = { got };
+    uint8_t a8k[8 * 2 * Q8_K_BYTES];
+    int tdiffer = 0;
+    for (int c = 0; c < 8; c++)
+        CHECK(q8_k_quantize(x + c * K, K, a8k + c * 2 * Q8_K_BYTES, 2 * Q8_K_BYTES, err, sizeof err) == 0);
+    for (int c = 0; c < 7; c++)
+        for (int r = 0; r < 12; r++)
+            want[c * 12 + r] = iq4_xs_vec_dot(wx + r * 2 * IQ4_XS_BYTES, a8k + c * 2 * Q8_K_BYTES, 2);
+    CHECK(wt_mul_mat(pool, ws, ys, 1, x, 7, act, cap, err, sizeof err) == 0);
+    CHECK_MEM(got, want, 7 * 12 * sizeof(float));
+    for (int c = 0; c < 8; c++)
+        for (int r = 0; r < 12; r++) {
+            want[c * 12 + r] = iq4_xs_tiled_dot(wx + r * 2 * IQ4_XS_BYTES, a8k + c * 2 * Q8_K_BYTES, 2);
+            tdiffer += want[c * 12 + r] != iq4_xs_vec_dot(wx + r * 2 * IQ4_XS_BYTES, a8k + c * 2 * Q8_K_BYTES, 2);
+        }
+    CHECK(wt_mul_mat(pool, ws, ys, 1, x, 8, act, cap, err, sizeof err) == 0);
+    CHECK_MEM(got, want, 8 * 12 * sizeof(float));
+    CHECK(tdiffer > 0);
+    CHECK(want[0] != 0.0f && want[95] != 0.0f);
+    /* IQ4_NL, 12 rows (plain): vec_dot at every column count */
+    uint8_t *wn = rand_blocks(12, K / 32, IQ4_NL_BYTES, 1, 13);
+    const wt_matrix mn = { GGUF_TYPE_IQ4_NL, wn, 12, K, 16 * IQ4_NL_BYTES, 12 * 16 * IQ4_NL_BYTES };
+    const wt_matrix *wns[1] = { &mn };
+    uint8_t a80[5 * 16 * Q8_0_BYTES];
+    for (int c = 0; c < 5; c++) {
+        CHECK(q8_0_quantize(x + c * K, K, a80 + c * 16 * Q8_0_BYTES, 16 * Q8_0_BYTES, err, sizeof err) == 0);
+        for (int r = 0; r < 12; r++)
+            want[c * 12 + r] = iq4_nl_vec_dot(wn + r * 16 * IQ4_NL_BYTES, a80 + c * 16 * Q8_0_BYTES, 16);
+    }
+    CHECK(wt_mul_mat(pool, wns, ys, 1, x, 5, act, cap, err, sizeof err) == 0);
+    CHECK_MEM(got, want, 5 * 12 * sizeof(float));
+    /* IQ4_NL, 16 rows: the load-time 8x8 form (Q4_0 8x8's layout, codes as
+     * they are), its products at 1..8 columns equal x8_mul_mat's */
+    uint8_t *w16 = rand_blocks(16, K / 32, IQ4_NL_BYTES, 1, 17);
+    const size_t wlen = 16 * 16 * IQ4_NL_BYTES;
+    wt_matrix m16 = { GGUF_TYPE_IQ4_NL, w16, 16, K, 16 * IQ4_NL_BYTES, wlen };
+    uint8_t *packed = malloc(wlen), *mine = malloc(wlen);
+    CHECK(wt_prepare(&m16, packed, wlen, err, sizeof err) == 0);
+    CHECK_INT(m16.type, WT_IQ4_NL_X8);
+    CHECK(iq4_nl_repack8(w16, wlen, 16, K, mine, wlen, err, sizeof err) == 0);
+    CHECK_MEM(packed, mine, wlen);
+    CHECK(q4_0_repack8(w16, wlen, 16, K, mine, wlen, err, sizeof err) == 0);   /* Q4_0's flips the codes */
+    CHECK(memcmp(packed, mine, wlen) != 0);
+    uint8_t *work = malloc(x8_work_bytes(IQ4_NL_TYPE, K, 8));
+    const wt_matrix *w16s[1] = { &m16 };
+    for (size_t n = 1; n <= 8; n++) {
+        CHECK(x8_mul_mat(NULL, IQ4_NL_TYPE, packed, wlen, 16, K, x, n, want, 16 * n, work,
+                         x8_work_bytes(IQ4_NL_TYPE, K, n), err, sizeof err) == 0);
+        CHECK(wt_mul_mat(pool, w16s, ys, 1, x, n, act, cap, err, sizeof err) == 0);
+        CHECK_MEM(got, want, 16 * n * sizeof(float));
+    }
+    CHECK(want[0] != 0.0f);
+    free(work);
+    free(mine);
+    free(packed);
+    free(w16);
+    free(wn);
+    free(wx);
     free(act);
     par_destroy(pool);
 }
