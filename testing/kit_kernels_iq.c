@@ -1,6 +1,6 @@
 /*
- * kit_kernels_iq.c -- in-process oracle for src/ops/iq4.c (IQ4_NL, IQ4_XS)
- * and repack.c's IQ4_NL 8x8 form: the same inputs go through our kernels and
+ * kit_kernels_iq.c -- in-process oracle for src/ops/iq4.c (IQ4_NL, IQ4_XS),
+ * src/ops/tq.c (TQ1_0, TQ2_0) and repack.c's IQ4_NL 8x8 form: the same inputs go through our kernels and
  * through llama.cpp b11669's own (libggml-base.so's to_float, the CPU
  * backend libggml-cpu-haswell.so's vec_dot, repack buffer, exported gemv /
  * gemm and whole ggml_mul_mat graphs), every output compared bit for bit,
@@ -18,11 +18,13 @@
  *             8, 8>, quantized and hostile activations;
  *   mul_mat   whole graphs: a repacked IQ4_NL matrix times 1..17 columns; a
  *             plain IQ4_NL matrix (rows not in eights: vec_dot at every
- *             column count) and a plain IQ4_XS matrix (vec_dot below 8
- *             columns, the tiled kernel from 8) times 1..65 columns, f32
+ *             column count), a plain IQ4_XS matrix (vec_dot below 8
+ *             columns, the tiled kernel from 8) and TQ1_0 / TQ2_0 ones
+ *             (vec_dot at every column count) times 1..65 columns, f32
  *             activations or hostile q8 ones handed in as src1; 1 and 2
  *             threads;
- *   choice    which IQ4 matrices b11669 repacks (rows in eights, IQ4_NL only).
+ *   choice    which of these matrices b11669 repacks (rows in eights, IQ4_NL
+ *             only).
  *
  * Build and run: testing/oracle_kernels_iq.py. Prints each mismatch (a few
  * per case) and ends with "N passed, N failed, N skipped"; exit 1 on any
@@ -45,6 +47,7 @@
 #include "ops/q4_k.h"
 #include "ops/q8_0.h"
 #include "ops/repack.h"
+#include "ops/tq.h"
 
 static const struct ggml_type_traits_cpu *(*traits_cpu)(enum ggml_type);
 static ggml_backend_t (*backend_init)(void);
@@ -158,11 +161,14 @@ typedef struct {
     size_t blk, bytes, act_bytes;
     int (*dequant)(const uint8_t *, size_t, size_t, float *, char *, size_t);
     float (*vec_dot)(const uint8_t *, const uint8_t *, size_t);
+    size_t d_at; /* the f16 d's offset in a block */
 } Kind;
 
 static const Kind kinds[] = {
-    {GGML_TYPE_IQ4_NL, GGML_TYPE_Q8_0, "IQ4_NL", 32, IQ4_NL_BYTES, Q8_0_BYTES, iq4_nl_dequantize, iq4_nl_vec_dot},
-    {GGML_TYPE_IQ4_XS, GGML_TYPE_Q8_K, "IQ4_XS", 256, IQ4_XS_BYTES, Q8_K_BYTES, iq4_xs_dequantize, iq4_xs_vec_dot},
+    {GGML_TYPE_IQ4_NL, GGML_TYPE_Q8_0, "IQ4_NL", 32, IQ4_NL_BYTES, Q8_0_BYTES, iq4_nl_dequantize, iq4_nl_vec_dot, 0},
+    {GGML_TYPE_IQ4_XS, GGML_TYPE_Q8_K, "IQ4_XS", 256, IQ4_XS_BYTES, Q8_K_BYTES, iq4_xs_dequantize, iq4_xs_vec_dot, 0},
+    {GGML_TYPE_TQ1_0, GGML_TYPE_Q8_K, "TQ1_0", 256, TQ1_0_BYTES, Q8_K_BYTES, tq1_0_dequantize, tq1_0_vec_dot, 52},
+    {GGML_TYPE_TQ2_0, GGML_TYPE_Q8_K, "TQ2_0", 256, TQ2_0_BYTES, Q8_K_BYTES, tq2_0_dequantize, tq2_0_vec_dot, 64},
 };
 
 static void fill_floats(float *x, size_t n)
@@ -208,7 +214,7 @@ static void make_raw(const Kind *t, uint8_t *w, size_t nblocks, int hostile, int
             p[i] = (uint8_t)next64();
         if (hostile == 2 && next64() % 4 == 0)
             memset(p, 0xff, t->bytes);
-        put16(p, hostile && next64() % 4 == 0 ? special16(nan) : rand_scale());
+        put16(p + t->d_at, hostile && next64() % 4 == 0 ? special16(nan) : rand_scale());
     }
 }
 
@@ -294,8 +300,10 @@ static void check_vec_dot(const Kind *t)
                 } else {
                     make_raw(t, w, nb, mode == 2 ? 1 : mode == 3 ? 2 : 0, 0);
                     if (mode == 3)
-                        for (size_t b = 0; b < nb; b++)
-                            memset(w + b * t->bytes + 2, 0xff, t->bytes - 2); /* max codes, sane d */
+                        for (size_t b = 0; b < nb; b++) /* max codes, sane d */
+                            for (size_t i = 0; i < t->bytes; i++)
+                                if (i != t->d_at && i != t->d_at + 1)
+                                    w[b * t->bytes + i] = 0xff;
                     make_act(t->act_type, act, nb, mode >= 2);
                 }
                 float ours = t->vec_dot(w, act, nb), want = 0;
@@ -535,8 +543,7 @@ static void plain_case(const Kind *t, ggml_backend_t be, int nt, size_t rows, si
         printf("FAIL %s: compute failed\n", name);
     } else {
         float (*dot)(const uint8_t *, const uint8_t *, size_t) =
-            t->type == GGML_TYPE_IQ4_NL ? iq4_nl_vec_dot
-                                        : (cols >= 8 ? iq4_xs_tiled_dot : iq4_xs_vec_dot);
+            t->type == GGML_TYPE_IQ4_XS && cols >= 8 ? iq4_xs_tiled_dot : t->vec_dot;
         float *yy = malloc(rows * cols * sizeof(float));
         for (size_t c = 0; c < cols; c++)
             for (size_t r = 0; r < rows; r++)
@@ -553,7 +560,7 @@ static void check_plain(ggml_backend_t be)
     const size_t shapes_nl[][2] = {{12, 1}, {33, 5}, {300, 18}}; /* rows (not in eights), blocks */
     const size_t shapes_xs[][2] = {{12, 1}, {33, 3}, {64, 2}, {300, 8}}; /* IQ4_XS is never repacked */
     const size_t cols_list[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 31, 64, 65};
-    for (int ti = 0; ti < 2; ti++) {
+    for (int ti = 0; ti < 4; ti++) {
         const size_t(*shapes)[2] = ti == 0 ? shapes_nl : shapes_xs;
         const size_t ns = ti == 0 ? 3 : 4;
         for (int nt = 1; nt <= 2; nt++)
@@ -574,6 +581,7 @@ static void check_repack_choice(ggml_backend_t be)
     struct { enum ggml_type type; size_t rows; int want; } cases[] = {
         {GGML_TYPE_IQ4_NL, 16, 1}, {GGML_TYPE_IQ4_NL, 8, 1}, {GGML_TYPE_IQ4_NL, 12, 0},
         {GGML_TYPE_IQ4_NL, 20, 0}, {GGML_TYPE_IQ4_XS, 16, 0}, {GGML_TYPE_IQ4_XS, 64, 0},
+        {GGML_TYPE_TQ1_0, 16, 0}, {GGML_TYPE_TQ2_0, 64, 0},
     };
     ggml_backend_dev_t dev = ggml_backend_get_device(be);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -609,6 +617,8 @@ static void check_refusals(void)
         {"IQ4_XS dequant 128 values", iq4_xs_dequantize(buf, sizeof buf, 128, y, err, sizeof err)},
         {"IQ4_XS dequant short row", iq4_xs_dequantize(buf, 135, 256, y, err, sizeof err)},
         {"IQ4_XS dequant NULL out", iq4_xs_dequantize(buf, sizeof buf, 256, NULL, err, sizeof err)},
+        {"TQ1_0 dequant 128 values", tq1_0_dequantize(buf, sizeof buf, 128, y, err, sizeof err)},
+        {"TQ2_0 dequant short row", tq2_0_dequantize(buf, 65, 256, y, err, sizeof err)},
         {"IQ4_NL repack 12 rows", iq4_nl_repack8(buf, sizeof buf, 12, 32, buf, sizeof buf, err, sizeof err)},
         {"IQ4_NL repack short output", iq4_nl_repack8(buf, sizeof buf, 8, 64, buf, 287, err, sizeof err)},
         {"x8_mul_mat IQ4_NL short work", x8_mul_mat(NULL, IQ4_NL_TYPE, buf, sizeof buf, 8, 32, (const float *)buf, 1, y,

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """oracle_kernels_iq.py -- builds testing/kit_kernels_iq.c against the oracle kit's ggml (llama.cpp b11669:
 libggml-base.so and the CPU backend libggml-cpu-haswell.so) and runs it under the kit's sid-run: dequantization
-and vec_dot of src/ops/iq4.c (IQ4_NL, IQ4_XS), repack.c's IQ4_NL 8x8 form (bytes, gemv, gemm, whole repacked
-products) and whole plain ggml_mul_mat graphs (IQ4_NL: vec_dot / tinyBLAS; IQ4_XS: vec_dot / the tiled kernel),
+and vec_dot of src/ops/iq4.c (IQ4_NL, IQ4_XS) and src/ops/tq.c (TQ1_0, TQ2_0), repack.c's IQ4_NL 8x8 form (bytes, gemv, gemm, whole repacked
+products) and whole plain ggml_mul_mat graphs (IQ4_NL, TQ1_0, TQ2_0: vec_dot; IQ4_XS: vec_dot / the tiled kernel),
 each compared bit for bit with ggml's, with our AVX2 kernels and with our portable C. Every case the C program
 runs is one test here.
 
@@ -24,7 +24,7 @@ try:
 except ImportError:  # pragma: no cover - oracle.py is part of the repository
     oracle = None
 
-SOURCES = ["src/ops/iq4.c", "src/ops/q4_k.c", "src/ops/repack.c", "src/ops/q8_0.c", "src/ops/f16.c", "src/base/par.c", "src/base/base.c"]
+SOURCES = ["src/ops/iq4.c", "src/ops/tq.c", "src/ops/q4_k.c", "src/ops/repack.c", "src/ops/q8_0.c", "src/ops/f16.c", "src/base/par.c", "src/base/base.c"]
 CFLAGS = ["-std=gnu11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread"]
 
 

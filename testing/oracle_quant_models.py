@@ -9,7 +9,8 @@ Q5_K_M, Q6_K, Q4_0, Q5_0, Q4_1, Q5_1 and variants with token_embd/output in the 
 embedding, repacked as the output's own copy; a Q4_K / Q4_0 output that is not repacked); and IQ4_XS mixes
 (qwen3-e256: IQ4_XS layers, plain; llama-e320: IQ4_NL where rows are 320, repacked, beside IQ4_XS ffn_down
 and Q5_1 attn_v), qwen3-e256-iq4_nl-emb (IQ4_NL layers and tied embedding) and llama-e512-untied-iq4_nl-out
-(IQ4_NL layers, an IQ4_NL output of 49,155 rows: the plain IQ4_NL product).
+(IQ4_NL layers, an IQ4_NL output of 49,155 rows: the plain IQ4_NL product); TQ1_0 and TQ2_0 (qwen3-e256:
+ternary layers; llama-e320-tq2_0: Q4_0 where rows are 320, TQ2_0 ffn_down).
 
   (a) per-layer dumps (build/kit-llama-dump through libllama vs testing/forward_driver.c), every file: prompts
       of 1, 3, 4, 5, 6, 7, 8, 9 and 13 tokens (every column class of the repacked gemm: groups of 4 through
@@ -18,7 +19,7 @@ and Q5_1 attn_v), qwen3-e256-iq4_nl-emb (IQ4_NL layers and tied embedding) and l
       in the layers, and 300 tokens on three files (the tiled attention kernel; on qwen3-e256-q4_k_m also
       the tiled K-quant kernel over more than one 256-column window); every layer's tensors, result_norm,
       result_output and the logits bit-equal.
-  (b) answers, on 16 of the files: `bankml serve` beside llama-server (-t 2 -c 512 -np 1) on /completion with
+  (b) answers, on 18 of the files: `bankml serve` beside llama-server (-t 2 -c 512 -np 1) on /completion with
       token ids, greedy and seeded (temperature 0.8, seed 7), equal bodies (timings and id_slot aside), for
       a 6-token and a 12-token prompt, and a 40-token one where a plain K-quant is in the layers.
 
@@ -50,6 +51,7 @@ MODELS = [
     ("llama-e512-untied-q4_k_m-out", True), ("llama-e512-untied-q4_0-out", False),
     ("qwen3-e256-iq4_xs", True), ("qwen3-e256-iq4_nl-emb", False), ("llama-e320-iq4_xs", True),
     ("llama-e512-untied-iq4_nl-out", True),
+    ("qwen3-e256-tq1_0", False), ("qwen3-e256-tq2_0", False), ("llama-e320-tq2_0", False),
 ]
 # the qwen3 files keep a Q6_K token_embd (-emb aside) and llama-e512-untied-q4_0 a Q6_K output: a plain
 # K-quant, but its product has one column (the server's last token; the dumps' last layer computes one row)
@@ -59,10 +61,11 @@ SERVED = ["qwen3-e256-q4_k_m", "qwen3-e256-q5_k_m", "qwen3-e256-q6_k", "qwen3-e2
           "qwen3-e256-q4_0", "qwen3-e256-q5_1",
           "qwen3-e256-q4_0-emb", "llama-e320-q4_k_m", "llama-e320-q5_0", "llama-e320-q4_1",
           "llama-e512-untied-q4_k_m", "llama-e512-untied-q4_0-out",
-          "qwen3-e256-iq4_xs", "llama-e320-iq4_xs", "llama-e512-untied-iq4_nl-out"]
+          "qwen3-e256-iq4_xs", "llama-e320-iq4_xs", "llama-e512-untied-iq4_nl-out", "qwen3-e256-tq1_0",
+          "llama-e320-tq2_0"]
 # files whose column classes other files already hold: fewer prompt lengths (qwen3-e256-iq4_nl-emb: its IQ4_NL
 # tied embedding, get_rows and the output's repacked copy; the repacked IQ4_NL layers are llama-e512's too)
-FEW = {"qwen3-e256-iq4_nl-emb": [1, 5, 9]}
+FEW = {"qwen3-e256-iq4_nl-emb": [1, 5, 9], "qwen3-e256-tq2_0": [1, 5, 9]}
 if os.environ.get("BANKML_QUANT_ONLY"):  # development: only the files whose stem holds this text
     MODELS = [m for m in MODELS if os.environ["BANKML_QUANT_ONLY"] in m[0]]
     SERVED = [m for m in SERVED if os.environ["BANKML_QUANT_ONLY"] in m]

@@ -16,6 +16,7 @@
 #include "ops/q4_k.h"
 #include "ops/q8_0.h"
 #include "ops/repack.h"
+#include "ops/tq.h"
 #include "ops/wtype.h"
 
 TEST(wtype_rows_are_the_types_with_their_activations)
@@ -39,6 +40,8 @@ TEST(wtype_rows_are_the_types_with_their_activations)
         { GGUF_TYPE_Q6_K, GGUF_TYPE_Q8_K, 256, 210, 1, 0 },
         { GGUF_TYPE_IQ4_NL, GGUF_TYPE_Q8_0, 32, 18, 1, WT_IQ4_NL_X8 },
         { GGUF_TYPE_IQ4_XS, GGUF_TYPE_Q8_K, 256, 136, 1, 0 },
+        { GGUF_TYPE_TQ1_0, GGUF_TYPE_Q8_K, 256, 54, 1, 0 },
+        { GGUF_TYPE_TQ2_0, GGUF_TYPE_Q8_K, 256, 66, 1, 0 },
     };
     enum { NW = sizeof want / sizeof want[0] };
     CHECK_INT(wt_count(), NW + 7);
@@ -82,12 +85,12 @@ TEST(wtype_rows_are_the_types_with_their_activations)
     CHECK(wt_find(GGUF_TYPE_Q3_K) && wt_find(GGUF_TYPE_Q3_K)->act == GGUF_TYPE_Q8_K);
     CHECK(wt_find(GGUF_TYPE_Q2_K) && wt_find(GGUF_TYPE_Q2_K)->act == GGUF_TYPE_Q8_K);
     CHECK(wt_find(GGUF_TYPE_IQ2_XXS) == NULL);
-    CHECK(wt_find(GGUF_TYPE_TQ1_0) == NULL);
+    CHECK(wt_find(GGUF_TYPE_MXFP4) == NULL);
     CHECK(wt_find(WT_IQ4_NL_X8) && wt_find(WT_IQ4_NL_X8)->act == WT_Q8_0_X4);
-    char buf[128], tb[16];
+    char buf[160], tb[16];
     CHECK_STR(wt_names(buf, sizeof buf),
               "F32, F16, BF16, Q8_0, Q1_0, Q2_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
-              "IQ4_NL, IQ4_XS");
+              "IQ4_NL, IQ4_XS, TQ1_0, TQ2_0");
     CHECK_STR(wt_names(buf, 9), "F32, F16");
     CHECK_STR(wt_type_name(WT_Q4_K_X8, tb), "Q4_K 8x8");
     CHECK_STR(wt_type_name(WT_IQ4_NL_X8, tb), "IQ4_NL 8x8");
@@ -407,4 +410,53 @@ TEST(wtype_iq4_products_equal_their_kernels)
     free(wx);
     free(act);
     par_destroy(pool);
+}
+
+TEST(wtype_tq_products_are_vec_dot_at_every_column_count)
+{
+    enum { K = 512, N = 9 };
+    char err[320];
+    float x[N * K];
+    for (int i = 0; i < N * K; i++) x[i] = sinf((float)i * 0.07f) * (1.0f + (float)(i % 3));
+    const size_t cap = N * wt_act_bytes_max(K);
+    uint8_t *act = malloc(cap);
+    /* TQ2_0: value 128h + 32l + b is bits 2l of byte 32h + b, minus 1, times d;
+     * TQ1_0: base-3 digits, ((uint8_t)(byte * 3^n) * 3) >> 8 */
+    uint8_t b2[TQ2_0_BYTES] = { 0 }, b1[TQ1_0_BYTES] = { 0 };
+    b2[0] = 0x24;                  /* values 0, 32, 64, 96: codes 0, 1, 2, 0 */
+    b2[64] = 0x00; b2[65] = 0x40;  /* d = 2 */
+    b1[0] = 0xff;                  /* values 0, 32, 64, 96, 128 from 255 * 1, 3, 9, 27, 81 */
+    b1[52] = 0x00; b1[53] = 0x3c;  /* d = 1 */
+    float y[256];
+    CHECK(wt_find(GGUF_TYPE_TQ2_0)->to_float(b2, sizeof b2, 256, y, err, sizeof err) == 0);
+    CHECK(y[0] == -2.0f && y[32] == 0.0f && y[64] == 2.0f && y[96] == -2.0f && y[1] == -2.0f);
+    CHECK(wt_find(GGUF_TYPE_TQ1_0)->to_float(b1, sizeof b1, 256, y, err, sizeof err) == 0);
+    CHECK(y[0] == 1.0f && y[32] == 1.0f && y[64] == 1.0f && y[96] == 1.0f && y[128] == 1.0f && y[1] == -1.0f && y[255] == -1.0f);
+    /* both multiply by vec_dot alone, 9 columns too (no tiled or repacked path) */
+    static const struct { uint32_t type; size_t bytes; float (*dot)(const uint8_t *, const uint8_t *, size_t); } ts[] = {
+        { GGUF_TYPE_TQ1_0, TQ1_0_BYTES, tq1_0_vec_dot }, { GGUF_TYPE_TQ2_0, TQ2_0_BYTES, tq2_0_vec_dot },
+    };
+    uint8_t a8k[N * 2 * Q8_K_BYTES];
+    for (int c = 0; c < N; c++)
+        CHECK(q8_k_quantize(x + c * K, K, a8k + c * 2 * Q8_K_BYTES, 2 * Q8_K_BYTES, err, sizeof err) == 0);
+    for (int t = 0; t < 2; t++) {
+        uint8_t *w = rand_blocks(16, K / 256, ts[t].bytes, 0, 3 + (uint32_t)t);
+        for (int r = 0; r < 16 * 2; r++) {           /* a sane d at the block's end */
+            w[r * ts[t].bytes + ts[t].bytes - 2] = 0x00;
+            w[r * ts[t].bytes + ts[t].bytes - 1] = 0x2c;
+        }
+        const wt_matrix m = { ts[t].type, w, 16, K, 2 * ts[t].bytes, 16 * 2 * ts[t].bytes };
+        const wt_matrix *ws[1] = { &m };
+        float got[N * 16], want[N * 16];
+        float *const ys[1] = { got };
+        for (int c = 0; c < N; c++)
+            for (int r = 0; r < 16; r++)
+                want[c * 16 + r] = ts[t].dot(w + r * 2 * ts[t].bytes, a8k + c * 2 * Q8_K_BYTES, 2);
+        CHECK(wt_mul_mat(NULL, ws, ys, 1, x, N, act, cap, err, sizeof err) == 0);
+        CHECK_MEM(got, want, sizeof want);
+        CHECK(want[0] != 0.0f);
+        CHECK_INT(wt_prepared_bytes(ts[t].type, 16, K), 0);
+        free(w);
+    }
+    free(act);
 }

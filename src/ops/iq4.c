@@ -4,7 +4,10 @@
  *
  * Every kernel twice: AVX2+F16C+FMA (chosen at run time through q8_simd())
  * and portable C with ggml's eight lanes of four products written out.
+ * Nothing here may be contracted into an FMA behind our back: every FMA is
+ * an explicit fmaf / _mm256_fmadd_ps.
  */
+#pragma GCC optimize("fp-contract=off")
 #include "ops/ops_util.h"
 #include "ops/iq4.h"
 

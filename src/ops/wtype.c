@@ -1,7 +1,7 @@
 /*
  * wtype.c -- the weight types' kernel table and the product driver that
  * reads it (see wtype.h). The kernels are the type files' (f16.c, q8_0.c,
- * q1_0.c, q2_0.c, q4_0.c, q2_k.c, q4_k.c, iq4.c, repack.c); this file only says which one
+ * q1_0.c, q2_0.c, q4_0.c, q2_k.c, q4_k.c, iq4.c, tq.c, repack.c); this file only says which one
  * each type takes, plus the plain vec_dot product driver of the K-quants and
  * the legacy 4/5-bit types.
  */
@@ -18,6 +18,7 @@
 #include "ops/q2_k.h"
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
+#include "ops/tq.h"
 
 /* ---- float types: activations rounded to the type, widened back --------- */
 
@@ -205,6 +206,10 @@ VD_JOB(iq4_xs_job, IQ4_XS_BLOCK, IQ4_XS_BYTES, Q8_K_BYTES, iq4_xs_vec_dot, iq4_x
  * whose one-accumulator chain differs from vec_dot's paired one, nor to the
  * tiled kernel). */
 VD_JOB(iq4_nl_job, IQ4_NL_BLOCK, IQ4_NL_BYTES, Q8_0_BYTES, iq4_nl_vec_dot, NULL)
+/* TQ1_0 / TQ2_0: vec_dot at every column count (no repacked form, no tiled
+ * or llamafile case in b11669: measured on whole graphs to 65 columns). */
+VD_JOB(tq1_0_job, QK_K_BLOCK, TQ1_0_BYTES, Q8_K_BYTES, tq1_0_vec_dot, NULL)
+VD_JOB(tq2_0_job, QK_K_BLOCK, TQ2_0_BYTES, Q8_K_BYTES, tq2_0_vec_dot, NULL)
 
 #define TO_FLOAT(name, fn)                                                                     \
     static int name(const uint8_t *row, size_t len, size_t n, float *y, char *err,             \
@@ -223,6 +228,8 @@ TO_FLOAT(q2_k_to_float, q2_k_dequantize)
 TO_FLOAT(q3_k_to_float, q3_k_dequantize)
 TO_FLOAT(iq4_nl_to_float, iq4_nl_dequantize)
 TO_FLOAT(iq4_xs_to_float, iq4_xs_dequantize)
+TO_FLOAT(tq1_0_to_float, tq1_0_dequantize)
+TO_FLOAT(tq2_0_to_float, tq2_0_dequantize)
 
 /* The activation types: q8_1 (Q4_1, Q5_1) and Q8_K (the K-quants), each
  * token row alone (quantize_row_q8_1 AVX2, quantize_row_q8_K_ref). */
@@ -282,7 +289,8 @@ X8_JOB(iq4_nl_x8_job, IQ4_NL_TYPE)
 
 /* vec_dot_type as ggml-cpu's type_traits_cpu (b11669): F32 -> F32, F16 ->
  * F16, BF16 -> BF16, Q8_0 / Q1_0 / Q2_0 / Q4_0 / Q5_0 -> Q8_0, Q4_1 / Q5_1
- * -> Q8_1, Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS -> Q8_K, IQ4_NL -> Q8_0;
+ * -> Q8_1, Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS / TQ1_0 / TQ2_0 -> Q8_K,
+ * IQ4_NL -> Q8_0;
  * the repacked forms' (repack.cpp's
  * extra traits) the 4x8 interleaved quantizers. The order is the refusal's. */
 #define R_WEIGHT(type, act, to_float, job) \
@@ -313,6 +321,8 @@ static const wt_type table[] = {
     { GGUF_TYPE_IQ4_NL, 1, GGUF_TYPE_Q8_0, 1, iq4_nl_to_float, NULL, NULL, NULL, iq4_nl_job,
       WT_IQ4_NL_X8, iq4_nl_repack8 },
     R_WEIGHT(GGUF_TYPE_IQ4_XS, GGUF_TYPE_Q8_K, iq4_xs_to_float, iq4_xs_job),
+    R_WEIGHT(GGUF_TYPE_TQ1_0, GGUF_TYPE_Q8_K, tq1_0_to_float, tq1_0_job),
+    R_WEIGHT(GGUF_TYPE_TQ2_0, GGUF_TYPE_Q8_K, tq2_0_to_float, tq2_0_job),
     R_ACT(GGUF_TYPE_Q8_1, q8_1_act_bytes, q8_1_act),
     R_ACT(GGUF_TYPE_Q8_K, q8_k_act_bytes, q8_k_act),
     /* the load-time forms: weight = 0 (no file holds them), a product each */
