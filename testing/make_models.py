@@ -61,15 +61,20 @@ BENCH = [
 # row a multiple of 256 (the K-quants as asked; its tied token_embd becomes Q6_K); llama-e320: rows of 320 (not
 # a multiple of 256: Q4_K falls back to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0) beside ffn_down's rows of 1024 (the
 # K-quant itself), 64-row attn_k/v; llama-e512-untied: 49,155 output rows (not a multiple of 8: no repacking) and
-# 4 layers (Q4_K_M's Q6_K layers 2 and 3 for attn_v/ffn_down).
+# 4 layers (Q4_K_M's Q6_K layers 2 and 3 for attn_v/ffn_down). IQ4_XS: IQ4_XS where rows are multiples of 256
+# (plain: b11669 never repacks it on AVX2), IQ4_NL where not (llama-e320's rows of 320; repacked in eights), a
+# Q6_K (Q8_0 for rows of 320) tied embedding; IQ4_NL-emb: the tied embedding IQ4_NL too (its output copy
+# repacked); IQ4_NL-out: an IQ4_NL output of 49,155 rows (not in eights: the plain IQ4_NL product). TQ1_0 /
+# TQ2_0: ternary layers where rows are multiples of 256 (llama-e320's rows of 320 fall back to Q4_0).
 QUANT_ALL = ["Q4_K_M", "Q5_K_M", "Q6_K", "Q4_0", "Q5_0", "Q4_1", "Q5_1"]
 QUANT = [
     dict(name="qwen3-e256", arch="qwen3", E=256, L=2, H=4, KV=2, hd=64, FF=768,
-         tied=True, extra=0, types=QUANT_ALL + ["Q4_0-emb", "Q3_K_M", "Q2_K"], seed=21, direct="F16"),
+         tied=True, extra=0, types=QUANT_ALL + ["Q4_0-emb", "Q3_K_M", "Q2_K", "IQ4_XS", "IQ4_NL-emb", "TQ1_0", "TQ2_0"], seed=21,
+         direct="F16"),
     dict(name="llama-e320", arch="llama", pre="smollm", E=320, L=2, H=5, KV=1, hd=64, FF=1024,
-         tied=True, extra=0, types=QUANT_ALL, seed=22, direct="F16"),
+         tied=True, extra=0, types=QUANT_ALL + ["IQ4_XS", "TQ2_0"], seed=22, direct="F16"),
     dict(name="llama-e512-untied", arch="llama", pre="starcoder", E=512, L=4, H=8, KV=2, hd=64, FF=1536,
-         tied=False, extra=3, types=["Q4_K_M", "Q4_0", "Q4_K_M-out", "Q4_0-out"], seed=23, direct="F16"),
+         tied=False, extra=3, types=["Q4_K_M", "Q4_0", "Q4_K_M-out", "Q4_0-out", "IQ4_NL-out"], seed=23, direct="F16"),
 ]
 def base_type(ftype):
     """The tensor type a file type is named after: Q4_K_M -> q4_k, Q4_0 -> q4_0."""

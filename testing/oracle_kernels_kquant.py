@@ -24,7 +24,7 @@ try:
 except ImportError:  # pragma: no cover - oracle.py is part of the repository
     oracle = None
 
-SOURCES = ["src/ops/q2_k.c", "src/ops/q4_k.c", "src/ops/q4_0.c", "src/ops/repack.c", "src/ops/q8_0.c", "src/ops/f16.c", "src/base/par.c", "src/base/base.c"]
+SOURCES = ["src/ops/q2_k.c", "src/ops/q4_k.c", "src/ops/q4_0.c", "src/ops/iq4.c", "src/ops/repack.c", "src/ops/q8_0.c", "src/ops/f16.c", "src/base/par.c", "src/base/base.c"]
 CFLAGS = ["-std=gnu11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread"]
 
 

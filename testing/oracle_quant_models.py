@@ -6,7 +6,11 @@ Q3_K_M: Q3_K with Q4_K/Q5_K/Q6_K, and Q2_K: Q2_K with Q3_K/Q6_K),
 llama-e320 (rows of 320: Q4_K falls back to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, beside K-quant ffn_down rows of
 1024), llama-e512-untied (4 layers, 49,155 output rows: not a multiple of 8, so not repacked), each in Q4_K_M,
 Q5_K_M, Q6_K, Q4_0, Q5_0, Q4_1, Q5_1 and variants with token_embd/output in the base type (a tied Q4_0
-embedding, repacked as the output's own copy; a Q4_K / Q4_0 output that is not repacked).
+embedding, repacked as the output's own copy; a Q4_K / Q4_0 output that is not repacked); and IQ4_XS mixes
+(qwen3-e256: IQ4_XS layers, plain; llama-e320: IQ4_NL where rows are 320, repacked, beside IQ4_XS ffn_down
+and Q5_1 attn_v), qwen3-e256-iq4_nl-emb (IQ4_NL layers and tied embedding) and llama-e512-untied-iq4_nl-out
+(IQ4_NL layers, an IQ4_NL output of 49,155 rows: the plain IQ4_NL product); TQ1_0 and TQ2_0 (qwen3-e256:
+ternary layers; llama-e320-tq2_0: Q4_0 where rows are 320, TQ2_0 ffn_down).
 
   (a) per-layer dumps (build/kit-llama-dump through libllama vs testing/forward_driver.c), every file: prompts
       of 1, 3, 4, 5, 6, 7, 8, 9 and 13 tokens (every column class of the repacked gemm: groups of 4 through
@@ -15,7 +19,7 @@ embedding, repacked as the output's own copy; a Q4_K / Q4_0 output that is not r
       in the layers, and 300 tokens on three files (the tiled attention kernel; on qwen3-e256-q4_k_m also
       the tiled K-quant kernel over more than one 256-column window); every layer's tensors, result_norm,
       result_output and the logits bit-equal.
-  (b) answers, on 13 of the files: `bankml serve` beside llama-server (-t 2 -c 512 -np 1) on /completion with
+  (b) answers, on 18 of the files: `bankml serve` beside llama-server (-t 2 -c 512 -np 1) on /completion with
       token ids, greedy and seeded (temperature 0.8, seed 7), equal bodies (timings and id_slot aside), for
       a 6-token and a 12-token prompt, and a 40-token one where a plain K-quant is in the layers.
 
@@ -45,6 +49,9 @@ MODELS = [
     ("llama-e320-q4_0", False), ("llama-e320-q5_0", False), ("llama-e320-q4_1", False), ("llama-e320-q5_1", False),
     ("llama-e512-untied-q4_k_m", True), ("llama-e512-untied-q4_0", False),
     ("llama-e512-untied-q4_k_m-out", True), ("llama-e512-untied-q4_0-out", False),
+    ("qwen3-e256-iq4_xs", True), ("qwen3-e256-iq4_nl-emb", False), ("llama-e320-iq4_xs", True),
+    ("llama-e512-untied-iq4_nl-out", True),
+    ("qwen3-e256-tq1_0", False), ("qwen3-e256-tq2_0", False), ("llama-e320-tq2_0", False),
 ]
 # the qwen3 files keep a Q6_K token_embd (-emb aside) and llama-e512-untied-q4_0 a Q6_K output: a plain
 # K-quant, but its product has one column (the server's last token; the dumps' last layer computes one row)
@@ -53,7 +60,15 @@ LONG = ["llama-e320-q5_0", "qwen3-e256-q4_0-emb", "qwen3-e256-q4_k_m"]
 SERVED = ["qwen3-e256-q4_k_m", "qwen3-e256-q5_k_m", "qwen3-e256-q6_k", "qwen3-e256-q3_k_m", "qwen3-e256-q2_k",
           "qwen3-e256-q4_0", "qwen3-e256-q5_1",
           "qwen3-e256-q4_0-emb", "llama-e320-q4_k_m", "llama-e320-q5_0", "llama-e320-q4_1",
-          "llama-e512-untied-q4_k_m", "llama-e512-untied-q4_0-out"]
+          "llama-e512-untied-q4_k_m", "llama-e512-untied-q4_0-out",
+          "qwen3-e256-iq4_xs", "llama-e320-iq4_xs", "llama-e512-untied-iq4_nl-out", "qwen3-e256-tq1_0",
+          "llama-e320-tq2_0"]
+# files whose column classes other files already hold: fewer prompt lengths (qwen3-e256-iq4_nl-emb: its IQ4_NL
+# tied embedding, get_rows and the output's repacked copy; the repacked IQ4_NL layers are llama-e512's too)
+FEW = {"qwen3-e256-iq4_nl-emb": [1, 5, 9], "qwen3-e256-tq2_0": [1, 5, 9]}
+if os.environ.get("BANKML_QUANT_ONLY"):  # development: only the files whose stem holds this text
+    MODELS = [m for m in MODELS if os.environ["BANKML_QUANT_ONLY"] in m[0]]
+    SERVED = [m for m in SERVED if os.environ["BANKML_QUANT_ONLY"] in m]
 
 
 def n_vocab(stem):
@@ -83,7 +98,7 @@ def main():
         for stem, _ in MODELS:
             path = os.path.join(QDIR, stem + ".gguf")
             nv = n_vocab(stem)
-            lens = [1, 3, 4, 5, 6, 7, 8, 9, 13] + ([40] if tiled_anywhere(stem) else [])
+            lens = FEW.get(stem) or [1, 3, 4, 5, 6, 7, 8, 9, 13] + ([40] if tiled_anywhere(stem) else [])
             for n in lens:
                 F.dump_case(s, kit, tmp, f"{stem} {n} tokens", path, F.rand_ids(100 + n, n, 3, nv - 3),
                             2 if n == 5 else 0)

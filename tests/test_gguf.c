@@ -972,7 +972,8 @@ TEST(gguf_type_table)
         { 0, 1, 4 }, { 1, 1, 2 }, { 30, 1, 2 }, { 8, 32, 34 }, { 41, 128, 18 }, { 42, 64, 18 },
         { 12, 256, 144 }, { 14, 256, 210 }, { 2, 32, 18 }, { 3, 32, 20 }, { 6, 32, 22 },
         { 7, 32, 24 }, { 9, 32, 36 }, { 13, 256, 176 }, { 15, 256, 292 }, { 10, 256, 84 },
-        { 11, 256, 110 },
+        { 11, 256, 110 }, { 20, 32, 18 }, { 23, 256, 136 },
+        { 34, 256, 54 }, { 35, 256, 66 },
     };
     char buf[16];
     uint64_t e = 99, b = 99;
@@ -985,9 +986,9 @@ TEST(gguf_type_table)
         CHECK_U64(b, layouts[i].b);
     }
     for (uint32_t id = 0; id < 300; id++) readable += gguf_block_layout(id, &e, &b);
-    CHECK_INT(readable, 17);
+    CHECK_INT(readable, 21);
     e = b = 7;
-    CHECK_INT(gguf_block_layout(23, &e, &b), 0);   /* IQ4_XS: no kernel, not readable yet */
+    CHECK_INT(gguf_block_layout(16, &e, &b), 0);   /* IQ2_XXS: no kernel, not readable yet */
     CHECK(e == 7 && b == 7);
     CHECK(gguf_type_info_of(143) != NULL && gguf_type_info_of(144) == NULL);
     CHECK(gguf_type_info_of(4) != NULL && gguf_type_info_of(4)->name == NULL);
@@ -1056,9 +1057,9 @@ TEST(gguf_tensor_span_is_checked)
     t = mk_tensor(1, (uint64_t)1 << 62, 0, 0, 0);   /* 2^64 bytes of F32 */
     CHECK_INT(gguf_tensor_span(&h, &t, &off, &len, err, sizeof err), -1);
     CHECK_STR(err, "t: size or offset overflows");
-    t = mk_tensor(1, 256, 0, 23, 0);
+    t = mk_tensor(1, 256, 0, 16, 0);
     CHECK_INT(gguf_tensor_span(&h, &t, &off, &len, err, sizeof err), -1);
-    CHECK_STR(err, "t: type IQ4_XS not readable");
+    CHECK_STR(err, "t: type IQ2_XXS not readable");
     t = mk_tensor(1, 64, 0, 77, 0);
     CHECK_INT(gguf_tensor_span(&h, &t, &off, &len, err, sizeof err), -1);
     CHECK_STR(err, "t: type 77 not readable");

@@ -11,10 +11,12 @@
 
 #include "file/gguf.h"
 #include "ops/f16.h"
+#include "ops/iq4.h"
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
 #include "ops/q8_0.h"
 #include "ops/repack.h"
+#include "ops/tq.h"
 #include "ops/wtype.h"
 
 TEST(wtype_rows_are_the_types_with_their_activations)
@@ -36,10 +38,14 @@ TEST(wtype_rows_are_the_types_with_their_activations)
         { GGUF_TYPE_Q4_K, GGUF_TYPE_Q8_K, 256, 144, 1, WT_Q4_K_X8 },
         { GGUF_TYPE_Q5_K, GGUF_TYPE_Q8_K, 256, 176, 1, 0 },
         { GGUF_TYPE_Q6_K, GGUF_TYPE_Q8_K, 256, 210, 1, 0 },
+        { GGUF_TYPE_IQ4_NL, GGUF_TYPE_Q8_0, 32, 18, 1, WT_IQ4_NL_X8 },
+        { GGUF_TYPE_IQ4_XS, GGUF_TYPE_Q8_K, 256, 136, 1, 0 },
+        { GGUF_TYPE_TQ1_0, GGUF_TYPE_Q8_K, 256, 54, 1, 0 },
+        { GGUF_TYPE_TQ2_0, GGUF_TYPE_Q8_K, 256, 66, 1, 0 },
     };
     enum { NW = sizeof want / sizeof want[0] };
-    CHECK_INT(wt_count(), NW + 6);
-    CHECK(wt_at(NW + 6) == NULL);
+    CHECK_INT(wt_count(), NW + 7);
+    CHECK(wt_at(NW + 7) == NULL);
     for (size_t i = 0; i < NW; i++) {
         const wt_type *t = wt_at(i);
         CHECK(t != NULL);
@@ -78,13 +84,16 @@ TEST(wtype_rows_are_the_types_with_their_activations)
     CHECK_INT(wt_find(GGUF_TYPE_Q8_1)->act_bytes(64), 72);
     CHECK(wt_find(GGUF_TYPE_Q3_K) && wt_find(GGUF_TYPE_Q3_K)->act == GGUF_TYPE_Q8_K);
     CHECK(wt_find(GGUF_TYPE_Q2_K) && wt_find(GGUF_TYPE_Q2_K)->act == GGUF_TYPE_Q8_K);
-    CHECK(wt_find(GGUF_TYPE_IQ4_XS) == NULL);
-    CHECK(wt_find(GGUF_TYPE_IQ4_NL) == NULL);
-    char buf[128], tb[16];
+    CHECK(wt_find(GGUF_TYPE_IQ2_XXS) == NULL);
+    CHECK(wt_find(GGUF_TYPE_MXFP4) == NULL);
+    CHECK(wt_find(WT_IQ4_NL_X8) && wt_find(WT_IQ4_NL_X8)->act == WT_Q8_0_X4);
+    char buf[160], tb[16];
     CHECK_STR(wt_names(buf, sizeof buf),
-              "F32, F16, BF16, Q8_0, Q1_0, Q2_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K");
+              "F32, F16, BF16, Q8_0, Q1_0, Q2_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
+              "IQ4_NL, IQ4_XS, TQ1_0, TQ2_0");
     CHECK_STR(wt_names(buf, 9), "F32, F16");
     CHECK_STR(wt_type_name(WT_Q4_K_X8, tb), "Q4_K 8x8");
+    CHECK_STR(wt_type_name(WT_IQ4_NL_X8, tb), "IQ4_NL 8x8");
     CHECK_STR(wt_type_name(WT_Q8_0_X4, tb), "q8_0 4x8");
     CHECK_STR(wt_type_name(GGUF_TYPE_Q6_K, tb), "Q6_K");
     /* load-time forms: Q4_0 / Q4_K with rows in eights, the plain matrix's bytes */
@@ -94,6 +103,9 @@ TEST(wtype_rows_are_the_types_with_their_activations)
     CHECK_INT(wt_prepared_bytes(GGUF_TYPE_Q6_K, 16, 512), 0);
     CHECK_INT(wt_prepared_bytes(GGUF_TYPE_Q8_0, 16, 512), 0);
     CHECK_INT(wt_prepared_bytes(GGUF_TYPE_Q4_0, 16, 48), 0);
+    CHECK_INT(wt_prepared_bytes(GGUF_TYPE_IQ4_NL, 8, 64), 8 * 2 * 18);
+    CHECK_INT(wt_prepared_bytes(GGUF_TYPE_IQ4_NL, 12, 64), 0);
+    CHECK_INT(wt_prepared_bytes(GGUF_TYPE_IQ4_XS, 16, 512), 0);   /* never repacked on AVX2 */
 }
 
 TEST(wtype_activation_bytes)
@@ -187,10 +199,10 @@ TEST(wtype_mul_mat_equals_the_kernels_called_directly)
     CHECK_MEM(got8, want8, sizeof want8);
     CHECK_MEM(got8b, want8, sizeof want8);
     /* refusals: a type without a kernel, a scratch too small */
-    const wt_matrix bad = { GGUF_TYPE_IQ4_XS, w8, ROWS, K, rb8, ROWS * rb8 };
+    const wt_matrix bad = { GGUF_TYPE_IQ2_XXS, w8, ROWS, K, rb8, ROWS * rb8 };
     const wt_matrix *wb[1] = { &bad };
     CHECK(wt_mul_mat(pool, wb, ys, 1, x, N, act, cap, err, sizeof err) == -1);
-    CHECK_STR(err, "weight type 23 has no kernel");
+    CHECK_STR(err, "weight type 16 has no kernel");
     CHECK(wt_mul_mat(pool, ws, ys, 1, x, N, act, 100, err, sizeof err) == -1);
     CHECK_STR(err, "activation scratch too small");
     free(act);
@@ -311,4 +323,140 @@ TEST(wtype_quantized_products_equal_their_kernels)
     free(wk);
     free(act);
     par_destroy(pool);
+}
+
+TEST(wtype_iq4_products_equal_their_kernels)
+{
+    enum { K = 512 };
+    char err[320];
+    par_pool *pool = par_create(2, err, sizeof err);
+    float x[8 * K];
+    for (int i = 0; i < 8 * K; i++) x[i] = cosf((float)i * 0.13f) * (1.0f + (float)(i % 5));
+    const size_t cap = 8 * wt_act_bytes_max(K);
+    uint8_t *act = malloc(cap);
+    float got[8 * 16], want[8 * 16];
+    /* the values: ggml's kvalues_iq4nl, and a block of d = 1 dequantizes to them */
+    CHECK_INT(iq4_value(0), -127);
+    CHECK_INT(iq4_value(7), -10);
+    CHECK_INT(iq4_value(8), 1);
+    CHECK_INT(iq4_value(15), 113);
+    uint8_t blk[IQ4_NL_BYTES] = { 0x00, 0x3c };
+    for (int j = 0; j < 16; j++) blk[2 + j] = (uint8_t)(j | (15 - j) << 4);
+    float y[32];
+    CHECK(wt_find(GGUF_TYPE_IQ4_NL)->to_float(blk, sizeof blk, 32, y, err, sizeof err) == 0);
+    CHECK(y[0] == -127.0f && y[8] == 1.0f && y[15] == 113.0f && y[16] == 113.0f && y[31] == -127.0f);
+    /* IQ4_XS, 12 rows (never repacked): vec_dot at 1..7 columns, the tiled
+     * kernel's chain at 8 (another float order: some outputs differ) */
+    uint8_t *wx = rand_blocks(12, K / 256, IQ4_XS_BYTES, 1, 5);
+    const wt_matrix mx = { GGUF_TYPE_IQ4_XS, wx, 12, K, 2 * IQ4_XS_BYTES, 12 * 2 * IQ4_XS_BYTES };
+    const wt_matrix *ws[1] = { &mx };
+    float *const ys[1] = { got };
+    uint8_t a8k[8 * 2 * Q8_K_BYTES];
+    int tdiffer = 0;
+    for (int c = 0; c < 8; c++)
+        CHECK(q8_k_quantize(x + c * K, K, a8k + c * 2 * Q8_K_BYTES, 2 * Q8_K_BYTES, err, sizeof err) == 0);
+    for (int c = 0; c < 7; c++)
+        for (int r = 0; r < 12; r++)
+            want[c * 12 + r] = iq4_xs_vec_dot(wx + r * 2 * IQ4_XS_BYTES, a8k + c * 2 * Q8_K_BYTES, 2);
+    CHECK(wt_mul_mat(pool, ws, ys, 1, x, 7, act, cap, err, sizeof err) == 0);
+    CHECK_MEM(got, want, 7 * 12 * sizeof(float));
+    for (int c = 0; c < 8; c++)
+        for (int r = 0; r < 12; r++) {
+            want[c * 12 + r] = iq4_xs_tiled_dot(wx + r * 2 * IQ4_XS_BYTES, a8k + c * 2 * Q8_K_BYTES, 2);
+            tdiffer += want[c * 12 + r] != iq4_xs_vec_dot(wx + r * 2 * IQ4_XS_BYTES, a8k + c * 2 * Q8_K_BYTES, 2);
+        }
+    CHECK(wt_mul_mat(pool, ws, ys, 1, x, 8, act, cap, err, sizeof err) == 0);
+    CHECK_MEM(got, want, 8 * 12 * sizeof(float));
+    CHECK(tdiffer > 0);
+    CHECK(want[0] != 0.0f && want[95] != 0.0f);
+    /* IQ4_NL, 12 rows (plain): vec_dot at every column count */
+    uint8_t *wn = rand_blocks(12, K / 32, IQ4_NL_BYTES, 1, 13);
+    const wt_matrix mn = { GGUF_TYPE_IQ4_NL, wn, 12, K, 16 * IQ4_NL_BYTES, 12 * 16 * IQ4_NL_BYTES };
+    const wt_matrix *wns[1] = { &mn };
+    uint8_t a80[5 * 16 * Q8_0_BYTES];
+    for (int c = 0; c < 5; c++) {
+        CHECK(q8_0_quantize(x + c * K, K, a80 + c * 16 * Q8_0_BYTES, 16 * Q8_0_BYTES, err, sizeof err) == 0);
+        for (int r = 0; r < 12; r++)
+            want[c * 12 + r] = iq4_nl_vec_dot(wn + r * 16 * IQ4_NL_BYTES, a80 + c * 16 * Q8_0_BYTES, 16);
+    }
+    CHECK(wt_mul_mat(pool, wns, ys, 1, x, 5, act, cap, err, sizeof err) == 0);
+    CHECK_MEM(got, want, 5 * 12 * sizeof(float));
+    /* IQ4_NL, 16 rows: the load-time 8x8 form (Q4_0 8x8's layout, codes as
+     * they are), its products at 1..8 columns equal x8_mul_mat's */
+    uint8_t *w16 = rand_blocks(16, K / 32, IQ4_NL_BYTES, 1, 17);
+    const size_t wlen = 16 * 16 * IQ4_NL_BYTES;
+    wt_matrix m16 = { GGUF_TYPE_IQ4_NL, w16, 16, K, 16 * IQ4_NL_BYTES, wlen };
+    uint8_t *packed = malloc(wlen), *mine = malloc(wlen);
+    CHECK(wt_prepare(&m16, packed, wlen, err, sizeof err) == 0);
+    CHECK_INT(m16.type, WT_IQ4_NL_X8);
+    CHECK(iq4_nl_repack8(w16, wlen, 16, K, mine, wlen, err, sizeof err) == 0);
+    CHECK_MEM(packed, mine, wlen);
+    CHECK(q4_0_repack8(w16, wlen, 16, K, mine, wlen, err, sizeof err) == 0);   /* Q4_0's flips the codes */
+    CHECK(memcmp(packed, mine, wlen) != 0);
+    uint8_t *work = malloc(x8_work_bytes(IQ4_NL_TYPE, K, 8));
+    const wt_matrix *w16s[1] = { &m16 };
+    for (size_t n = 1; n <= 8; n++) {
+        CHECK(x8_mul_mat(NULL, IQ4_NL_TYPE, packed, wlen, 16, K, x, n, want, 16 * n, work,
+                         x8_work_bytes(IQ4_NL_TYPE, K, n), err, sizeof err) == 0);
+        CHECK(wt_mul_mat(pool, w16s, ys, 1, x, n, act, cap, err, sizeof err) == 0);
+        CHECK_MEM(got, want, 16 * n * sizeof(float));
+    }
+    CHECK(want[0] != 0.0f);
+    free(work);
+    free(mine);
+    free(packed);
+    free(w16);
+    free(wn);
+    free(wx);
+    free(act);
+    par_destroy(pool);
+}
+
+TEST(wtype_tq_products_are_vec_dot_at_every_column_count)
+{
+    enum { K = 512, N = 9 };
+    char err[320];
+    float x[N * K];
+    for (int i = 0; i < N * K; i++) x[i] = sinf((float)i * 0.07f) * (1.0f + (float)(i % 3));
+    const size_t cap = N * wt_act_bytes_max(K);
+    uint8_t *act = malloc(cap);
+    /* TQ2_0: value 128h + 32l + b is bits 2l of byte 32h + b, minus 1, times d;
+     * TQ1_0: base-3 digits, ((uint8_t)(byte * 3^n) * 3) >> 8 */
+    uint8_t b2[TQ2_0_BYTES] = { 0 }, b1[TQ1_0_BYTES] = { 0 };
+    b2[0] = 0x24;                  /* values 0, 32, 64, 96: codes 0, 1, 2, 0 */
+    b2[64] = 0x00; b2[65] = 0x40;  /* d = 2 */
+    b1[0] = 0xff;                  /* values 0, 32, 64, 96, 128 from 255 * 1, 3, 9, 27, 81 */
+    b1[52] = 0x00; b1[53] = 0x3c;  /* d = 1 */
+    float y[256];
+    CHECK(wt_find(GGUF_TYPE_TQ2_0)->to_float(b2, sizeof b2, 256, y, err, sizeof err) == 0);
+    CHECK(y[0] == -2.0f && y[32] == 0.0f && y[64] == 2.0f && y[96] == -2.0f && y[1] == -2.0f);
+    CHECK(wt_find(GGUF_TYPE_TQ1_0)->to_float(b1, sizeof b1, 256, y, err, sizeof err) == 0);
+    CHECK(y[0] == 1.0f && y[32] == 1.0f && y[64] == 1.0f && y[96] == 1.0f && y[128] == 1.0f && y[1] == -1.0f && y[255] == -1.0f);
+    /* both multiply by vec_dot alone, 9 columns too (no tiled or repacked path) */
+    static const struct { uint32_t type; size_t bytes; float (*dot)(const uint8_t *, const uint8_t *, size_t); } ts[] = {
+        { GGUF_TYPE_TQ1_0, TQ1_0_BYTES, tq1_0_vec_dot }, { GGUF_TYPE_TQ2_0, TQ2_0_BYTES, tq2_0_vec_dot },
+    };
+    uint8_t a8k[N * 2 * Q8_K_BYTES];
+    for (int c = 0; c < N; c++)
+        CHECK(q8_k_quantize(x + c * K, K, a8k + c * 2 * Q8_K_BYTES, 2 * Q8_K_BYTES, err, sizeof err) == 0);
+    for (int t = 0; t < 2; t++) {
+        uint8_t *w = rand_blocks(16, K / 256, ts[t].bytes, 0, 3 + (uint32_t)t);
+        for (int r = 0; r < 16 * 2; r++) {           /* a sane d at the block's end */
+            w[r * ts[t].bytes + ts[t].bytes - 2] = 0x00;
+            w[r * ts[t].bytes + ts[t].bytes - 1] = 0x2c;
+        }
+        const wt_matrix m = { ts[t].type, w, 16, K, 2 * ts[t].bytes, 16 * 2 * ts[t].bytes };
+        const wt_matrix *ws[1] = { &m };
+        float got[N * 16], want[N * 16];
+        float *const ys[1] = { got };
+        for (int c = 0; c < N; c++)
+            for (int r = 0; r < 16; r++)
+                want[c * 16 + r] = ts[t].dot(w + r * 2 * ts[t].bytes, a8k + c * 2 * Q8_K_BYTES, 2);
+        CHECK(wt_mul_mat(NULL, ws, ys, 1, x, N, act, cap, err, sizeof err) == 0);
+        CHECK_MEM(got, want, sizeof want);
+        CHECK(want[0] != 0.0f);
+        CHECK_INT(wt_prepared_bytes(ts[t].type, 16, K), 0);
+        free(w);
+    }
+    free(act);
 }

@@ -8,6 +8,7 @@
 #include "ops/repack.h"
 
 #include "ops/f16.h"
+#include "ops/iq4.h"
 #include "ops/q4_k.h"
 #include "ops/q8_0.h"
 
@@ -458,30 +459,34 @@ void q4_k_x8_gemm4(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act
 
 #define Q40X8_QS 16 /* d[8] (f16) first */
 
-int q4_0_repack8(const uint8_t *w, size_t w_len, size_t rows, size_t k, uint8_t *out, size_t out_len,
-                 char *err, size_t errlen)
+/* Repacks a plain matrix of 32-value blocks of 18 bytes (f16 d, 16 bytes of
+ * codes: Q4_0 or IQ4_NL) into 8x8 groups, every code byte XOR `flip` (Q4_0:
+ * 0x88, IQ4_NL: 0). */
+static int x8_repack_b32(const char *what, uint8_t flip, const uint8_t *w, size_t w_len, size_t rows, size_t k,
+                         uint8_t *out, size_t out_len, char *err, size_t errlen)
 {
     if (rows % 8 != 0 || k % 32 != 0) {
         if (err)
-            snprintf(err, errlen, "Q4_0 repacking needs rows in eights and whole blocks, not %zu x %zu", rows, k);
+            snprintf(err, errlen, "%s repacking needs rows in eights and whole blocks, not %zu x %zu", what, rows,
+                     k);
         return -1;
     }
     size_t nb = k / 32;
     if (rows && nb > SIZE_MAX / 18 / rows) {
         if (err)
-            snprintf(err, errlen, "Q4_0 matrix of %zu x %zu is too large", rows, k);
+            snprintf(err, errlen, "%s matrix of %zu x %zu is too large", what, rows, k);
         return -1;
     }
     size_t need = rows * nb * 18;
     if (w_len < need || out_len < need) {
         if (err)
-            snprintf(err, errlen, "Q4_0 repack of %zu x %zu needs %zu bytes in and out, given %zu and %zu", rows,
-                     k, need, w_len, out_len);
+            snprintf(err, errlen, "%s repack of %zu x %zu needs %zu bytes in and out, given %zu and %zu", what,
+                     rows, k, need, w_len, out_len);
         return -1;
     }
     if (need && (!w || !out)) {
         if (err)
-            snprintf(err, errlen, "Q4_0 repack given a NULL buffer");
+            snprintf(err, errlen, "%s repack given a NULL buffer", what);
         return -1;
     }
     for (size_t g = 0; g < rows / 8; g++)
@@ -489,14 +494,26 @@ int q4_0_repack8(const uint8_t *w, size_t w_len, size_t rows, size_t k, uint8_t 
             uint8_t *o = out + (g * nb + x) * Q4_0X8_BYTES;
             for (int i = 0; i < 8; i++)
                 memcpy(o + 2 * i, w + ((8 * g + (size_t)i) * nb + x) * 18, 2);
-            /* 8-byte piece i: row i % 8, bytes 8 * (i / 8), every nibble's top bit flipped */
+            /* 8-byte piece i: row i % 8, bytes 8 * (i / 8) */
             for (int i = 0; i < 16; i++) {
                 const uint8_t *src = w + ((8 * g + (size_t)(i % 8)) * nb + x) * 18 + 2 + 8 * (i / 8);
                 for (int t = 0; t < 8; t++)
-                    o[Q40X8_QS + 8 * i + t] = src[t] ^ 0x88;
+                    o[Q40X8_QS + 8 * i + t] = src[t] ^ flip;
             }
         }
     return 0;
+}
+
+int q4_0_repack8(const uint8_t *w, size_t w_len, size_t rows, size_t k, uint8_t *out, size_t out_len,
+                 char *err, size_t errlen)
+{
+    return x8_repack_b32("Q4_0", 0x88, w, w_len, rows, k, out, out_len, err, errlen);
+}
+
+int iq4_nl_repack8(const uint8_t *w, size_t w_len, size_t rows, size_t k, uint8_t *out, size_t out_len,
+                   char *err, size_t errlen)
+{
+    return x8_repack_b32("IQ4_NL", 0, w, w_len, rows, k, out, out_len, err, errlen);
 }
 
 void q8_0_quantize4x8(const float *x, size_t k, uint8_t *out)
@@ -513,18 +530,22 @@ void q8_0_quantize4x8(const float *x, size_t k, uint8_t *out)
     }
 }
 
-/* Weight value v (0..31) of row j in a Q4_0x8 block, -8..7. */
-static inline int q40x8_val(const uint8_t *blk, int j, int v)
+/* The code-to-value tables of the 8x8 forms of 32-value blocks: Q4_0's
+ * flipped nibbles read as signed 4-bit numbers (ggml's signextendlut), and
+ * IQ4_NL's values (kvalues_iq4nl). */
+static const int8_t x8_lut_q40[16] = { 0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1 };
+
+/* Weight value v (0..31) of row j in a Q4_0x8 / IQ4_NLx8 block. */
+static inline int q40x8_val(const int8_t *lut, const uint8_t *blk, int j, int v)
 {
     const uint8_t byte = blk[Q40X8_QS + 64 * ((v % 16) / 8) + 8 * j + v % 8];
-    const int s = v < 16 ? byte & 0xF : byte >> 4;
-    return (s ^ 8) - 8;
+    return lut[v < 16 ? byte & 0xF : byte >> 4];
 }
 
 /* vpsignb(y, x) as a byte: -y when x < 0 (wrapping: -(-128) = -128), 0 when x = 0. */
 static inline int sign8(int y, int x) { return x < 0 ? (int8_t)(uint8_t)(-y) : x == 0 ? 0 : y; }
 
-static void q40_gemv_portable(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y)
+static void q40_gemv_portable(const int8_t *lut, const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y)
 {
     for (size_t g = 0; g < rows / 8; g++)
         for (int j = 0; j < 8; j++) {
@@ -533,7 +554,7 @@ static void q40_gemv_portable(const uint8_t *wr, size_t rows, size_t nb, const u
                 const uint8_t *blk = wr + (g * nb + b) * Q4_0X8_BYTES, *a = act + b * 34;
                 int32_t isum = 0;
                 for (int v = 0; v < 32; v++) {
-                    const int wv = q40x8_val(blk, j, v);
+                    const int wv = q40x8_val(lut, blk, j, v);
                     isum += (wv < 0 ? -wv : wv) * sign8((int8_t)a[2 + v], wv); /* the weight's sign */
                 }
                 const float dj = f16_to_f32(q8_rd16(blk + 2 * j)), da = f16_to_f32(q8_rd16(a));
@@ -543,7 +564,7 @@ static void q40_gemv_portable(const uint8_t *wr, size_t rows, size_t nb, const u
         }
 }
 
-static void q40_gemm_portable(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t ys)
+static void q40_gemm_portable(const int8_t *lut, const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t ys)
 {
     for (size_t g = 0; g < rows / 8; g++)
         for (int c = 0; c < 4; c++)
@@ -555,7 +576,7 @@ static void q40_gemm_portable(const uint8_t *wr, size_t rows, size_t nb, const u
                     for (int v = 0; v < 32; v++) {
                         const int av = (int8_t)a4[8 + 32 * (v / 8) + 8 * c + v % 8];
                         /* the activation's sign: |a| as an unsigned byte (128 for -128) */
-                        isum += (av < 0 ? -av : av) * sign8(q40x8_val(blk, j, v), av);
+                        isum += (av < 0 ? -av : av) * sign8(q40x8_val(lut, blk, j, v), av);
                     }
                     const float dj = f16_to_f32(q8_rd16(blk + 2 * j)), da = f16_to_f32(q8_rd16(a4 + 2 * c));
                     acc = fmaf((float)isum, dj * da, acc);
@@ -570,9 +591,9 @@ static void q40_gemm_portable(const uint8_t *wr, size_t rows, size_t nb, const u
  * gemv's vpsignb on the weight (an activation of -128 against a negative
  * weight wraps), else the gemm's on the activation (exact). */
 __attribute__((target("avx2,f16c,fma"), always_inline))
-static inline __m256i q40x8_dot_avx2(const uint8_t *blk, const uint8_t *a, size_t cstride, int wsign)
+static inline __m256i q40x8_dot_avx2(__m256i lut, const uint8_t *blk, const uint8_t *a, size_t cstride, int wsign)
 {
-    const __m256i m4 = _mm256_set1_epi8(0xF), e8 = _mm256_set1_epi8(8), ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(0xF), ones = _mm256_set1_epi16(1);
     __m256i s03 = _mm256_setzero_si256(), s47 = _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
         const uint8_t *q = blk + Q40X8_QS + 64 * (c & 1);
@@ -582,8 +603,8 @@ static inline __m256i q40x8_dot_avx2(const uint8_t *blk, const uint8_t *a, size_
         const __m256i av = _mm256_set1_epi64x(a8);
         __m256i w03 = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)q), shift), m4);
         __m256i w47 = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(q + 32)), shift), m4);
-        w03 = _mm256_sub_epi8(_mm256_xor_si256(w03, e8), e8);
-        w47 = _mm256_sub_epi8(_mm256_xor_si256(w47, e8), e8);
+        w03 = _mm256_shuffle_epi8(lut, w03);
+        w47 = _mm256_shuffle_epi8(lut, w47);
         __m256i p03, p47;
         if (wsign) {
             p03 = _mm256_maddubs_epi16(_mm256_sign_epi8(w03, w03), _mm256_sign_epi8(av, w03));
@@ -600,13 +621,14 @@ static inline __m256i q40x8_dot_avx2(const uint8_t *blk, const uint8_t *a, size_
 }
 
 __attribute__((target("avx2,f16c,fma")))
-static void q40_gemv_avx2(const float *h, const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y)
+static void q40_gemv_avx2(const int8_t *lt, const float *h, const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y)
 {
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lt));
     for (size_t g = 0; g < rows / 8; g++) {
         __m256 acc = _mm256_setzero_ps();
         for (size_t b = 0; b < nb; b++) {
             const uint8_t *blk = wr + (g * nb + b) * Q4_0X8_BYTES, *a = act + b * 34;
-            const __m256i isum = q40x8_dot_avx2(blk, a + 2, 8, 1);
+            const __m256i isum = q40x8_dot_avx2(lut, blk, a + 2, 8, 1);
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
             acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(h[q8_rd16(a)])), acc);
         }
@@ -615,9 +637,10 @@ static void q40_gemv_avx2(const float *h, const uint8_t *wr, size_t rows, size_t
 }
 
 __attribute__((target("avx2,f16c,fma")))
-static void q40_gemm_avx2(const float *h, const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y,
+static void q40_gemm_avx2(const int8_t *lt, const float *h, const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y,
                           size_t ys)
 {
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lt));
     for (size_t g = 0; g < rows / 8; g++) {
         __m256 acc[4];
         for (int c = 0; c < 4; c++)
@@ -626,7 +649,7 @@ static void q40_gemm_avx2(const float *h, const uint8_t *wr, size_t rows, size_t
             const uint8_t *blk = wr + (g * nb + b) * Q4_0X8_BYTES, *a4 = act4 + b * Q8_0X4_BYTES;
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
             for (int c = 0; c < 4; c++) {
-                const __m256i isum = q40x8_dot_avx2(blk, a4 + 8 + 8 * c, 32, 0);
+                const __m256i isum = q40x8_dot_avx2(lut, blk, a4 + 8 + 8 * c, 32, 0);
                 const __m256 da = _mm256_set1_ps(h[q8_rd16(a4 + 2 * c)]);
                 acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, da), acc[c]);
             }
@@ -637,26 +660,47 @@ static void q40_gemm_avx2(const float *h, const uint8_t *wr, size_t rows, size_t
 }
 #endif
 
-void q4_0_x8_gemv(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y)
+static void x8_b32_gemv(const int8_t *lut, const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y)
 {
 #if Q8_X86
     if (q8_simd()) {
-        q40_gemv_avx2(q8_f16_table(), wr, rows, nb, act, y);
+        q40_gemv_avx2(lut, q8_f16_table(), wr, rows, nb, act, y);
         return;
     }
 #endif
-    q40_gemv_portable(wr, rows, nb, act, y);
+    q40_gemv_portable(lut, wr, rows, nb, act, y);
+}
+
+static void x8_b32_gemm4(const int8_t *lut, const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y,
+                         size_t y_stride)
+{
+#if Q8_X86
+    if (q8_simd()) {
+        q40_gemm_avx2(lut, q8_f16_table(), wr, rows, nb, act4, y, y_stride);
+        return;
+    }
+#endif
+    q40_gemm_portable(lut, wr, rows, nb, act4, y, y_stride);
+}
+
+void q4_0_x8_gemv(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y)
+{
+    x8_b32_gemv(x8_lut_q40, wr, rows, nb, act, y);
 }
 
 void q4_0_x8_gemm4(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t y_stride)
 {
-#if Q8_X86
-    if (q8_simd()) {
-        q40_gemm_avx2(q8_f16_table(), wr, rows, nb, act4, y, y_stride);
-        return;
-    }
-#endif
-    q40_gemm_portable(wr, rows, nb, act4, y, y_stride);
+    x8_b32_gemm4(x8_lut_q40, wr, rows, nb, act4, y, y_stride);
+}
+
+void iq4_nl_x8_gemv(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y)
+{
+    x8_b32_gemv(iq4_values(), wr, rows, nb, act, y);
+}
+
+void iq4_nl_x8_gemm4(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t y_stride)
+{
+    x8_b32_gemm4(iq4_values(), wr, rows, nb, act4, y, y_stride);
 }
 
 /* ---------------------------------------------------------------- the product */
@@ -668,20 +712,10 @@ void x8_mm_rows(void *ctx, size_t g0, size_t g1, int worker)
     (void)worker;
     const uint8_t *w = m->wr + g0 * m->gbytes;
     const size_t nr = (g1 - g0) * 8;
-    for (size_t c = 0; c < m->n4; c += 4) {
-        float *y = m->y + c * m->rows + 8 * g0;
-        if (m->k4)
-            q4_k_x8_gemm4(w, nr, m->nb, m->act4 + c / 4 * m->a4row, y, m->rows);
-        else
-            q4_0_x8_gemm4(w, nr, m->nb, m->act4 + c / 4 * m->a4row, y, m->rows);
-    }
-    for (size_t c = m->n4; c < m->ncols; c++) {
-        float *y = m->y + c * m->rows + 8 * g0;
-        if (m->k4)
-            q4_k_x8_gemv(w, nr, m->nb, m->act1 + (c - m->n4) * m->a1row, y);
-        else
-            q4_0_x8_gemv(w, nr, m->nb, m->act1 + (c - m->n4) * m->a1row, y);
-    }
+    for (size_t c = 0; c < m->n4; c += 4)
+        m->gemm4(w, nr, m->nb, m->act4 + c / 4 * m->a4row, m->y + c * m->rows + 8 * g0, m->rows);
+    for (size_t c = m->n4; c < m->ncols; c++)
+        m->gemv(w, nr, m->nb, m->act1 + (c - m->n4) * m->a1row, m->y + c * m->rows + 8 * g0);
 }
 
 /* Per-type geometry: values per block, weight bytes per block, plain and
@@ -692,7 +726,7 @@ static int x8_geometry(int type, size_t *blk, size_t *wbytes, size_t *a1, size_t
         *blk = QK_K_BLOCK, *wbytes = Q4_K_BYTES, *a1 = Q8_K_BYTES, *a4 = Q8_KX4_BYTES;
         return 1;
     }
-    if (type == 2 /* Q4_0 */) {
+    if (type == 2 /* Q4_0 */ || type == IQ4_NL_TYPE) {
         *blk = 32, *wbytes = 18, *a1 = 34, *a4 = Q8_0X4_BYTES;
         return 1;
     }
@@ -740,7 +774,7 @@ int x8_mm_init(x8_mm *m, int type, const uint8_t *wr, size_t wr_len, size_t rows
             snprintf(err, errlen, "weight type %d has no repacked product", type);
         return -1;
     }
-    const char *what = type == Q4_K_TYPE ? "Q4_K" : "Q4_0";
+    const char *what = type == Q4_K_TYPE ? "Q4_K" : type == IQ4_NL_TYPE ? "IQ4_NL" : "Q4_0";
     if (rows % 8 != 0 || k == 0 || k % blk != 0) {
         if (err)
             snprintf(err, errlen, "repacked %s products need rows in eights and whole blocks, not %zu x %zu", what,
@@ -767,7 +801,8 @@ int x8_mm_init(x8_mm *m, int type, const uint8_t *wr, size_t wr_len, size_t rows
         return -1;
     }
     const size_t n4 = ncols - ncols % 4;
-    *m = (x8_mm){type == Q4_K_TYPE, wr, rows, nb, 8 * nb * wb, act, act + n4 * nb * a1, nb * a4, nb * a1, n4,
+    *m = (x8_mm){type == Q4_K_TYPE ? q4_k_x8_gemv : type == IQ4_NL_TYPE ? iq4_nl_x8_gemv : q4_0_x8_gemv,
+                 type == Q4_K_TYPE ? q4_k_x8_gemm4 : type == IQ4_NL_TYPE ? iq4_nl_x8_gemm4 : q4_0_x8_gemm4, wr, rows, nb, 8 * nb * wb, act, act + n4 * nb * a1, nb * a4, nb * a1, n4,
                  ncols, y};
     return 0;
 }

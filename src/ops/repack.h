@@ -102,8 +102,22 @@ void q4_0_x8_gemv(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act,
 /* y[c*y_stride + r]: repacked Q4_0 times the 4 columns of act4 (unchecked). */
 void q4_0_x8_gemm4(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t y_stride);
 
+/* ---- IQ4_NL 8x8 (iq4_nl_8x8 in llama.cpp's log) ----
+ * b11669 repacks an IQ4_NL matrix with rows in eights as Q4_0's (AVX2:
+ * ggml_repack_get_optimal_repack_type, repack_iq4_nl_to_iq4_nl_8_bl): the
+ * same layout, the code nibbles copied as they are (no XOR), and the same
+ * gemv/gemm template (gemv_q4_b32_8x8_q8_0_lut_avx / gemm_..._lut_avx) with
+ * the code-to-value table kvalues_iq4nl instead of Q4_0's sign extension:
+ * every Q4_0 8x8 fact above holds with values -127..113 (no pair of
+ * vpmaddubsw can saturate: 2 * 127 * 128 < 32768). Its activations are q8_0
+ * 4x8 (ggml_quantize_mat_q8_0_4x8) and plain q8_0. */
+int iq4_nl_repack8(const uint8_t *w, size_t w_len, size_t rows, size_t k, uint8_t *out, size_t out_len,
+                   char *err, size_t errlen);
+void iq4_nl_x8_gemv(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y);
+void iq4_nl_x8_gemm4(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t y_stride);
+
 /* ---- the whole product, as b11669's repacked forward_mul_mat ----
- * y = W x for a repacked matrix of `type` (Q4_K_TYPE 12 or Q4_0 2), rows a
+ * y = W x for a repacked matrix of `type` (Q4_K_TYPE 12, Q4_0 2 or IQ4_NL 20), rows a
  * multiple of 8: x holds ncols columns of k floats (column c at x + c*k),
  * y[c*rows + r]. The columns in groups of 4 are quantized by the 4x8
  * quantizer and multiplied by gemm; the ncols % 4 last ones by the plain
@@ -124,7 +138,9 @@ size_t x8_work_bytes(int type, size_t k, size_t ncols);
  * checks a product over such activations (act_len bytes) and fills *m;
  * x8_mm_rows (a par_rows_fn over rows / 8 groups of 8 rows) runs it. */
 typedef struct {
-    int k4;                  /* 1: Q4_K, 0: Q4_0 */
+    /* the type's kernels (Q4_K, Q4_0 or IQ4_NL 8x8) */
+    void (*gemv)(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y);
+    void (*gemm4)(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t y_stride);
     const uint8_t *wr;
     size_t rows, nb, gbytes; /* blocks per row; bytes per 8-row group */
     const uint8_t *act4, *act1;

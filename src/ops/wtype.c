@@ -1,7 +1,7 @@
 /*
  * wtype.c -- the weight types' kernel table and the product driver that
  * reads it (see wtype.h). The kernels are the type files' (f16.c, q8_0.c,
- * q1_0.c, q2_0.c, q4_0.c, q2_k.c, q4_k.c, repack.c); this file only says which one
+ * q1_0.c, q2_0.c, q4_0.c, q2_k.c, q4_k.c, iq4.c, tq.c, repack.c); this file only says which one
  * each type takes, plus the plain vec_dot product driver of the K-quants and
  * the legacy 4/5-bit types.
  */
@@ -12,11 +12,13 @@
 
 #include "base/base.h"
 #include "file/gguf.h"
+#include "ops/iq4.h"
 #include "ops/q1_0.h"
 #include "ops/q2_0.h"
 #include "ops/q2_k.h"
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
+#include "ops/tq.h"
 
 /* ---- float types: activations rounded to the type, widened back --------- */
 
@@ -194,6 +196,20 @@ VD_JOB(q5_k_job, QK_K_BLOCK, Q5_K_BYTES, Q8_K_BYTES, q5_k_vec_dot, q5_k_tiled_do
 VD_JOB(q6_k_job, QK_K_BLOCK, Q6_K_BYTES, Q8_K_BYTES, q6_k_vec_dot, q6_k_tiled_dot)
 VD_JOB(q2_k_job, QK_K_BLOCK, Q2_K_BYTES, Q8_K_BYTES, q2_k_vec_dot, q2_k_tiled_dot)
 VD_JOB(q3_k_job, QK_K_BLOCK, Q3_K_BYTES, Q8_K_BYTES, q3_k_vec_dot, q3_k_tiled_dot)
+/* IQ4_XS: vec_dot below 8 columns, b11669's tiled kernel from 8 (its
+ * <32, no min, BIAS 128> instance), as the K-quants. */
+VD_JOB(iq4_xs_job, IQ4_XS_BLOCK, IQ4_XS_BYTES, Q8_K_BYTES, iq4_xs_vec_dot, iq4_xs_tiled_dot)
+
+/* A plain IQ4_NL matrix (rows not in eights, or a tied output's copy that is
+ * not repacked): one ggml_vec_dot_iq4_nl_q8_0 per output at every column
+ * count (measured: b11669 sends no IQ4_NL product to llamafile's tinyBLAS,
+ * whose one-accumulator chain differs from vec_dot's paired one, nor to the
+ * tiled kernel). */
+VD_JOB(iq4_nl_job, IQ4_NL_BLOCK, IQ4_NL_BYTES, Q8_0_BYTES, iq4_nl_vec_dot, NULL)
+/* TQ1_0 / TQ2_0: vec_dot at every column count (no repacked form, no tiled
+ * or llamafile case in b11669: measured on whole graphs to 65 columns). */
+VD_JOB(tq1_0_job, QK_K_BLOCK, TQ1_0_BYTES, Q8_K_BYTES, tq1_0_vec_dot, NULL)
+VD_JOB(tq2_0_job, QK_K_BLOCK, TQ2_0_BYTES, Q8_K_BYTES, tq2_0_vec_dot, NULL)
 
 #define TO_FLOAT(name, fn)                                                                     \
     static int name(const uint8_t *row, size_t len, size_t n, float *y, char *err,             \
@@ -210,6 +226,10 @@ TO_FLOAT(q5_k_to_float, q5_k_dequantize)
 TO_FLOAT(q6_k_to_float, q6_k_dequantize)
 TO_FLOAT(q2_k_to_float, q2_k_dequantize)
 TO_FLOAT(q3_k_to_float, q3_k_dequantize)
+TO_FLOAT(iq4_nl_to_float, iq4_nl_dequantize)
+TO_FLOAT(iq4_xs_to_float, iq4_xs_dequantize)
+TO_FLOAT(tq1_0_to_float, tq1_0_dequantize)
+TO_FLOAT(tq2_0_to_float, tq2_0_dequantize)
 
 /* The activation types: q8_1 (Q4_1, Q5_1) and Q8_K (the K-quants), each
  * token row alone (quantize_row_q8_1 AVX2, quantize_row_q8_K_ref). */
@@ -263,12 +283,15 @@ static void q8_k_x4_cols(const float *x, uint8_t *act, size_t k, size_t c0, size
     }
 X8_JOB(q4_0_x8_job, Q4_0_TYPE)
 X8_JOB(q4_k_x8_job, Q4_K_TYPE)
+X8_JOB(iq4_nl_x8_job, IQ4_NL_TYPE)
 
 /* ---- the table ------------------------------------------------------------ */
 
 /* vec_dot_type as ggml-cpu's type_traits_cpu (b11669): F32 -> F32, F16 ->
  * F16, BF16 -> BF16, Q8_0 / Q1_0 / Q2_0 / Q4_0 / Q5_0 -> Q8_0, Q4_1 / Q5_1
- * -> Q8_1, Q2_K / Q3_K / Q4_K / Q5_K / Q6_K -> Q8_K; the repacked forms' (repack.cpp's
+ * -> Q8_1, Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS / TQ1_0 / TQ2_0 -> Q8_K,
+ * IQ4_NL -> Q8_0;
+ * the repacked forms' (repack.cpp's
  * extra traits) the 4x8 interleaved quantizers. The order is the refusal's. */
 #define R_WEIGHT(type, act, to_float, job) \
     { type, 1, act, 1, to_float, NULL, NULL, NULL, job, 0, NULL }
@@ -295,11 +318,17 @@ static const wt_type table[] = {
       WT_Q4_K_X8, q4_k_repack8 },
     R_WEIGHT(GGUF_TYPE_Q5_K, GGUF_TYPE_Q8_K, q5_k_to_float, q5_k_job),
     R_WEIGHT(GGUF_TYPE_Q6_K, GGUF_TYPE_Q8_K, q6_k_to_float, q6_k_job),
+    { GGUF_TYPE_IQ4_NL, 1, GGUF_TYPE_Q8_0, 1, iq4_nl_to_float, NULL, NULL, NULL, iq4_nl_job,
+      WT_IQ4_NL_X8, iq4_nl_repack8 },
+    R_WEIGHT(GGUF_TYPE_IQ4_XS, GGUF_TYPE_Q8_K, iq4_xs_to_float, iq4_xs_job),
+    R_WEIGHT(GGUF_TYPE_TQ1_0, GGUF_TYPE_Q8_K, tq1_0_to_float, tq1_0_job),
+    R_WEIGHT(GGUF_TYPE_TQ2_0, GGUF_TYPE_Q8_K, tq2_0_to_float, tq2_0_job),
     R_ACT(GGUF_TYPE_Q8_1, q8_1_act_bytes, q8_1_act),
     R_ACT(GGUF_TYPE_Q8_K, q8_k_act_bytes, q8_k_act),
     /* the load-time forms: weight = 0 (no file holds them), a product each */
     { WT_Q4_0_X8, 0, WT_Q8_0_X4, 1, NULL, NULL, NULL, NULL, q4_0_x8_job, 0, NULL },
     { WT_Q4_K_X8, 0, WT_Q8_K_X4, 1, NULL, NULL, NULL, NULL, q4_k_x8_job, 0, NULL },
+    { WT_IQ4_NL_X8, 0, WT_Q8_0_X4, 1, NULL, NULL, NULL, NULL, iq4_nl_x8_job, 0, NULL },
     { WT_Q8_0_X4, 0, WT_Q8_0_X4, 1, NULL, q8_act_bytes, NULL, q8_0_x4_cols, NULL, 0, NULL },
     { WT_Q8_K_X4, 0, WT_Q8_K_X4, 1, NULL, q8_k_act_bytes, NULL, q8_k_x4_cols, NULL, 0, NULL },
 };
@@ -337,6 +366,7 @@ const char *wt_type_name(uint32_t type, char buf[16])
     switch (type) {
     case WT_Q4_0_X8: return "Q4_0 8x8";
     case WT_Q4_K_X8: return "Q4_K 8x8";
+    case WT_IQ4_NL_X8: return "IQ4_NL 8x8";
     case WT_Q8_0_X4: return "q8_0 4x8";
     case WT_Q8_K_X4: return "Q8_K 4x8";
     }

@@ -36,7 +36,8 @@ enum {
     WT_Q4_0_X8 = WT_FORM | 2,    /* q4_0_8x8: Q4_0 weights, 8 rows interleaved */
     WT_Q8_0_X4 = WT_FORM | 8,    /* its activations: q8_0 4x8 groups, the rest plain q8_0 */
     WT_Q4_K_X8 = WT_FORM | 12,   /* q4_K_8x8 */
-    WT_Q8_K_X4 = WT_FORM | 15    /* Q8_K 4x8 groups, the rest plain Q8_K */
+    WT_Q8_K_X4 = WT_FORM | 15,   /* Q8_K 4x8 groups, the rest plain Q8_K */
+    WT_IQ4_NL_X8 = WT_FORM | 20  /* iq4_nl_8x8: IQ4_NL weights, 8 rows interleaved (q8_0 4x8 activations) */
 };
 
 /* One matrix as it lies in the map: rows of k values of one ggml type. */
@@ -105,12 +106,12 @@ const wt_type *wt_find(uint32_t type);
 size_t wt_count(void);
 const wt_type *wt_at(size_t i);
 
-/* A row's name: gguf_type_name for GGUF ids, "Q4_K 8x8" / "Q8_K 4x8" for
- * the load-time forms. Returns a static string or buf. */
+/* A row's name: gguf_type_name for GGUF ids, "Q4_K 8x8" / "Q8_K 4x8" /
+ * "IQ4_NL 8x8" for the load-time forms. Returns a static string or buf. */
 const char *wt_type_name(uint32_t type, char buf[16]);
 
 /* Bytes the load-time form of a rows x k matrix of `type` takes (b11669's
- * repack of Q4_0 and Q4_K matrix-multiply weights with rows % 8 == 0), or 0
+ * repack of Q4_0, Q4_K and IQ4_NL matrix-multiply weights with rows % 8 == 0), or 0
  * when the matrix plays from the map as it is. The planner counts these
  * bytes (fw_hparams.owned_bytes): they are memory beyond the map. */
 size_t wt_prepared_bytes(uint32_t type, size_t rows, size_t k);
@@ -122,7 +123,7 @@ size_t wt_prepared_bytes(uint32_t type, size_t rows, size_t k);
 int wt_prepare(wt_matrix *m, uint8_t *buf, size_t len, char *err, size_t errlen);
 
 /* The weight types that play, "F32, F16, BF16, Q8_0, Q1_0, Q2_0, Q4_0,
- * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K" in table order, written into buf (refusals quote it). Returns buf. */
+ * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0" in table order, written into buf (refusals quote it). Returns buf. */
 const char *wt_names(char *buf, size_t len);
 
 /* The largest act_bytes over the activation rows for rows of up to k values
