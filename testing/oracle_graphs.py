@@ -49,7 +49,9 @@ e2e.S = S   # the e2e helpers count into this suite
 MODELS_DIR = os.path.join(ROOT, "build", "graph-models")
 MODELS = ["qwen2.5-0.5b-shape-f16", "qwen2.5-0.5b-shape-q8_0", "llama-3.2-1b-shape-f16", "llama-3.2-1b-shape-q8_0",
           "gemma-3-1b-shape-f16", "gemma-3-1b-shape-q8_0", "granite-3.3-2b-shape-f16", "granite-3.3-2b-shape-q8_0",
-          "smollm3-3b-shape-f16", "smollm3-3b-shape-q8_0", "phi-3-mini-shape-f16", "phi-3-mini-shape-q8_0"]
+          "smollm3-3b-shape-f16", "smollm3-3b-shape-q8_0", "phi-3-mini-shape-f16", "phi-3-mini-shape-q8_0",
+          "mistral-nemo-shape-f16", "mistral-nemo-shape-q8_0", "phi-3.5-mini-shape-f16", "phi-3.5-mini-shape-q8_0",
+          "phi-4-mini-shape-f16", "phi-4-mini-shape-q8_0"]
 FULL = "--full" in sys.argv[1:]   # HTTP and greedy ids on every file
 # Each graph in both weight types over HTTP or through the greedy ids, one each (the dumps run on all four):
 # CI time (loading 0.2-0.6 GB files into two servers is most of a case's cost).
@@ -57,11 +59,23 @@ FULL = "--full" in sys.argv[1:]   # HTTP and greedy ids on every file
 # granite F16 over HTTP and the greedy ids of smollm3 F16 and phi3 Q8_0 (measured equal: docs/oracles.md)
 HTTP = {"qwen2.5-0.5b-shape-f16", "llama-3.2-1b-shape-q8_0", "gemma-3-1b-shape-f16"}
 GREEDY = {"qwen2.5-0.5b-shape-q8_0", "llama-3.2-1b-shape-f16", "gemma-3-1b-shape-q8_0"}
+# issue 20's second round (Mistral Nemo: tekken, head 128 under E 5120; Phi-3.5: LongRoPE; Phi-4-mini: partial RoPE,
+# LongRoPE, gpt-4o): by default one 300-token dump per new thing (-c 512: LongRoPE's short factors; -c 8192: the long
+# ones); --full: every file's dumps at both, HTTP and greedy ids on each (measured equal: docs/oracles.md)
+NO_DUMP_512 = {"mistral-nemo-shape-f16", "phi-3.5-mini-shape-q8_0", "phi-4-mini-shape-f16"}
+DUMP_LONG = {"phi-3.5-mini-shape-f16", "phi-4-mini-shape-f16"}
+LONGROPE = {"phi-3.5-mini-shape-f16", "phi-3.5-mini-shape-q8_0", "phi-4-mini-shape-f16", "phi-4-mini-shape-q8_0"}
 if FULL:
     HTTP = GREEDY = set(MODELS)
+    NO_DUMP_512 = set()
+    DUMP_LONG = set(LONGROPE)
 elif os.environ.get("ORACLE_GRAPHS_EXTRA"):   # the --full cases of the three (development)
     HTTP = HTTP | {"granite-3.3-2b-shape-f16"}
     GREEDY = GREEDY | {"smollm3-3b-shape-f16", "phi-3-mini-shape-q8_0"}
+if os.environ.get("ORACLE_GRAPHS_HTTP"):      # development: HTTP / greedy ids on these too (comma-separated)
+    HTTP = HTTP | set(os.environ["ORACLE_GRAPHS_HTTP"].split(","))
+if os.environ.get("ORACLE_GRAPHS_GREEDY"):
+    GREEDY = GREEDY | set(os.environ["ORACLE_GRAPHS_GREEDY"].split(","))
 # gemma3's sliding window: both servers with --swa-full (bankml refuses a window model without it; without it
 # llama-server cuts prompts around its context checkpoints: other bits, measured)
 SWA = {"gemma-3-1b-shape-f16", "gemma-3-1b-shape-q8_0"}
@@ -164,7 +178,11 @@ def main():
         for m in models:
             t0 = time.time()
             nv = n_vocab(m)
-            fwd.dump_case(S, kit, tmp, f"{m} 300 tokens (tiled; decode)", paths[m], fwd.rand_ids(7, 300, 3, nv - 3), 2)
+            if m not in NO_DUMP_512:
+                fwd.dump_case(S, kit, tmp, f"{m} 300 tokens (tiled; decode)", paths[m], fwd.rand_ids(7, 300, 3, nv - 3), 2)
+            if m in DUMP_LONG:   # -c 8192 > the original 4096: LongRoPE's long factors
+                fwd.dump_case(S, kit, tmp, f"{m} 300 tokens, -c 8192 (LongRoPE's long factors)", paths[m],
+                              fwd.rand_ids(7, 300, 3, nv - 3), 2, ctx=8192)
             if m.endswith("f16") and (FULL or m.startswith(("qwen", "llama", "gemma"))):
                 fwd.dump_case(S, kit, tmp, f"{m} 20 tokens (reference)", paths[m], fwd.rand_ids(9, 20, 3, nv - 3), 1)
             if m == "gemma-3-1b-shape-f16":   # window 128: a decode of one row past it (reference), portable
@@ -187,7 +205,8 @@ def main():
                     B.stop()
             if m in GREEDY:
                 fwd.greedy_case(S, kit, f"{m} (prompt crosses 512, decode past 512 cells)", paths[m],
-                                fwd.rand_ids(19, 530, 3, nv - 3), 32, 1024, server_extra=extra)
+                                fwd.rand_ids(19, 530, 3, nv - 3), 32, 8192 if m in LONGROPE else 1024,
+                                server_extra=extra)
             print(f"({m}: {time.time() - t0:.1f} s)", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
