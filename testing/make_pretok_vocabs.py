@@ -4,8 +4,9 @@
 `tokenizer.ggml.pre` changed, so that llama.cpp b11669 and bankml split the same text with that name's regexes and
 merge it with the same byte-level BPE tokens.
 
-Run with the oracle kit's gguf-py:  gguf-py testing/make_pretok_vocabs.py OUTDIR [SHARED]
-Writes OUTDIR/ggml-vocab-<pre>.gguf (from llama-bpe: byte-level BPE, 128,256 tokens, cased letters) for each name.
+Run with the oracle kit's gguf-py:  gguf-py testing/make_pretok_vocabs.py OUTDIR [SHARED [NAME...]]
+Writes OUTDIR/ggml-vocab-<pre>.gguf (from llama-bpe: byte-level BPE, 128,256 tokens, cased letters) for each name
+(or only the NAMEs given); a file newer than this script is kept.
 """
 import os
 import sys
@@ -55,7 +56,9 @@ def main():
     out = sys.argv[1]
     shared = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared")
     os.makedirs(out, exist_ok=True)
-    for pre, base in DERIVED.items():
+    names = sys.argv[3:] or list(DERIVED)
+    for pre in names:
+        base = DERIVED[pre]
         src = os.path.join(shared, "vocab", f"ggml-vocab-{base}.gguf")
         dst = os.path.join(out, f"ggml-vocab-{pre}.gguf")
         if not os.path.exists(dst) or os.path.getmtime(dst) < os.path.getmtime(os.path.abspath(__file__)):

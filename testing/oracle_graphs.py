@@ -102,6 +102,50 @@ def swa_refusal(model, fork):
             f"exit {p.returncode}: {p.stdout[-600:]}")
 
 
+def tekken40_model(kit):
+    """A 40-layer tekken file without a chat template (E 64; llama-bpe's tokens under `tekken`, as
+    testing/make_pretok_vocabs.py writes them), by ../shared/oracle/shaped_model.py, kept in build/tekken-40
+    while newer than both scripts; None when it fails."""
+    shared = oracle.find_shared()
+    vdir = os.path.join(ROOT, "build", "tekken-40")
+    out = os.path.join(vdir, "tekken-40-layers.gguf")
+    scripts = [os.path.join(HERE, "make_pretok_vocabs.py"), os.path.join(shared, "oracle", "shaped_model.py")]
+    if os.path.exists(out) and all(os.path.getmtime(out) > os.path.getmtime(s) for s in scripts):
+        return out
+    for argv in ([kit.tool("gguf-py"), os.path.join(HERE, "make_pretok_vocabs.py"), vdir, shared, "tekken"],
+                 [kit.tool("gguf-py"), os.path.join(shared, "oracle", "shaped_model.py"),
+                  os.path.join(vdir, "ggml-vocab-tekken.gguf"), out, "--arch", "llama", "--embd", "64", "--layers",
+                  "40", "--ff", "128", "--heads", "2", "--kv", "1"]):
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        if not S.check("tekken 40 layers: " + os.path.basename(argv[1]), p.returncode == 0, p.stdout[-800:]):
+            return None
+    return out
+
+
+def tekken40_case(kit, model, fork):
+    """llama_model_chat_template's one-off: a tekken vocabulary in 40 layers without a template gets the text
+    "mistral-v7-tekken" (Mistral Small 3 files); both servers render and answer the same."""
+    try:
+        L, B = oracle.start_both(oracle.Server.llama(kit, model, ctx=512),
+                                 oracle.Server.bankml(model, ctx=512, extra=["--fork", fork]))
+    except oracle.ServerError as e:
+        S.fail("servers tekken 40 layers", str(e)[:800])
+        return
+    try:
+        msgs = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"},
+                {"role": "user", "content": "Q"}]
+        reqs = [("/apply-template", {"messages": msgs}), ("/v1/chat/completions", e2e.chat(msgs, 6))]
+        pairs = e2e.both(L, B, reqs)
+        e2e.compare(["tekken 40 layers, no template: /apply-template", "tekken 40 layers, no template: chat"],
+                    pairs)
+        (sb, rb) = pairs[0][1]
+        S.check("tekken 40 layers, no template: the prompt is the text mistral-v7-tekken",
+                sb == 200 and e2e.parse(rb) == {"prompt": "mistral-v7-tekken"}, f"{sb} {rb[:200]}")
+    finally:
+        L.stop()
+        B.stop()
+
+
 def ensure_graph_models():
     p = subprocess.run(["make", "-s", "graph-models"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, errors="replace")
@@ -172,9 +216,12 @@ def main():
     paths = {m: os.path.join(MODELS_DIR, m + ".gguf") for m in models}
     tmp = tempfile.mkdtemp(prefix="oracle-graphs-")
     fork = os.path.join(tmp, "graphs.FORK.json")
-    e2e.pin(list(paths.values()), fork)
+    tek40 = tekken40_model(kit) if not only or "tekken" in only else None
+    e2e.pin(list(paths.values()) + ([tek40] if tek40 else []), fork)
     n_http = 0
     try:
+        if tek40:
+            tekken40_case(kit, tek40, fork)
         for m in models:
             t0 = time.time()
             nv = n_vocab(m)
