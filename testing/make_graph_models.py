@@ -33,6 +33,16 @@ makes Q8_0 from it.
                        ffn_up (gate then up), tied (real: untied), RoPE base 10000 (NeoX), eps 1e-5,
                        sliding_window 2047 (ignored by llama.cpp), the phi-3 SPM vocabulary, Phi-3.5-mini's
                        template
+  mistral-nemo-shape   llama: E 5120, 32 heads, 8 KV heads, head 128 (key_length: Q is 4096 wide), FF 2048 (real
+                       14336, cut), tied (real: untied), RoPE base 1e6, eps 1e-5, context 1,024,000; the tekken
+                       pre-tokenizer over llama-bpe's tokens with Mistral's eleven control tokens (<unk>, <s>, </s>,
+                       [INST], ...) at ids 128000-128010, Mistral-Nemo-Instruct-2407's template
+  phi-3.5-mini-shape   phi-3-mini-shape with LongRoPE: context 131072, original 4096, rope_factors_long/short
+                       (48 each: stand-ins shaped as the real lists), rope.scaling.attn_factor 1.190238
+  phi-4-mini-shape     phi3: E 3072, 24 heads, 8 KV heads, head 128, RoPE on 96 of the 128 dimensions, FF 2048
+                       (real 8192, cut), tied, LongRoPE as above; the gpt-4o pre-tokenizer over llama-bpe's
+                       tokens with Phi-4-mini's specials (<|endoftext|>, <|user|>, <|end|>, ...) at 128000-128010,
+                       Phi-4-mini-instruct's template
   gemma-3-1b-shape     gemma3: E 1152, 4 heads, 1 KV head, head 256 (key_length), FF 2048 (real 6912, cut),
                        6 layers (real 26; the default pattern 6 makes 0-4 window layers, 5 global), window
                        128 (real 512), RoPE base 1e6 (window layers: the default 10000), eps 1e-6, tied,
@@ -74,7 +84,52 @@ GRAPHS = [
     # sliding_window key it carries (2047), which llama.cpp reads and drops
     dict(name="phi-3-mini-shape", arch="phi3", vocab="phi-3", E=3072, L=2, H=32, KV=32, hd=96, FF=2048,
          ctx=4096, base=10000.0, eps=1e-5, bias=False, llama3=False, swa=2047, types=["F16", "Q8_0"], seed=26),
+    # Mistral Nemo 12B (2407): 40 layers cut to 2, FF 14336 cut to 2048, head 128 with E 5120 (Q is 4096 wide),
+    # output tied (the real one has its own: half the file); Mistral's tekken pre-tokenizer over llama-bpe's tokens
+    # (its 131,072-token vocabulary is not in ../shared/vocab) with Mistral's specials in place of Llama 3's
+    dict(name="mistral-nemo-shape", arch="llama", vocab="tekken", E=5120, L=2, H=32, KV=8, hd=128, FF=2048,
+         ctx=1024000, base=1000000.0, eps=1e-5, bias=False, llama3=False, types=["F16", "Q8_0"], seed=27),
+    # Phi-3.5 mini: Phi-3 mini's shape with LongRoPE (context 131072 over an original 4096: the short factors up
+    # to 4096 cells, the long ones past it; rope.scaling.attn_factor as convert_hf_to_gguf computes it)
+    dict(name="phi-3.5-mini-shape", arch="phi3", vocab="phi-3", E=3072, L=2, H=32, KV=32, hd=96, FF=2048,
+         ctx=131072, base=10000.0, eps=1e-5, bias=False, llama3=False, swa=262144, types=["F16", "Q8_0"], seed=28,
+         longrope=4096),
+    # Phi-4-mini: 24 heads, 8 KV heads, head 128, partial RoPE (partial_rotary_factor 0.75: 96 of 128 dimensions),
+    # LongRoPE as Phi-3.5's, tied; the gpt-4o pre-tokenizer over llama-bpe's tokens (its 200,064-token o200k
+    # vocabulary is not in ../shared/vocab) with Phi-4-mini's specials, Phi-4-mini-instruct's template
+    dict(name="phi-4-mini-shape", arch="phi3", vocab="gpt-4o", E=3072, L=2, H=24, KV=8, hd=128, rot=96, FF=2048,
+         ctx=131072, base=10000.0, eps=1e-5, bias=False, llama3=False, swa=262144, types=["F16", "Q8_0"], seed=29,
+         longrope=4096),
 ]
+
+# Phi-4-mini-instruct's chat template (its tokenizer_config.json's)
+PHI4_MINI_TEMPLATE = ("{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and "
+                      "message['tools'] is not none %}{{ '<|' + message['role'] + '|>' + message['content'] + "
+                      "'<|tool|>' + message['tools'] + '<|/tool|>' + '<|end|>' }}{% else %}{{ '<|' + "
+                      "message['role'] + '|>' + message['content'] + '<|end|>' }}{% endif %}{% endfor %}{% if "
+                      "add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}")
+PHI4_SPECIALS = ["<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|tool|>", "<|/tool|>",
+                 "<|tool_call|>", "<|/tool_call|>", "<|tool_response|>", "<|/tool_response|>"]
+
+
+def longrope_factors(n):
+    """Deterministic stand-ins for Phi-3.5's rope_scaling short_factor / long_factor (n each, float32): short
+    close to 1, long rising to ~60 over the pairs, as the real lists do."""
+    x = np.arange(n, dtype=np.float64) / max(1, n - 1)
+    short = (1.0 + 0.1 * x * x).astype(np.float32)
+    long_ = (1.0 + 60.0 * x ** 3).astype(np.float32)
+    return long_, short
+
+
+def longrope_attn_factor(ctx, orig):
+    """convert_hf_to_gguf's Phi3MiniModel: sqrt(1 + log(scale) / log(orig)) for longrope / su."""
+    scale = ctx / orig
+    return math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0
+
+
+# Mistral's control tokens (ids 0-10 of its tekken vocabulary), put where llama-bpe has Llama 3's
+MISTRAL_SPECIALS = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
+                    "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CALLS]", "<pad>"]
 
 
 def fname(spec, t):
@@ -133,9 +188,23 @@ def vocab_of(spec, shared):
         with open(os.path.join(shared, "templates", "llama.cpp", tpl), encoding="utf-8") as fh:
             template = fh.read()
         return dict(spm=keys, tokens=tokens, template=template)
-    v = mm.read_vocab(os.path.join(shared, "vocab", f"ggml-vocab-{spec['vocab']}.gguf"))
+    base = "llama-bpe" if spec["vocab"] in ("tekken", "gpt-4o") else spec["vocab"]
+    v = mm.read_vocab(os.path.join(shared, "vocab", f"ggml-vocab-{base}.gguf"))
     tokens = v["tokenizer.ggml.tokens"]
-    if spec["vocab"] == "qwen2":
+    if spec["vocab"] == "gpt-4o":
+        assert tokens[128000] == "<|begin_of_text|>"
+        tokens = list(tokens[:128000]) + PHI4_SPECIALS + list(tokens[128000 + len(PHI4_SPECIALS):])
+        assert len(set(tokens)) == len(tokens)
+        return dict(pre="gpt-4o", tokens=tokens, types=v["tokenizer.ggml.token_type"],
+                    merges=v["tokenizer.ggml.merges"], template=PHI4_MINI_TEMPLATE, bos=128000, eos=128000,
+                    pad=128000, add_bos=False)
+    if spec["vocab"] == "tekken":
+        assert tokens[128000] == "<|begin_of_text|>"
+        tokens = list(tokens[:128000]) + MISTRAL_SPECIALS + list(tokens[128000 + len(MISTRAL_SPECIALS):])
+        assert len(set(tokens)) == len(tokens)
+        tpl = "mistralai-Mistral-Nemo-Instruct-2407.jinja"
+        ids = dict(bos=128001, eos=128002, pad=None, add_bos=True, unk=128000)
+    elif spec["vocab"] == "qwen2":
         assert tokens[151643] == "<|endoftext|>" and tokens[151645] == "<|im_end|>"
         tpl = "Qwen-Qwen2.5-7B-Instruct.jinja"
         ids = dict(bos=151643, eos=151645, pad=151643, add_bos=False)
@@ -164,6 +233,9 @@ def tensor_plan(spec, n_vocab):
     plan = []
     if spec["llama3"]:
         plan.append(("rope_freqs.weight", (hd // 2,), None, None))
+    if spec.get("longrope"):   # convert_hf_to_gguf's generate_extra_tensors: long, then short
+        plan.append(("rope_factors_long.weight", (spec.get("rot", hd) // 2,), None, None))
+        plan.append(("rope_factors_short.weight", (spec.get("rot", hd) // 2,), None, None))
     # gemma3 scales the embedding by sqrt(E): rows of std 1/sqrt(E) keep the logits O(1), as in Gemma 3
     plan.append(("token_embd.weight", (n_vocab, E), 1 / math.sqrt(E) if spec["arch"] == "gemma3" else 1.0, 0.0))
     for i in range(L):
@@ -227,8 +299,14 @@ def write_f16(spec, voc, path):
         w.add_value_length(spec["hd"])
         w.add_sliding_window(spec["swa"])
     if arch == "phi3":    # Phi3MiniModel's
-        w.add_rope_dimension_count(spec["hd"])
+        w.add_rope_dimension_count(spec.get("rot", spec["hd"]))
         w.add_sliding_window(spec["swa"])
+        if spec["hd"] != spec["E"] // spec["H"]:
+            w.add_key_length(spec["hd"])
+            w.add_value_length(spec["hd"])
+        if spec.get("longrope"):
+            w.add_rope_scaling_orig_ctx_len(spec["longrope"])
+            w.add_rope_scaling_attn_factors(longrope_attn_factor(spec["ctx"], spec["longrope"]))
     w.add_file_type(1)
     if "spm" in voc:
         for name, kind, val in voc["spm"]:
@@ -245,6 +323,10 @@ def write_f16(spec, voc, path):
     if voc["pad"] is not None:
         w.add_pad_token_id(voc["pad"])
     w.add_add_bos_token(voc["add_bos"])
+    if voc.get("unk") is not None:
+        w.add_unk_token_id(voc["unk"])
+    if voc["pre"] == "tekken":
+        w.add_add_eos_token(False)
     w.add_chat_template(voc["template"])
     return finish_f16(spec, voc, w)
 
@@ -260,6 +342,10 @@ def finish_f16(spec, voc, w):
     for name, shape, std, mean in plan:
         if name == "rope_freqs.weight":
             w.write_tensor_data(llama3_factors(spec["base"], spec["hd"]))
+            continue
+        if name.startswith("rope_factors_"):
+            lf, sf = longrope_factors(shape[0])
+            w.write_tensor_data(lf if "long" in name else sf)
             continue
         dt = np.float16 if len(shape) == 2 else np.float32
         n = int(np.prod(shape))

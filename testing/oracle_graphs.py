@@ -49,7 +49,9 @@ e2e.S = S   # the e2e helpers count into this suite
 MODELS_DIR = os.path.join(ROOT, "build", "graph-models")
 MODELS = ["qwen2.5-0.5b-shape-f16", "qwen2.5-0.5b-shape-q8_0", "llama-3.2-1b-shape-f16", "llama-3.2-1b-shape-q8_0",
           "gemma-3-1b-shape-f16", "gemma-3-1b-shape-q8_0", "granite-3.3-2b-shape-f16", "granite-3.3-2b-shape-q8_0",
-          "smollm3-3b-shape-f16", "smollm3-3b-shape-q8_0", "phi-3-mini-shape-f16", "phi-3-mini-shape-q8_0"]
+          "smollm3-3b-shape-f16", "smollm3-3b-shape-q8_0", "phi-3-mini-shape-f16", "phi-3-mini-shape-q8_0",
+          "mistral-nemo-shape-f16", "mistral-nemo-shape-q8_0", "phi-3.5-mini-shape-f16", "phi-3.5-mini-shape-q8_0",
+          "phi-4-mini-shape-f16", "phi-4-mini-shape-q8_0"]
 FULL = "--full" in sys.argv[1:]   # HTTP and greedy ids on every file
 # Each graph in both weight types over HTTP or through the greedy ids, one each (the dumps run on all four):
 # CI time (loading 0.2-0.6 GB files into two servers is most of a case's cost).
@@ -57,11 +59,23 @@ FULL = "--full" in sys.argv[1:]   # HTTP and greedy ids on every file
 # granite F16 over HTTP and the greedy ids of smollm3 F16 and phi3 Q8_0 (measured equal: docs/oracles.md)
 HTTP = {"qwen2.5-0.5b-shape-f16", "llama-3.2-1b-shape-q8_0", "gemma-3-1b-shape-f16"}
 GREEDY = {"qwen2.5-0.5b-shape-q8_0", "llama-3.2-1b-shape-f16", "gemma-3-1b-shape-q8_0"}
+# issue 20's second round (Mistral Nemo: tekken, head 128 under E 5120; Phi-3.5: LongRoPE; Phi-4-mini: partial RoPE,
+# LongRoPE, gpt-4o): by default one 300-token dump per new thing (-c 512: LongRoPE's short factors; -c 8192: the long
+# ones); --full: every file's dumps at both, HTTP and greedy ids on each (measured equal: docs/oracles.md)
+NO_DUMP_512 = {"mistral-nemo-shape-f16", "phi-3.5-mini-shape-q8_0", "phi-4-mini-shape-f16"}
+DUMP_LONG = {"phi-3.5-mini-shape-f16", "phi-4-mini-shape-f16"}
+LONGROPE = {"phi-3.5-mini-shape-f16", "phi-3.5-mini-shape-q8_0", "phi-4-mini-shape-f16", "phi-4-mini-shape-q8_0"}
 if FULL:
     HTTP = GREEDY = set(MODELS)
+    NO_DUMP_512 = set()
+    DUMP_LONG = set(LONGROPE)
 elif os.environ.get("ORACLE_GRAPHS_EXTRA"):   # the --full cases of the three (development)
     HTTP = HTTP | {"granite-3.3-2b-shape-f16"}
     GREEDY = GREEDY | {"smollm3-3b-shape-f16", "phi-3-mini-shape-q8_0"}
+if os.environ.get("ORACLE_GRAPHS_HTTP"):      # development: HTTP / greedy ids on these too (comma-separated)
+    HTTP = HTTP | set(os.environ["ORACLE_GRAPHS_HTTP"].split(","))
+if os.environ.get("ORACLE_GRAPHS_GREEDY"):
+    GREEDY = GREEDY | set(os.environ["ORACLE_GRAPHS_GREEDY"].split(","))
 # gemma3's sliding window: both servers with --swa-full (bankml refuses a window model without it; without it
 # llama-server cuts prompts around its context checkpoints: other bits, measured)
 SWA = {"gemma-3-1b-shape-f16", "gemma-3-1b-shape-q8_0"}
@@ -86,6 +100,50 @@ def swa_refusal(model, fork):
     S.check(f"{os.path.basename(model)}: serve without --swa-full refuses with the reason",
             p.returncode != 0 and "sliding-window model (window of 128)" in p.stdout and "--swa-full" in p.stdout,
             f"exit {p.returncode}: {p.stdout[-600:]}")
+
+
+def tekken40_model(kit):
+    """A 40-layer tekken file without a chat template (E 64; llama-bpe's tokens under `tekken`, as
+    testing/make_pretok_vocabs.py writes them), by ../shared/oracle/shaped_model.py, kept in build/tekken-40
+    while newer than both scripts; None when it fails."""
+    shared = oracle.find_shared()
+    vdir = os.path.join(ROOT, "build", "tekken-40")
+    out = os.path.join(vdir, "tekken-40-layers.gguf")
+    scripts = [os.path.join(HERE, "make_pretok_vocabs.py"), os.path.join(shared, "oracle", "shaped_model.py")]
+    if os.path.exists(out) and all(os.path.getmtime(out) > os.path.getmtime(s) for s in scripts):
+        return out
+    for argv in ([kit.tool("gguf-py"), os.path.join(HERE, "make_pretok_vocabs.py"), vdir, shared, "tekken"],
+                 [kit.tool("gguf-py"), os.path.join(shared, "oracle", "shaped_model.py"),
+                  os.path.join(vdir, "ggml-vocab-tekken.gguf"), out, "--arch", "llama", "--embd", "64", "--layers",
+                  "40", "--ff", "128", "--heads", "2", "--kv", "1"]):
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        if not S.check("tekken 40 layers: " + os.path.basename(argv[1]), p.returncode == 0, p.stdout[-800:]):
+            return None
+    return out
+
+
+def tekken40_case(kit, model, fork):
+    """llama_model_chat_template's one-off: a tekken vocabulary in 40 layers without a template gets the text
+    "mistral-v7-tekken" (Mistral Small 3 files); both servers render and answer the same."""
+    try:
+        L, B = oracle.start_both(oracle.Server.llama(kit, model, ctx=512),
+                                 oracle.Server.bankml(model, ctx=512, extra=["--fork", fork]))
+    except oracle.ServerError as e:
+        S.fail("servers tekken 40 layers", str(e)[:800])
+        return
+    try:
+        msgs = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"},
+                {"role": "user", "content": "Q"}]
+        reqs = [("/apply-template", {"messages": msgs}), ("/v1/chat/completions", e2e.chat(msgs, 6))]
+        pairs = e2e.both(L, B, reqs)
+        e2e.compare(["tekken 40 layers, no template: /apply-template", "tekken 40 layers, no template: chat"],
+                    pairs)
+        (sb, rb) = pairs[0][1]
+        S.check("tekken 40 layers, no template: the prompt is the text mistral-v7-tekken",
+                sb == 200 and e2e.parse(rb) == {"prompt": "mistral-v7-tekken"}, f"{sb} {rb[:200]}")
+    finally:
+        L.stop()
+        B.stop()
 
 
 def ensure_graph_models():
@@ -158,13 +216,20 @@ def main():
     paths = {m: os.path.join(MODELS_DIR, m + ".gguf") for m in models}
     tmp = tempfile.mkdtemp(prefix="oracle-graphs-")
     fork = os.path.join(tmp, "graphs.FORK.json")
-    e2e.pin(list(paths.values()), fork)
+    tek40 = tekken40_model(kit) if not only or "tekken" in only else None
+    e2e.pin(list(paths.values()) + ([tek40] if tek40 else []), fork)
     n_http = 0
     try:
+        if tek40:
+            tekken40_case(kit, tek40, fork)
         for m in models:
             t0 = time.time()
             nv = n_vocab(m)
-            fwd.dump_case(S, kit, tmp, f"{m} 300 tokens (tiled; decode)", paths[m], fwd.rand_ids(7, 300, 3, nv - 3), 2)
+            if m not in NO_DUMP_512:
+                fwd.dump_case(S, kit, tmp, f"{m} 300 tokens (tiled; decode)", paths[m], fwd.rand_ids(7, 300, 3, nv - 3), 2)
+            if m in DUMP_LONG:   # -c 8192 > the original 4096: LongRoPE's long factors
+                fwd.dump_case(S, kit, tmp, f"{m} 300 tokens, -c 8192 (LongRoPE's long factors)", paths[m],
+                              fwd.rand_ids(7, 300, 3, nv - 3), 2, ctx=8192)
             if m.endswith("f16") and (FULL or m.startswith(("qwen", "llama", "gemma"))):
                 fwd.dump_case(S, kit, tmp, f"{m} 20 tokens (reference)", paths[m], fwd.rand_ids(9, 20, 3, nv - 3), 1)
             if m == "gemma-3-1b-shape-f16":   # window 128: a decode of one row past it (reference), portable
@@ -187,7 +252,8 @@ def main():
                     B.stop()
             if m in GREEDY:
                 fwd.greedy_case(S, kit, f"{m} (prompt crosses 512, decode past 512 cells)", paths[m],
-                                fwd.rand_ids(19, 530, 3, nv - 3), 32, 1024, server_extra=extra)
+                                fwd.rand_ids(19, 530, 3, nv - 3), 32, 8192 if m in LONGROPE else 1024,
+                                server_extra=extra)
             print(f"({m}: {time.time() - t0:.1f} s)", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -15,6 +15,12 @@ For every vocabulary in ../shared/vocab (ggml-vocab-*.gguf) and
            with libllama loaded in-process (testing/kit_tokenize.c);
   detok    random id sequences detokenized under all four remove_special /
            unparse_special settings, compared byte for byte.
+Derived vocabularies (testing/make_pretok_vocabs.py, written with the kit's gguf-py into
+/tmp/bankml-oracle-tok/derived): llama-bpe's tokens and merges under the pre-tokenizer names no shared
+vocabulary carries (Mistral's `tekken`, `gpt-4o` and its aliases `llama4`, `kanana2`, `talkie`,
+`minimax-m2`): info, fuzz (with words that switch letter case) and detok as above, and llama-bpe's corpus
+strings compared with libllama's ids (their .out is llama-bpe's, not theirs). The aliases run a tenth of
+the fuzz (same matcher, their own flags).
 Every vocabulary here must load: SentencePiece, byte-level BPE, WordPiece
 (bert-bge) and Unigram (nomic-bert-moe) are all played, so a refusal at load
 is a failure (and the vocabulary's other checks are not run).
@@ -99,18 +105,31 @@ INVALID = [b"\x80", b"\xbf", b"\xc3", b"\xc3(", b"\xe2\x82", b"\xe2\x82(", b"\xf
            b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xc1\xbf", b"\x00", b"a\x00b", b"\x00\x00"]
 
 
+# letter-case switches for the Tekken / GPT-4o regexes (upper runs, then lower; non-ASCII letters are both)
+CASE_WORDS = ["HelloWorld", "camelCaseWord", "HTTPServer", "XMLHttpRequest", "iPhone", "McDonald's", "DON'T",
+              "ÉCOLE", "École", "éCOLE", "naïveTÉ", "ΑθήναΣ", "ΣΑΣ", "ПриВЕТ", "ǅemal", "ǈǉǊ", "ABCdef",
+              "ABC", "aBC", "AbC'S", "Ab'Re", "x/y/z", "a\r\n/b", "1/2\n", "?/\r\n/", " /\n", "日本Go",
+              "Go日本", "ÀB", "aÀ", "I'LL", "you'VE", "ﬁNE", "Ωmega", "µs", "Ǆ", "123456789", "١٢٣٤",
+              "\u2163\u2164", "x\u0301Y", "A\u0301b", "ÉCole", "ÀBcd", "ÜberMensch", "ñSmith", "çaVa", "ÖlTanker",
+              " ÉCOLEs", "ßTHE", "ΣHello", "ÅNew", "ÆTHER", "éLAN", "øKEY", "MÉTROpolis",
+              # a non-ASCII letter, then ASCII capitals, then a small letter: one piece (collapsed, the non-ASCII
+              # letter is a capital too), across llama-bpe's merges ÓN, ÇÃO, ΔE, İN, ÜR (ids differ otherwise)
+              "ÓNa", "İNe", "ÇÃOs", " ΔEx", "ÜRkiye", " BİLgi", "ACIÓNes"]
+
+
 def rand_cp(rng):
     lo, hi = rng.choice(RANGES)
     return chr(rng.randint(lo, hi))
 
 
-def fuzz_string(rng, specials):
+def fuzz_string(rng, specials, words=None):
     parts = []
+    words = words or WORDS
     # mostly short strings; one in 25 is long (40-150 parts)
     for _ in range(rng.randint(40, 150) if rng.random() < 0.04 else rng.randint(1, 12)):
         r = rng.random()
         if r < 0.18:
-            parts.append(rng.choice(WORDS).encode())
+            parts.append(rng.choice(words).encode())
         elif r < 0.33:
             parts.append("".join(rand_cp(rng) for _ in range(rng.randint(1, 6))).encode("utf-8", "surrogatepass"))
         elif r < 0.48:
@@ -124,7 +143,7 @@ def fuzz_string(rng, specials):
         elif r < 0.85:
             parts.append(bytes(rng.choice(b" abcxyzABC019'.,!?-_\t\n") for _ in range(rng.randint(1, 8))))
         else:
-            w = rng.choice(WORDS)
+            w = rng.choice(words)
             parts.append((" " + w if rng.random() < 0.5 else w + " ").encode())
     return b"".join(parts)
 
@@ -140,10 +159,7 @@ def check(name, ok, detail=""):
         print("FAIL %s %s" % (name, detail))
 
 
-def corpus(vname, vocab, drv):
-    inp, outp = vocab + ".inp", vocab + ".out"
-    if not os.path.exists(inp):
-        return None
+def corpus_cases(inp):
     raw = open(inp, "rb").read()
     sep = b"\n__ggml_vocab_test__\n"
     cases, pos = [], 0
@@ -154,6 +170,30 @@ def corpus(vname, vocab, drv):
             break
         cases.append(raw[pos:nx])
         pos = nx + len(sep)
+    return cases
+
+
+def corpus_vs_kit(vname, vocab, inp, kit, drv):
+    """The corpus strings of another vocabulary (inp), ids compared with libllama's."""
+    cases = corpus_cases(inp)
+    req = tok_requests([(0, 0, c) for c in cases])
+    _, a = run(kit, vocab, "tok", req)
+    _, b = run(drv, vocab, "tok", req)
+    la, lb = a.split(b"\n"), b.split(b"\n")
+    ok = 0
+    for i, c in enumerate(cases):
+        x = la[i].strip() if i < len(la) else b"<missing>"
+        y = lb[i].strip() if i < len(lb) else b"<missing>"
+        ok += x == y
+        check("%s corpus #%d" % (vname, i), x == y, "%r: llama %s bankml %s" % (c[:60], x[:200], y[:200]))
+    return ok, len(cases)
+
+
+def corpus(vname, vocab, drv):
+    inp, outp = vocab + ".inp", vocab + ".out"
+    if not os.path.exists(inp):
+        return None
+    cases = corpus_cases(inp)
     want = [ln.strip() for ln in open(outp, "rb").read().split(b"\n")]
     want = want[:len(cases)]
     rc, got = run(drv, vocab, "tok", tok_requests([(0, 0, c) for c in cases]))
@@ -186,11 +226,11 @@ def info(vname, vocab, kit, drv):
     return specials, len(lb) - 18
 
 
-def fuzz(vname, vocab, kit, drv, n, seed, specials):
+def fuzz(vname, vocab, kit, drv, n, seed, specials, words=None):
     rng = random.Random(seed * 1000003 + zlib.crc32(vname.encode()))
     items = []
     for _ in range(n):
-        s = fuzz_string(rng, specials[:400] if len(specials) > 400 else specials)
+        s = fuzz_string(rng, specials[:400] if len(specials) > 400 else specials, words)
         items.append((0, rng.randint(0, 1), s))
         items.append((1, rng.randint(0, 1), s))
     req = tok_requests(items)
@@ -251,6 +291,12 @@ def main():
     stories = os.path.join(SHARED, "models", "stories260K.gguf")
     if os.path.exists(stories):
         vocabs.append(stories)
+    derived_dir = os.path.join(OUT, "derived")
+    p = subprocess.run([os.path.join(KIT, "bin/gguf-py"), os.path.join(ROOT, "testing/make_pretok_vocabs.py"),
+                        derived_dir, SHARED], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    check("derived vocabularies written", p.returncode == 0, p.stdout[-800:])
+    derived = sorted(glob.glob(os.path.join(derived_dir, "ggml-vocab-*.gguf")))
+    vocabs += derived
     if args.vocab:
         vocabs = [v for v in vocabs if args.vocab in os.path.basename(v)]
     for vocab in vocabs:
@@ -262,8 +308,14 @@ def main():
             print("%-15s refused: %s" % (vname, reason[8:]))
             continue
         specials, n_tokens = info(vname, vocab, kit, drv)
-        c = corpus(vname, vocab, drv)
-        f = fuzz(vname, vocab, kit, drv, args.n, args.seed, specials)
+        if vocab in derived:
+            c = corpus_vs_kit(vname, vocab, os.path.join(SHARED, "vocab", "ggml-vocab-llama-bpe.gguf.inp"), kit, drv)
+            main_name = vname in ("tekken", "gpt-4o")
+            f = fuzz(vname, vocab, kit, drv, args.n if main_name else max(1, args.n // 10), args.seed, specials,
+                     WORDS + CASE_WORDS * 3)
+        else:
+            c = corpus(vname, vocab, drv)
+            f = fuzz(vname, vocab, kit, drv, args.n, args.seed, specials)
         d = detok(vname, vocab, kit, drv, n_tokens, args.seed)
         print("%-15s corpus %s  fuzz %d/%d  detok %d/%d" % (
             vname, "%d/%d" % c if c else "-", f[0], f[1], d[0], d[1]))

@@ -217,7 +217,7 @@ TEST(arch_table_phi3)
     CHECK(a != NULL);
     if (!a) return;
     CHECK(a == fw_arch_at(6));
-    CHECK_STR(a->models, "Phi-3 mini 4k, Phi-3 medium 4k (no LongRoPE)");
+    CHECK_STR(a->models, "Phi-3 mini/medium (4k, 128k), Phi-3.5 mini (LongRoPE), Phi-4-mini (partial RoPE)");
     CHECK_INT(a->id, FW_ARCH_PHI3);
     CHECK_INT(a->rope_neox, 1);
     CHECK_INT(a->qk_norm + a->gemma + a->scales + a->nope_step, 0);
@@ -236,6 +236,12 @@ TEST(arch_table_phi3)
     check_desc(&a->layer[5], "ffn_down.weight", FW_MATRIX, FW_DIM_FF, FW_DIM_EMBD, FW_REQUIRED,
                offsetof(fw_layer, down));
     CHECK(fw_arch_layer_tensor(a, "attn_q.weight") == NULL);
-    check_top(a, 0);
+    /* llama's three, then LongRoPE's factors (both optional, n_rot/2 each) and no rope_freqs */
+    CHECK_INT(a->n_top, 5);
+    check_desc(&a->top[3], "rope_factors_long.weight", FW_NORM, FW_DIM_ROT2, FW_DIM_NONE, FW_OPTIONAL,
+               offsetof(fw_top, rope_long));
+    check_desc(&a->top[4], "rope_factors_short.weight", FW_NORM, FW_DIM_ROT2, FW_DIM_NONE, FW_OPTIONAL,
+               offsetof(fw_top, rope_short));
+    CHECK(fw_arch_top_tensor(a, "rope_freqs.weight") == NULL);
     for (size_t i = 0; i < 6; i++) CHECK_INT(fw_arch_at(i)->fused, 0);
 }

@@ -123,7 +123,9 @@ typedef struct {
     float logit, residual, embd, att;   /* granite's multipliers (0: absent) */
     int finetuned;             /* granite: rope.scaling.finetuned 1 true, 2 false (0: absent) */
     int deepstack;             /* granite: a deepstack_mapping key */
-    int longrope;              /* phi3: rope_factors_long/short.weight */
+    int longrope;              /* phi3: rope_factors_long/short.weight (n_rot/2 floats; 2: only long) */
+    float rope_attn;           /* rope.scaling.attn_factor (0: absent) */
+    uint64_t longrope_n;       /* the factors' length (0: n_rot/2) */
 } spec;
 
 /* A one-layer model (E 64, 2 heads of 32, FFN 128, vocab 32, every weight
@@ -171,6 +173,7 @@ static int build_ok(const spec *s, gguf_header *h)
     if (s->att != 0.0f) kv_f32(g, K("attention.scale"), s->att);
     if (s->finetuned) kv_bool(g, K("rope.scaling.finetuned"), s->finetuned == 1);
     if (s->deepstack) kv_u32(g, K("deepstack_mapping"), 0);
+    if (s->rope_attn != 0.0f) kv_f32(g, K("rope.scaling.attn_factor"), s->rope_attn);
     if (s->scaling) {
         kv_str(g, K("rope.scaling.type"), s->scaling);
         kv_f32(g, K("rope.scaling.factor"), s->factor);
@@ -191,8 +194,9 @@ static int build_ok(const spec *s, gguf_header *h)
         tensor(g, "blk.0.ffn_up.weight", GGUF_TYPE_Q8_0, 64, 256);
         tensor(g, "blk.0.ffn_down.weight", GGUF_TYPE_BF16, 128, 64);
         if (s->longrope) {
-            tensor(g, "rope_factors_long.weight", GGUF_TYPE_F32, 16, 0);
-            tensor(g, "rope_factors_short.weight", GGUF_TYPE_F32, 16, 0);
+            const uint64_t nf = s->longrope_n ? s->longrope_n : (s->rope_dims ? s->rope_dims : 32) / 2;
+            tensor(g, "rope_factors_long.weight", GGUF_TYPE_F32, nf, 0);
+            if (s->longrope == 1) tensor(g, "rope_factors_short.weight", GGUF_TYPE_F32, nf, 0);
         }
         int rc = finish(g, h);
         free(g);
@@ -378,11 +382,27 @@ TEST(plan_phi3)
     CHECK_INT(hp.is_swa[0], 0);
     s.n_kv_heads = 2;                               /* attn_qkv of 64 + 2 * 64 rows */
     CHECK_STR(verdict_ok(&s, &hp), "");
-    memset(&s, 0, sizeof s); s.arch = "phi3"; s.longrope = 1;
-    CHECK_STR(verdict_ok(&s, NULL), "rope_factors_long.weight: LongRoPE factors (Phi-3 128k, "
-              "Phi-3.5, Phi-4-mini) are not supported");
+    /* LongRoPE (Phi-3.5): both factor tensors (or one: llama.cpp's are each optional), attn_factor read */
+    memset(&s, 0, sizeof s); s.arch = "phi3"; s.longrope = 1; s.rope_attn = 1.1902381f;
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK_INT(hp.n_rot, 32);
+    CHECK(hp.attn_factor == 1.1902381f && hp.freq_scale == 1.0f && hp.ext_factor == 0.0f);
+    CHECK_INT(hp.n_ctx_orig, 2048);                 /* no original_context_length: n_ctx_train */
+    s.longrope = 2;
+    CHECK_STR(verdict_ok(&s, NULL), "");
+    /* partial RoPE (Phi-4-mini: 96 of 128): the factors are n_rot/2 long */
     memset(&s, 0, sizeof s); s.arch = "phi3"; s.rope_dims = 16;
-    CHECK_STR(verdict_ok(&s, NULL), "partial RoPE is not supported (16 of 32 dimensions)");
+    CHECK_STR(verdict_ok(&s, &hp), "");
+    CHECK_INT(hp.n_rot, 16);
+    CHECK_INT(hp.head_dim, 32);
+    s.longrope = 1;
+    CHECK_STR(verdict_ok(&s, NULL), "");
+    s.longrope_n = 16;                              /* head_dim/2 factors: n_rot/2 wanted */
+    CHECK_STR(verdict_ok(&s, NULL), "rope_factors_long.weight: shape is not {8}");
+    memset(&s, 0, sizeof s); s.arch = "phi3"; s.rope_dims = 15;
+    CHECK_STR(verdict_ok(&s, NULL), "partial RoPE is not supported (15 of 32 dimensions)");
+    s.rope_dims = 34;
+    CHECK_STR(verdict_ok(&s, NULL), "partial RoPE is not supported (34 of 32 dimensions)");
     /* separate Q/K/V are not phi3's tensors */
     memset(&s, 0, sizeof s); s.extra_qkv = 1;
     CHECK_STR(verdict_ok(&s, NULL), "blk.0.attn_qkv.weight: fused QKV is not supported");

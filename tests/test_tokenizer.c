@@ -13,6 +13,7 @@
 
 #include "test.h"
 #include "text/tokenizer.h"
+#include "text/tokenizer_int.h"
 
 static tok_vocab *open_vocab(const char *rel)
 {
@@ -360,4 +361,52 @@ TEST(tokenizer_other_vocabs)
     IDS(v, text, 0, 1, 40, 6, 76, 207, 16, 17, 18, 19, 20, 26506, 587, 64860, 185, 1376);
     IDS(v, text, 1, 1, 100000, 40, 6, 76, 207, 16, 17, 18, 19, 20, 26506, 587, 64860, 185, 1376);
     tok_free(v);
+}
+
+/* Splits s with pre-tokenizer pre and compares the piece lengths (code
+ * points) with want[0..nwant). */
+static void check_pieces(int pre, const char *s, const int32_t *want, size_t nwant, int line)
+{
+    uint32_t cp[128];
+    uint8_t cls[128];
+    size_t i = 0, n = 0, len = strlen(s), k;
+    ivec pieces = {0};
+    while (i < len && n < 128) {
+        cp[n] = tk_utf8_next((const uint8_t *)s, len, &i);
+        cls[n] = (uint8_t)tk_cp_class(cp[n]);
+        n++;
+    }
+    if (tk_pretokenize(pre, cp, cls, n, &pieces)) { test_fail(__FILE__, line, "out of memory"); return; }
+    if (pieces.n != nwant) test_fail(__FILE__, line, "%zu pieces, want %zu", pieces.n, nwant);
+    else
+        for (k = 0; k < nwant; k++)
+            if (pieces.v[k] != want[k]) {
+                test_fail(__FILE__, line, "piece %zu has %d code points, want %d", k, pieces.v[k], want[k]);
+                break;
+            }
+    free(pieces.v);
+}
+
+#define PIECES(pre, s, ...)                                                                   \
+    do {                                                                                      \
+        static const int32_t w_[] = { __VA_ARGS__ };                                          \
+        check_pieces((pre), (s), w_, sizeof w_ / sizeof *w_, __LINE__);                       \
+    } while (0)
+
+TEST(tokenizer_tekken_gpt4o_pieces)
+{
+    /* The pieces std::regex gives llama.cpp's collapsed TEKKEN / GPT4O regexes
+     * (ECMAScript, as libstdc++ runs them; checked there with the collapsed
+     * text), in code points:
+     * [Hello][World][ \xc3\x89Cole][ \xc3\x93Na][ ][1][2][ x][/y][\r\n][/][ DON]['T][  \n][ ][ ab]['s]
+     * A non-ASCII letter collapses to one byte that is both a capital and a
+     * small letter, so " ÉCole" is one piece; "ab's" keeps the 's only in
+     * GPT-4o, whose digits go in threes. */
+    static const char t[] = "HelloWorld \xc3\x89" "Cole \xc3\x93Na 12 x/y\r\n/ DON'T  \n  ab's";
+    PIECES(PRE_TEKKEN, t, 5, 5, 6, 4, 1, 1, 1, 2, 2, 2, 1, 4, 2, 3, 1, 3, 2);
+    PIECES(PRE_GPT4O, t, 5, 5, 6, 4, 1, 2, 2, 2, 2, 1, 6, 3, 1, 5);
+    /* U*W+ keeps the most capitals that still leave a small letter: "ÀBcd" one
+     * piece; "ÉA": É then A; capitals alone run to the end (P?U+W*) */
+    PIECES(PRE_TEKKEN, "\xc3\x80" "Bcd \xc3\x89" "A ABC", 4, 2, 1, 4);
+    PIECES(PRE_GPT4O, "12345 I'LL x", 3, 2, 5, 2);
 }

@@ -177,6 +177,13 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
         t = e->o.chat_template;
         tl = e->o.chat_template_len;
     }
+    /* llama_model_chat_template's one-off: a tekken vocabulary in 40 layers (Mistral Small 3) without a
+       template gets the name "mistral-v7-tekken" as its template text (measured on llama-server b11669:
+       with --jinja every chat renders those 17 bytes; without, the legacy Mistral v7 tekken format) */
+    if ((!t || !tl) && !e->o.chat_template && hp.n_layer == 40 && strcmp(tok_pre_name(m->vocab), "tekken") == 0) {
+        t = "mistral-v7-tekken";
+        tl = strlen(t);
+    }
     if (!t || !tl || (tl == 6 && !memcmp(t, "chatml", 6))) {
         t = template_chatml_fallback;
         tl = strlen(t);

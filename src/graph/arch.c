@@ -32,6 +32,16 @@ static const fw_tensor_desc top_llama3[] = {
     TOP("rope_freqs.weight", FW_NORM, FW_DIM_ROT2, FW_DIM_NONE, FW_OPTIONAL, rope_freqs),
 };
 
+/* phi3's: llama's, with LongRoPE's two factor tensors (Phi-3 128k, Phi-3.5, Phi-4-mini; llama.cpp reads
+ * both for every layer and uses the long ones when the sequence's context exceeds the original). */
+static const fw_tensor_desc top_phi3[] = {
+    TOP("token_embd.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_VOCAB, FW_REQUIRED, tok_embd),
+    TOP("output_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, FW_REQUIRED, output_norm),
+    TOP("output.weight", FW_MATRIX, FW_DIM_EMBD, FW_DIM_VOCAB, FW_TIED, output),
+    TOP("rope_factors_long.weight", FW_NORM, FW_DIM_ROT2, FW_DIM_NONE, FW_OPTIONAL, rope_long),
+    TOP("rope_factors_short.weight", FW_NORM, FW_DIM_ROT2, FW_DIM_NONE, FW_OPTIONAL, rope_short),
+};
+
 /* The llama block: pre-norm attention, pre-norm SwiGLU feed-forward. */
 #define LLAMA_LAYER                                                               \
     LAY("attn_norm.weight", FW_NORM, FW_DIM_EMBD, FW_DIM_NONE, attn_norm),       \
@@ -99,9 +109,10 @@ static const fw_arch table[] = {
     /* smollm3: llama's block, every 4th layer without RoPE (no rope_freqs: llama.cpp does not read it) */
     { "smollm3", "SmolLM3", FW_ARCH_SMOLLM3, 0, 0, 0, 0, 4, 0, top_llama, N(top_llama), layer_llama,
       N(layer_llama) },
-    /* phi3: fused matrices; its sliding_window key is read and dropped by llama.cpp (dense) */
-    { "phi3", "Phi-3 mini 4k, Phi-3 medium 4k (no LongRoPE)", FW_ARCH_PHI3, 1, 0, 0, 0, 0, 1,
-      top_llama, N(top_llama), layer_phi3, N(layer_phi3) },
+    /* phi3: fused matrices, LongRoPE, partial RoPE; its sliding_window key is read and dropped by
+       llama.cpp (dense) */
+    { "phi3", "Phi-3 mini/medium (4k, 128k), Phi-3.5 mini (LongRoPE), Phi-4-mini (partial RoPE)",
+      FW_ARCH_PHI3, 1, 0, 0, 0, 0, 1, top_phi3, N(top_phi3), layer_phi3, N(layer_phi3) },
 };
 
 const fw_arch *fw_arch_find(const char *name, size_t len)

@@ -28,7 +28,7 @@ enum {
     FW_DIM_FF,         /* n_ff */
     FW_DIM_HEAD,       /* head_dim */
     FW_DIM_VOCAB,      /* n_vocab (token_embd's second dimension decides it) */
-    FW_DIM_ROT2,       /* head_dim / 2: one RoPE frequency factor per rotated pair */
+    FW_DIM_ROT2,       /* n_rot / 2: one RoPE frequency factor per rotated pair */
     FW_DIM_QKV,        /* head_dim * (n_head + 2 * n_head_kv): a fused Q, K, V product */
     FW_DIM_FF2         /* 2 * n_ff: a fused gate and up product */
 };
@@ -58,7 +58,9 @@ typedef struct {
 typedef struct {
     wt_matrix tok_embd, output;
     float *output_norm;
-    float *rope_freqs;        /* head_dim/2 RoPE frequency factors (Llama 3.x), or NULL; owned */
+    float *rope_freqs;        /* n_rot/2 RoPE frequency factors (Llama 3.x), or NULL; owned */
+    float *rope_long, *rope_short;   /* phi3's LongRoPE factors (n_rot/2 each; either may be absent):
+                                        long when a sequence's context exceeds n_ctx_orig; owned */
 } fw_top;
 
 typedef struct {

@@ -56,6 +56,9 @@ struct fw_seq {
     /* activations for one micro-batch (token-major rows) */
     float *x, *xn, *q, *k, *v, *att, *ao, *g, *u, *fo, *rope;
     float *rope_swa;            /* the window layers' RoPE tables (gemma3), or NULL */
+    const float *rope_factors;  /* the RoPE frequency factors this sequence uses (llama_model::
+                                   get_rope_factors: rope_freqs, else LongRoPE's long or short by
+                                   n_ctx), or NULL */
     uint8_t *act;               /* a product's converted activations */
     size_t act_len;
     float *logits;              /* n_vocab: the last token's */
@@ -163,7 +166,8 @@ static int check_tensor(const gguf_header *h, const char *name, int kind, uint64
         if (t->type != GGUF_TYPE_F32) {
             const size_t n = strlen(name);
             const char *what = n > 5 && strcmp(name + n - 5, ".bias") == 0 ? "bias"
-                               : strstr(name, "rope_freqs") ? "RoPE factor" : "norm";
+                               : strstr(name, "rope_freqs") || strstr(name, "rope_factors")
+                                   ? "RoPE factor" : "norm";
             bk_err(err, errlen, "%s: %s type %s is not supported (F32)", name, what,
                    gguf_type_name(t->type, tb));
             return -1;
@@ -214,7 +218,7 @@ static uint64_t dim_of(const fw_hparams *hp, int d)
     case FW_DIM_FF: return hp->n_ff;
     case FW_DIM_HEAD: return hp->head_dim;
     case FW_DIM_VOCAB: return hp->n_vocab;
-    case FW_DIM_ROT2: return hp->head_dim / 2;
+    case FW_DIM_ROT2: return hp->n_rot / 2;
     case FW_DIM_QKV: return (uint64_t)hp->head_dim * (hp->n_head + 2ull * hp->n_head_kv);
     case FW_DIM_FF2: return 2ull * hp->n_ff;
     }
@@ -448,11 +452,14 @@ int fw_plan(const gguf_header *h, fw_hparams *hp, char *err, size_t errlen)
         return -1;
     }
     if (get_u32(h, arch, "rope.dimension_count", 0, hk, &nrot, err, errlen)) return -1;
-    if (nrot != hk) {
+    /* phi3 rotates the first n_rot dimensions (ggml_rope_ext's n_dims); llama.cpp's other graphs here
+       assert n_rot == head size (GGML_ASSERT in their builders: the server would abort) */
+    if (nrot != hk && (A->id != FW_ARCH_PHI3 || nrot == 0 || nrot > hk || nrot % 2 != 0)) {
         bk_err(err, errlen, "partial RoPE is not supported (%u of %u dimensions)", nrot, hk);
         return -1;
     }
     hp->head_dim = hk;
+    hp->n_rot = nrot;
     hp->rope_neox = A->rope_neox;
     if (get_f32(h, arch, "rope.freq_base", 0, 10000.0f, &hp->rope_base, err, errlen)) return -1;
     if (!(hp->rope_base > 0.0f)) {
@@ -695,6 +702,8 @@ void fw_weights_close(fw_weights *w)
     free(w->layers);
     free(w->top.output_norm);
     free(w->top.rope_freqs);
+    free(w->top.rope_long);
+    free(w->top.rope_short);
     for (size_t i = 0; i < w->n_owned; i++) free(w->owned[i]);
     free(w->owned);
     if (w->own_pool) par_destroy(w->pool);
@@ -810,6 +819,8 @@ int fw_seq_new(fw_seq **out, const fw_weights *w, size_t n_ctx, char *err, size_
     const fw_hparams *hp = &w->hp;
     s->w = w;
     s->n_ctx = (want + FW_KV_PAD - 1) / FW_KV_PAD * FW_KV_PAD;
+    s->rope_factors = w->top.rope_freqs ? w->top.rope_freqs
+                      : s->n_ctx > hp->n_ctx_orig ? w->top.rope_long : w->top.rope_short;
     /* Sizes: every product below is bounded (n_ctx <= 2^24, dims <= 2^32,
      * checked before multiplying by alloc0). */
     int fail = kv_init(&s->kv, hp->n_layer, s->n_ctx, w->kv_dim) != 0;
@@ -917,7 +928,7 @@ static void qk_job(void *ctx, size_t r0, size_t r1, int worker)
         if (w->arch->qk_norm)
             vec_rms_norm(w->simd, row, row, is_q ? s->cur->q_norm : s->cur->k_norm, 1, hd,
                          hp->rms_eps);
-        if (c->rope) vec_rope(w->simd, row, 1, 1, hd, hp->rope_neox, table);
+        if (c->rope) vec_rope(w->simd, row, 1, 1, hd, hp->n_rot, hp->rope_neox, table);
     }
 }
 
@@ -1026,9 +1037,9 @@ static int ubatch(fw_seq *s, const int32_t *ids, size_t n, size_t first, int all
     const fw_weights *w = s->w;
     const fw_hparams *hp = &w->hp;
     const size_t E = hp->n_embd, hd = hp->head_dim;
-    const vec_rope_params rp = { hp->head_dim, hp->rope_base, hp->freq_scale, hp->ext_factor,
+    const vec_rope_params rp = { hp->n_rot, hp->rope_base, hp->freq_scale, hp->ext_factor,
                                  hp->attn_factor, hp->beta_fast, hp->beta_slow,
-                                 hp->n_ctx_orig, w->top.rope_freqs };
+                                 hp->n_ctx_orig, s->rope_factors };
     if (embed(s, ids, n, err, errlen)) return -1;
     if (hp->embd_scale != 0.0f)   /* gemma3: ggml_scale(inp, sqrtf(n_embd)) */
         for (size_t i = 0; i < n * E; i++) s->x[i] = s->x[i] * hp->embd_scale;

@@ -53,6 +53,8 @@ enum { FW_ROPE_NONE = 0, FW_ROPE_LINEAR = 1, FW_ROPE_YARN = 2 };
 typedef struct {
     int arch;                 /* FW_ARCH_* */
     uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab;
+    uint32_t n_rot;           /* rotated dimensions per head ({arch}.rope.dimension_count, head_dim when
+                                 absent); < head_dim only on phi3 (Phi-4-mini's partial RoPE) */
     uint32_t n_ctx_train;     /* {arch}.context_length */
     float rms_eps;
     int rope_neox;            /* 0: adjacent pairs (llama), 1: halves (qwen3) */
@@ -62,7 +64,8 @@ typedef struct {
     float ext_factor;         /* 1 for YaRN, else 0 */
     float attn_factor;        /* llama-context's yarn_attn_factor */
     float beta_fast, beta_slow;
-    uint32_t n_ctx_orig;      /* YaRN original context */
+    uint32_t n_ctx_orig;      /* YaRN original context (llama.cpp's n_ctx_orig_yarn): also what a
+                                 sequence's context is compared with to choose LongRoPE's factors */
     float kq_scale;           /* 1/sqrt(head_dim); 1 for gemma3 (its Q is scaled instead) */
     float q_scale;            /* Q scaled after RoPE: gemma3 (llama.cpp's f_attention_scale:
                                  1/sqrt(head_dim), 27B: 1/sqrt(n_embd/n_head)), phi3

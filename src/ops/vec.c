@@ -99,15 +99,15 @@ void vec_rope_cache(const vec_rope_params *hp, int64_t pos, float *cache)
 
 /* rotate_pairs: x0*cos - x1*sin and x0*sin + x1*cos, each with one fused
  * step as GCC compiled them (fma(x0, cos, -(x1*sin)), fma(x0, sin, x1*cos)). */
-INLINE void rope_body(float *x, size_t n_tok, size_t n_heads, size_t hd, int neox,
+INLINE void rope_body(float *x, size_t n_tok, size_t n_heads, size_t hd, size_t n_rot, int neox,
                       const float *table)
 {
-    const size_t half = hd / 2;
+    const size_t half = n_rot / 2;
     for (size_t t = 0; t < n_tok; t++) {
         const float *cache = table + t * hd;
         for (size_t h = 0; h < n_heads; h++) {
             float *row = x + (t * n_heads + h) * hd;
-            for (size_t i0 = 0; i0 < hd; i0 += 2) {
+            for (size_t i0 = 0; i0 < n_rot; i0 += 2) {
                 const float c = cache[i0], s = cache[i0 + 1];
                 float *p0 = neox ? row + i0 / 2 : row + i0;
                 float *p1 = neox ? p0 + half : p0 + 1;
@@ -119,10 +119,10 @@ INLINE void rope_body(float *x, size_t n_tok, size_t n_heads, size_t hd, int neo
     }
 }
 
-static void rope_rows(float *x, size_t n_tok, size_t n_heads, size_t hd, int neox,
+static void rope_rows(float *x, size_t n_tok, size_t n_heads, size_t hd, size_t n_rot, int neox,
                       const float *table)
 {
-    rope_body(x, n_tok, n_heads, hd, neox, table);
+    rope_body(x, n_tok, n_heads, hd, n_rot, neox, table);
 }
 
 #if FW_X86
@@ -171,9 +171,9 @@ AVX_TARGET static void rms_norm_avx(float *y, const float *x, const float *w, si
 }
 
 AVX_TARGET static void rope_rows_avx(float *x, size_t n_tok, size_t n_heads, size_t hd,
-                                     int neox, const float *table)
+                                     size_t n_rot, int neox, const float *table)
 {
-    rope_body(x, n_tok, n_heads, hd, neox, table);   /* fmaf becomes one instruction */
+    rope_body(x, n_tok, n_heads, hd, n_rot, neox, table);   /* fmaf becomes one instruction */
 }
 #endif
 
@@ -219,17 +219,17 @@ void vec_rms_norm_pool(par_pool *pool, int simd, float *y, const float *x, const
     par_rows(pool, rms_job, &c, rows, 8);
 }
 
-void vec_rope(int simd, float *x, size_t n_tok, size_t n_heads, size_t hd, int neox,
+void vec_rope(int simd, float *x, size_t n_tok, size_t n_heads, size_t hd, size_t n_rot, int neox,
               const float *table)
 {
 #if FW_X86
     if (simd) {
-        rope_rows_avx(x, n_tok, n_heads, hd, neox, table);
+        rope_rows_avx(x, n_tok, n_heads, hd, n_rot, neox, table);
         return;
     }
 #endif
     (void)simd;
-    rope_rows(x, n_tok, n_heads, hd, neox, table);
+    rope_rows(x, n_tok, n_heads, hd, n_rot, neox, table);
 }
 
 void vec_swiglu(int simd, float *y, const float *g, const float *u, size_t n)

@@ -105,7 +105,8 @@ void vec_rms_norm_pool(par_pool *pool, int simd, float *y, const float *x, const
 
 /* What RoPE reads of the hyper-parameters (as llama-context derives them). */
 typedef struct {
-    uint32_t head_dim;        /* rotated dimensions (the whole head) */
+    uint32_t head_dim;        /* rotated dimensions: ggml_rope_ext's n_dims (rope.dimension_count; the
+                                 whole head but for partial RoPE, Phi-4-mini) */
     float rope_base;          /* freq_base */
     float freq_scale;         /* 1 / scaling factor */
     float ext_factor;         /* 1 for YaRN, else 0 */
@@ -120,9 +121,11 @@ typedef struct {
  * freq_factors, pair i's theta is theta / freq_factors[i] before the YaRN
  * mix, as ggml_rope_cache_init (the running theta itself is not divided). */
 void vec_rope_cache(const vec_rope_params *hp, int64_t pos, float *cache);
-/* Rotates n_tok x n_heads rows of hd floats with the token's table (table +
- * t * hd); neox: halves, else adjacent pairs. */
-void vec_rope(int simd, float *x, size_t n_tok, size_t n_heads, size_t hd, int neox,
+/* Rotates the first n_rot floats (even, <= hd) of n_tok x n_heads rows of hd
+ * floats with the token's table (table + t * hd, its first n_rot used);
+ * neox: halves of the n_rot (pairs i, i + n_rot/2), else adjacent pairs; the
+ * hd - n_rot others pass unchanged (ggml_rope_ext's n_dims < ne0). */
+void vec_rope(int simd, float *x, size_t n_tok, size_t n_heads, size_t hd, size_t n_rot, int neox,
               const float *table);
 
 /* y = silu(g) * u over n floats (y may be g). */

@@ -115,7 +115,7 @@ int tk_strmap_init(strmap *m, size_t n);
 /* pre-tokenizers we reproduce (llama_vocab_pre_type's, by regex set) */
 enum {
     PRE_DEFAULT, PRE_LLAMA3, PRE_DEEPSEEK_LLM, PRE_DEEPSEEK_CODER, PRE_FALCON,
-    PRE_STARCODER, PRE_GPT2, PRE_QWEN2, PRE_QWEN35, PRE_GEMMA4
+    PRE_STARCODER, PRE_GPT2, PRE_QWEN2, PRE_QWEN35, PRE_GEMMA4, PRE_TEKKEN, PRE_GPT4O
 };
 
 struct tok_vocab {

@@ -136,16 +136,22 @@ static const struct { const char *name; uint8_t pre, flags; } pre_names[] = {
     { "grok-2", PRE_QWEN2, PF_NO_CLEAN },
     { "qwen35", PRE_QWEN35, PF_NO_CLEAN },
     { "gemma4", PRE_GEMMA4, 0 },
+    { "tekken", PRE_TEKKEN, PF_NO_CLEAN | PF_IGNORE_MERGES | PF_ADD_BOS },
+    { "gpt-4o", PRE_GPT4O, PF_NO_CLEAN },
+    { "llama4", PRE_GPT4O, PF_NO_CLEAN },
+    { "kanana2", PRE_GPT4O, PF_NO_CLEAN },
+    { "talkie", PRE_GPT4O, PF_NO_CLEAN },
+    { "minimax-m2", PRE_GPT4O, PF_NO_CLEAN },
 };
 
 /* The pre-tokenizers llama.cpp knows but bankml has no matcher for. */
 static const char *const pre_unsupported[] = {
     "deepseek-v3", "spark2_5", "youtu", "jais-2", "granite-embed-multi-311m", "sarvam-moe",
-    "whitespace", "poro-chat", "viking", "tekken", "bloom", "gpt3-finnish", "exaone-moe",
-    "chameleon", "gpt-4o", "llama4", "kanana2", "talkie", "granite-embed-multi-97m",
+    "whitespace", "poro-chat", "viking", "bloom", "gpt3-finnish", "exaone-moe",
+    "chameleon", "granite-embed-multi-97m",
     "tiny_aya", "cohere2moe", "superbpe", "bailingmoe", "bailingmoe2", "llada-moe",
     "seed-coder", "hunyuan-dense", "hy_v4", "joyai-llm", "kimi-k2", "ufakzeka", "afmoe",
-    "laguna", "minimax-m2", "minicpm5",
+    "laguna", "minicpm5",
 };
 
 /* Reads tokenizer.ggml.merges into the rank table; the first of equal

@@ -289,6 +289,98 @@ static int w_dsl_punct(const split *s, size_t p)
     return in_ranges(wide_char(s, p), dsl_punct, sizeof dsl_punct / sizeof *dsl_punct);
 }
 
+/* The Tekken / GPT-4o regexes (llama-vocab's TEKKEN and GPT4O sets), which
+ * llama.cpp hands to std::regex over the collapsed text:
+ *   P?U*W+C? | P?U+W*C? | \p{N}{1,D} |  ?[^\s\p{L}\p{N}]+[\r\n/]*
+ *   | \s*[\r\n]+ | \s+(?!\S) | \s+
+ * with P = [^\r\n\p{L}\p{N}], U = (?=[\p{L}])[^a-z], W = (?=[\p{L}])[^A-Z]
+ * and C the optional contraction ('[sS]|'[tT]|'[rR][eE]|... , GPT-4o only).
+ * Collapsed, every non-ASCII letter is one byte 0xD2, so it is both U and W;
+ * the ASCII letters are U (A-Z) or W (a-z). ECMAScript's backtracking makes
+ * U*W+ take the most U's that still leave a W after them. digits is D
+ * (1 for Tekken, 3 for GPT-4o). */
+static int tek_u(const split *s, size_t p)
+{
+    return p < s->b && col_l(s, p) && !(s->cp[p] >= 'a' && s->cp[p] <= 'z');
+}
+
+static int tek_w(const split *s, size_t p)
+{
+    return p < s->b && col_l(s, p) && !(s->cp[p] >= 'A' && s->cp[p] <= 'Z');
+}
+
+static int tek_ws(const split *s, size_t p) { return p < s->b && col_s(s, p); }
+
+/* the letters of the first two alternatives from q; their end, or 0 */
+static size_t tek_letters(const split *s, size_t q)
+{
+    size_t m = 0, k, end;
+    while (tek_u(s, q + m)) m++;
+    for (k = m + 1; k-- > 0;)
+        if (tek_w(s, q + k)) break;
+    if (k <= m) {                   /* P?U*W+ : the most U's that leave a W */
+        end = q + k;
+        while (tek_w(s, end)) end++;
+        return end;
+    }
+    return m > 0 ? q + m : 0;       /* P?U+W* (no W follows the U's) */
+}
+
+static size_t tek_contraction(const split *s, size_t p)
+{
+    uint32_t d, e;
+    if (p + 1 >= s->b || s->cp[p] != '\'') return p;
+    d = s->cp[p + 1] | 0x20;        /* the ASCII letters' case bit */
+    if (s->cp[p + 1] < 'A' || s->cp[p + 1] > 'z') return p;
+    if (d == 's' || d == 't' || d == 'm' || d == 'd') return p + 2;
+    if (p + 2 >= s->b) return p;
+    e = s->cp[p + 2] | 0x20;
+    if (s->cp[p + 2] < 'A' || s->cp[p + 2] > 'z') return p;
+    if ((d == 'r' && e == 'e') || (d == 'v' && e == 'e') || (d == 'l' && e == 'l')) return p + 3;
+    return p;
+}
+
+static void split_tekken(split *s, size_t digits, int contractions)
+{
+    size_t pos = s->a;
+    while (pos < s->b) {
+        uint32_t c = s->cp[pos];
+        size_t end = 0, ws, k;
+        int pre = c != '\r' && c != '\n' && !col_l(s, pos) && !col_n(s, pos);
+        if (pre) end = tek_letters(s, pos + 1);
+        if (!end && col_l(s, pos)) end = tek_letters(s, pos);
+        if (end) {
+            pos = contractions ? tek_contraction(s, end) : end;
+            emit(s, pos);
+            continue;
+        }
+        if (col_n(s, pos)) {
+            for (k = 0; k < digits && pos < s->b && col_n(s, pos); k++) pos++;
+            emit(s, pos);
+            continue;
+        }
+        end = pos + (c == ' ' && pos + 1 < s->b && !col_s(s, pos + 1) && !col_l(s, pos + 1) &&
+                     !col_n(s, pos + 1));
+        if (!col_s(s, end)) {       /*  ?[^\s\p{L}\p{N}]+[\r\n/]* */
+            while (end < s->b && !col_s(s, end) && !col_l(s, end) && !col_n(s, end)) end++;
+            while (end < s->b && (s->cp[end] == '\r' || s->cp[end] == '\n' || s->cp[end] == '/')) end++;
+            pos = end;
+            emit(s, pos);
+            continue;
+        }
+        ws = 0;                     /* \s*[\r\n]+ : up to the run's last \r or \n */
+        end = 0;
+        while (tek_ws(s, pos + ws)) {
+            if (s->cp[pos + ws] == '\r' || s->cp[pos + ws] == '\n') end = pos + ws + 1;
+            ws++;
+        }
+        if (end) pos = end;
+        else if (ws > 1 && pos + ws < s->b) pos += ws - 1;     /* \s+(?!\S) */
+        else pos += ws;                                          /* \s+ */
+        emit(s, pos);
+    }
+}
+
 typedef int (*cpred)(const split *, size_t);
 
 /* X+ : each maximal run is a match */
@@ -360,7 +452,7 @@ enum {
     ST_GPT2, ST_LLAMA3, ST_QWEN2, ST_QWEN35, ST_NEWLINES,
     ST_RUN_PSYM, ST_RUN_PSYM_TICK, ST_RUN_N, ST_SINGLE_N, ST_TRIPLES,
     ST_SINGLE_RN, ST_OPT_SPACE_L, ST_OPT_SPACE_P, ST_RUN_CJK,
-    ST_DSL_LETTERS, ST_DSL_PUNCT, ST_TRAILING_SPACE, ST_END
+    ST_DSL_LETTERS, ST_DSL_PUNCT, ST_TRAILING_SPACE, ST_TEKKEN, ST_GPT4O, ST_END
 };
 
 static const uint8_t *stages_of(int pre)
@@ -377,6 +469,8 @@ static const uint8_t *stages_of(int pre)
     static const uint8_t st_qwen2[] = { ST_QWEN2, ST_END };
     static const uint8_t st_qwen35[] = { ST_QWEN35, ST_END };
     static const uint8_t st_gemma4[] = { ST_NEWLINES, ST_END };
+    static const uint8_t st_tekken[] = { ST_TEKKEN, ST_END };
+    static const uint8_t st_gpt4o[] = { ST_GPT4O, ST_END };
     switch (pre) {
     case PRE_LLAMA3: return st_llama3;
     case PRE_DEEPSEEK_LLM: return st_dsl;
@@ -387,6 +481,8 @@ static const uint8_t *stages_of(int pre)
     case PRE_QWEN2: return st_qwen2;
     case PRE_QWEN35: return st_qwen35;
     case PRE_GEMMA4: return st_gemma4;
+    case PRE_TEKKEN: return st_tekken;
+    case PRE_GPT4O: return st_gpt4o;
     default: return st_default;
     }
 }
@@ -411,6 +507,8 @@ static void run_stage(split *s, int st)
     case ST_DSL_LETTERS: re_opt_space_runs(s, w_space, w_dsl_letter); break;
     case ST_DSL_PUNCT: re_opt_space_runs(s, w_space, w_dsl_punct); break;
     case ST_TRAILING_SPACE: re_trailing_space(s, w_space); break;
+    case ST_TEKKEN: split_tekken(s, 1, 0); break;
+    case ST_GPT4O: split_tekken(s, 3, 1); break;
     }
 }
 
