@@ -442,6 +442,11 @@ static int read_slot_path(const parsed_args *a, serve_cfg *c)
 static int serve_read_flags(const parsed_args *a, serve_cfg *c, engine_opts *o)
 {
     int rc;
+    kvq_type tv;
+    const char *fa = args_opt(a, "--flash-attn"), *ctv = args_opt(a, "--cache-type-v");
+    if (!ctv) ctv = getenv("BANKML_CACHE_TYPE");
+    if (fa && !strcmp(fa, "off") && ctv && !kvq_parse(ctv, &tv) && kvq_info_of(tv)->quantized)   /* llama-server's exit */
+        return refuse("quantized V cache requires flash_attn to be enabled (-ctv %s with -fa off)%s", ctv, "");
     if (args_refusals(a)) return BANKML_REFUSE;
     c->model = a->n_pos ? a->pos[0] : NULL;
     if (args_opt(a, "--model")) {

@@ -59,6 +59,7 @@ struct fw_seq {
     /* activations for one micro-batch (token-major rows) */
     float *x, *xn, *q, *k, *v, *att, *ao, *g, *u, *fo, *rope;
     float *rope_swa;            /* the window layers' RoPE tables (gemma3), or NULL */
+    uint8_t *kcast, *vcast;     /* an f32 cache's layer cast to f16 for attention, or NULL */
     uint8_t *act;               /* a product's converted activations */
     size_t act_len;
     float *logits;              /* n_vocab: the last token's */
@@ -796,12 +797,6 @@ static int fw_kv_types_open(fw_weights *w, const fw_opts *opts, char *err, size_
                !ik->plays ? ik->why_not : iv->why_not);
         return -1;
     }
-    if (tk == KVQ_F32 && tv == KVQ_F32) {
-        bk_err(err, errlen, "-ctk f32 with -ctv f32 is refused: b11669 then runs its tiled and split-KV "
-               "flash-attention kernels over f32 rows, which bankml does not reproduce yet (f32 with "
-               "another type for the other is reproduced)");
-        return -1;
-    }
     w->kvi.tk = (kvq_type)tk;
     w->kvi.tv = (kvq_type)tv;
     w->kvi.k_row = kvq_row_bytes(w->kvi.tk, w->kv_dim);
@@ -839,7 +834,7 @@ void fw_seq_free(fw_seq *s)
     kv_free(&s->kv);
     free(s->x); free(s->xn); free(s->q); free(s->k); free(s->v); free(s->att);
     free(s->ao); free(s->g); free(s->u); free(s->fo); free(s->rope); free(s->rope_swa);
-    free(s->act); free(s->logits);
+    free(s->act); free(s->logits); free(s->kcast); free(s->vcast);
     attn_scratch_free(s->scr);
     free(s);
 }
@@ -880,6 +875,8 @@ int fw_seq_new(fw_seq **out, const fw_weights *w, size_t n_ctx, char *err, size_
     s->rope = alloc0(nu * hp->head_dim, sizeof(float), &fail);
     if (hp->n_swa) s->rope_swa = alloc0(nu * hp->head_dim, sizeof(float), &fail);
     s->logits = alloc0(hp->n_vocab, sizeof(float), &fail);
+    if (w->kvi.tk == KVQ_F32) s->kcast = alloc0(s->n_ctx * w->kv_dim, sizeof(uint16_t), &fail);
+    if (w->kvi.tv == KVQ_F32) s->vcast = alloc0(s->n_ctx * w->kv_dim, sizeof(uint16_t), &fail);
     if (!fail && !(s->scr = attn_scratch_new(par_threads(w->pool), hp->head_dim))) fail = 1;
     if (fail) {
         bk_err(err, errlen, "out of memory");
@@ -989,6 +986,15 @@ static void add_bias(float *y, const float *b, size_t rows, size_t n)
         for (size_t i = 0; i < n; i++) y[t * n + i] = y[t * n + i] + b[i];
 }
 
+/* build_attn_mha's ggml_cast of an f32 cache to f16 before flash
+ * attention: the n_kv cells of one layer (kvd floats each) rounded into
+ * dst. Returns dst. */
+static const uint8_t *fw_kv_cast(uint8_t *dst, const uint8_t *src, size_t n_kv, size_t kvd)
+{
+    f32_to_f16_row((const float *)(const void *)src, (uint16_t *)(void *)dst, n_kv * kvd);
+    return dst;
+}
+
 /* One layer's attention block for n rows at positions [first, first + n):
  * norm, Q/K/V, head norms + RoPE, the cache write, attention, the output
  * product (into s->ao). */
@@ -1023,11 +1029,16 @@ static int attention(fw_seq *s, uint32_t il, size_t n, size_t first, char *err, 
     }
     if (w->kvi.rot_v) kvq_fwht(s->v, n * kvd, w->kvi.rot_v);
     kv_write(&s->kv, il, first, s->k, s->v, n);
+    const size_t n_kv = n_kv_for(s, first + n);
     const attn_args a = { hp->head_dim, hp->n_head, hp->n_head_kv, qd, kvd, hp->kq_scale,
-                          w->llama_threads, s->q, s->att, kv_layer_k(&s->kv, il),
-                          kv_layer_v(&s->kv, il), w->kvi.tk, w->kvi.tv, s->kv.k_row,
-                          s->kv.v_row, n, first, n_kv_for(s, first + n),
-                          swa ? hp->n_swa : 0 };
+                          w->llama_threads, s->q, s->att,
+                          s->kcast ? fw_kv_cast(s->kcast, kv_layer_k(&s->kv, il), n_kv, kvd)
+                                   : kv_layer_k(&s->kv, il),
+                          s->vcast ? fw_kv_cast(s->vcast, kv_layer_v(&s->kv, il), n_kv, kvd)
+                                   : kv_layer_v(&s->kv, il),
+                          s->kcast ? KVQ_F16 : w->kvi.tk, s->vcast ? KVQ_F16 : w->kvi.tv,
+                          s->kcast ? kvd * 2 : s->kv.k_row, s->vcast ? kvd * 2 : s->kv.v_row,
+                          n, first, n_kv, swa ? hp->n_swa : 0 };
     attn_flash(w->pool, w->simd, &a, s->scr);
     tap(s, "kqv_out", (int)il, s->att, n, qd, first);
     if (w->kvi.rot_v) kvq_fwht(s->att, n * qd, w->kvi.rot_v);   /* and back (H H = I) */
