@@ -11,7 +11,7 @@
  *   2. fw_weights_open(): binds the weights in the map (never copied; only
  *      the small F32 norm vectors are). The weights are immutable afterwards
  *      and shared by any number of sequences.
- *   3. fw_seq_new(): one sequence over the weights: its f16 KV cache, its
+ *   3. fw_seq_new(): one sequence over the weights: its KV cache (kv.h: f16 or the fw_opts types), its
  *      position, its logits and every scratch buffer, allocated once (nothing
  *      is allocated per token). fw_eval() appends tokens at positions
  *      [n_past, n_past + n) in micro-batches of n_ubatch (512, llama-server's

@@ -1,5 +1,5 @@
 /*
- * attn.c -- flash attention over the f16 KV cache, as llama.cpp b11669's
+ * attn.c -- flash attention over the KV cache (f16, or the -ctk/-ctv types of kvq.h), as llama.cpp b11669's
  * ggml_compute_forward_flash_attn_ext_f16 computes it on the haswell CPU
  * backend (see attn.h for which kernel a micro-batch takes). Contraction is
  * off for the whole file: where the shipped binary fuses, the code says

@@ -1,5 +1,5 @@
 /*
- * attn.h -- flash attention over an f16 KV cache, bit for bit as llama.cpp
+ * attn.h -- flash attention over a KV cache of f16 or typed rows (kvq.h), bit for bit as llama.cpp
  * b11669's ggml_compute_forward_flash_attn_ext_f16 (haswell CPU backend).
  *
  * Which kernel a call takes is ggml's choice, reproduced. With K and V both
