@@ -77,8 +77,12 @@ CASES = [
     (["serve"], {"LLAMA_ARG_ENDPOINT_SLOTS": "maybe"}, 1,
      "bankml serve: the environment variable LLAMA_ARG_ENDPOINT_SLOTS wants 1, true, on, enabled, 0, false, off or "
      "disabled, not maybe\n"),
-    (["serve", "-ctk", "q8_0"], {}, 2, "bankml serve: refused -ctk q8_0: bankml's KV cache is f16 as llama-server's "
-                                       "default; other types are not reproduced\n"),
+    (["serve", "-ctk", "q9"], {}, 1, "bankml serve: error while handling argument \"-ctk\": Unsupported cache type: q9 "
+                                     "(allowed: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)\n"),
+    (["serve", "-fa", "off", "-ctv", "q8_0"], {}, 2, "bankml serve: quantized V cache requires flash_attn to be "
+                                                     "enabled (-ctv q8_0 with -fa off)\n"),
+    (["serve"], {"BANKML_CACHE_TYPE": "Q8_0"}, 1, "bankml serve: BANKML_CACHE_TYPE=Q8_0: Unsupported cache type "
+                                                  "(allowed: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)\n"),
     (["serve", "--reasoning-format", "bogus"], {}, 2,
      "bankml serve: refused --reasoning-format bogus: b11669 knows none, auto, deepseek and deepseek-legacy (it exits "
      "on another name)\n"),

@@ -24,6 +24,7 @@
 #include "file/gguf.h"
 #include "sampling/grammar.h"
 #include "sampling/json_schema.h"
+#include "ops/kvq.h"
 #include "text/template.h"
 
 /* The sampling flags and the request fields they set (llama-server's
@@ -170,6 +171,35 @@ static long model_ctx(const char *model)
     return ctx;
 }
 
+/* -ctk / -ctv (or LLAMA_ARG_CACHE_TYPE_K/_V), else BANKML_CACHE_TYPE for
+ * both (the Rust original's variable), else f16; LLAMA_ATTN_ROT_DISABLE as
+ * llama.cpp reads it (atoi). 0, or an exit code after printing why. */
+static int cache_type_opts(const parsed_args *a, engine_opts *o)
+{
+    const char *env = getenv("BANKML_CACHE_TYPE");
+    const char *flag[2] = {"--cache-type-k", "--cache-type-v"};
+    int *dst[2] = {&o->kv_type_k, &o->kv_type_v};
+    for (int i = 0; i < 2; i++) {
+        const char *v = args_opt(a, flag[i]);
+        kvq_type t = KVQ_F16;
+        if (!v && env && *env) {
+            if (kvq_parse(env, &t)) {
+                fprintf(stderr, "bankml serve: BANKML_CACHE_TYPE=%s: Unsupported cache type (allowed: %s)\n", env,
+                        kvq_names());
+                return BANKML_EXIT_IO;
+            }
+        } else if (v && kvq_parse(v, &t)) {   /* llama-server's words (common/arg.cpp) */
+            fprintf(stderr, "bankml serve: error while handling argument \"%s\": Unsupported cache type: %s "
+                            "(allowed: %s)\n", i ? "-ctv" : "-ctk", v, kvq_names());
+            return BANKML_EXIT_IO;
+        }
+        *dst[i] = (int)t;
+    }
+    const char *rd = getenv("LLAMA_ATTN_ROT_DISABLE");
+    o->kv_rot_off = rd && atoi(rd) != 0;
+    return 0;
+}
+
 /* The engine's options from the flags. 0, or an exit code after printing why. */
 static int read_opts(const parsed_args *a, serve_cfg *c, engine_opts *o)
 {
@@ -230,6 +260,7 @@ static int read_opts(const parsed_args *a, serve_cfg *c, engine_opts *o)
     c->lo.models_autoload = args_bool(a, "--models-autoload", 1);
     c->lo.sleep = x > 0;
     if (x > 0) o->keep_alive_ms = x * 1000;
+    if (cache_type_opts(a, o)) return BANKML_EXIT_IO;
     return cache_ram_opt(a, o) ? BANKML_EXIT_IO : 0;
 }
 
@@ -596,6 +627,11 @@ static int read_slot_path(const parsed_args *a, serve_cfg *c)
 static int serve_read_flags(const parsed_args *a, serve_cfg *c, engine_opts *o)
 {
     int rc;
+    kvq_type tv;
+    const char *fa = args_opt(a, "--flash-attn"), *ctv = args_opt(a, "--cache-type-v");
+    if (!ctv) ctv = getenv("BANKML_CACHE_TYPE");
+    if (fa && !strcmp(fa, "off") && ctv && !kvq_parse(ctv, &tv) && kvq_info_of(tv)->quantized)   /* llama-server's exit */
+        return refuse("quantized V cache requires flash_attn to be enabled (-ctv %s with -fa off)%s", ctv, "");
     if (args_refusals(a)) return BANKML_REFUSE;
     c->model = a->n_pos ? a->pos[0] : NULL;
     if (args_opt(a, "--model")) {

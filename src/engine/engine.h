@@ -80,6 +80,9 @@ typedef struct {
     const char *chat_template; /* --chat-template / --chat-template-file: every model's template instead of its
                                   GGUF's ("chatml": llama-server's ChatML); NULL: the GGUF's. Not copied */
     size_t chat_template_len;
+    int kv_type_k, kv_type_v;  /* llama-server's -ctk / -ctv: the KV cache's row types (kvq_type of
+                                  ops/kvq.h); 0 = f16 */
+    int kv_rot_off;            /* LLAMA_ATTN_ROT_DISABLE: no Hadamard rotation around a quantized cache */
     int no_jinja;              /* llama-server's --no-jinja: llama-server's routes render with its built-in format
                                   that the template's text names or contains (template_legacy_detect); Ollama's
                                   routes keep the Jinja engine */

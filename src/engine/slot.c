@@ -713,14 +713,16 @@ static size_t pc_lcp(const int32_t *a, size_t na, const int32_t *b, size_t nb)
     return i;
 }
 
-/* llama_state_seq_get_size of one sequence of n cells in an f16 cache: the
- * stream and cell counts, each cell's position, seq count and seq id, then
- * per layer a type and row size header before the K rows and the V rows. */
+/* llama_state_seq_get_size of one sequence of n cells in the model's cache
+ * (-ctk/-ctv: its rows' real bytes): the stream and cell counts, each cell's
+ * position, seq count and seq id, then per layer a type and row size header
+ * before the K rows and the V rows. */
 static size_t pc_state_size(const engine_model *m, size_t n)
 {
     const fw_hparams *hp = fw_weights_hp(m->fw_w);
-    size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
-    return 4 + 4 + n * 12 + 8 + (size_t)hp->n_layer * 2 * (12 + n * kv_dim * 2);
+    fw_kv_info ki;
+    fw_kv_info_of(m->fw_w, &ki);
+    return 4 + 4 + n * 12 + 8 + (size_t)hp->n_layer * (24 + n * (ki.k_row + ki.v_row));
 }
 
 static void pc_drop(engine_model *m, size_t i)

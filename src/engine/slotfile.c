@@ -1,7 +1,7 @@
 /*
  * slotfile.c -- llama-server's slot files (POST /slots/:id?action=save|
  * restore|erase): b11669's llama_state_seq_save_file layout ("ggsq" v4) for
- * bankml's f16 KV cache, byte for byte, so a file saved by either server
+ * bankml's KV cache of any -ctk/-ctv type it plays, byte for byte, so a file saved by either server
  * restores in the other; bankml's own checks on top (a sidecar naming the
  * model, the context and the cache type, and the file's sha256). See
  * engine.h and docs/modules/engine.md.
@@ -14,8 +14,10 @@
  *   u32 cell_count (0 for every stream but the slot's), and when not 0:
  *       per cell: i32 pos, u32 n_seq_id (1), i32 seq_id;
  *       u32 v_trans (0 with flash attention), u32 n_layer, u32 n_rot_k,
- *       u32 n_rot_v (0 for f16: no rotation);
- *       per layer: i32 K type (1 = f16), u64 row bytes, cell_count rows;
+ *       u32 n_rot_v (the Hadamard widths: 0 for f16, e.g. 128 and 64 for a
+ *       q8_0 cache on heads of 128);
+ *       per layer: i32 K type (ggml's: 1 f16, 8 q8_0, ...), u64 row bytes
+ *       (ggml_row_size of the type over n_embd_k_gqa), cell_count rows;
  *       per layer: i32 V type, u64 row bytes, cell_count rows.
  */
 #include <errno.h>
@@ -33,7 +35,6 @@
 #define SF_MAGIC 0x67677371u   /* LLAMA_STATE_SEQ_MAGIC */
 #define SF_VERSION 4u          /* LLAMA_STATE_SEQ_VERSION */
 #define SF_TOKENS_VERSION 1u   /* SERVER_TOKENS_STATE_VERSION */
-#define SF_GGML_F16 1          /* GGML_TYPE_F16 */
 #define SF_SIDECAR ".bankml.json"
 
 /* ------------------------------------------------------------------ file names */
@@ -121,10 +122,12 @@ static int sf_slot_index(const engine_model *m, int id) { return (int)((size_t)(
 
 /* The slot's state in b11669's layout. kv: fw_kv_save's bytes (per layer its
  * n K rows, then its n V rows). */
-static void sf_encode(sf_buf *b, const engine_model *m, int slot, const engine_slot *sl, const uint16_t *kv)
+static void sf_encode(sf_buf *b, const engine_model *m, int slot, const engine_slot *sl, const uint8_t *kv)
 {
     const fw_hparams *hp = fw_weights_hp(m->fw_w);
-    const size_t n = sl->n, kv_dim = (size_t)hp->n_head_kv * hp->head_dim, row = kv_dim * 2;
+    fw_kv_info ki;
+    fw_kv_info_of(m->fw_w, &ki);
+    const size_t n = sl->n;
     sf_u32(b, SF_MAGIC);
     sf_u32(b, SF_VERSION);
     sf_u32(b, (uint32_t)(n + 4));      /* server_tokens::serialize: marker, version, the list, no media */
@@ -147,13 +150,14 @@ static void sf_encode(sf_buf *b, const engine_model *m, int slot, const engine_s
         }
         sf_u32(b, 0);                  /* v_trans */
         sf_u32(b, hp->n_layer);
-        sf_u32(b, 0);                  /* n_rot_k */
-        sf_u32(b, 0);                  /* n_rot_v */
+        sf_u32(b, (uint32_t)ki.rot_k);
+        sf_u32(b, (uint32_t)ki.rot_v);
         for (int part = 0; part < 2; part++)
-            for (uint32_t il = 0; il < hp->n_layer; il++) {
-                sf_u32(b, SF_GGML_F16);
+            for (uint32_t il = 0; il < hp->n_layer; il++) {   /* fw_kv_save: per layer K rows, then V rows */
+                const size_t row = part ? ki.v_row : ki.k_row;
+                sf_u32(b, kvq_info_of(part ? ki.tv : ki.tk)->ggml);
                 sf_u64(b, row);
-                sf_put(b, kv + ((size_t)il * 2 + (size_t)part) * n * kv_dim, n * row);
+                sf_put(b, kv + (size_t)il * n * (ki.k_row + ki.v_row) + (part ? n * ki.k_row : 0), n * row);
             }
     }
 }
@@ -168,10 +172,13 @@ static int sf_write_sidecar(engine_model *m, const char *path, const char *tmp, 
     sha256_hex(d, hex);
     jbuf j;
     jbuf_init(&j);
+    fw_kv_info ki;
+    fw_kv_info_of(m->fw_w, &ki);
     jbuf_printf(&j, "{\n  \"bankml_slot_file\": 1,\n  \"model_sha256\": \"%s\",\n  \"n_ctx\": %zu,\n"
-                    "  \"cache_type_k\": \"f16\",\n  \"cache_type_v\": \"f16\",\n  \"n_tokens\": %zu,\n"
+                    "  \"cache_type_k\": \"%s\",\n  \"cache_type_v\": \"%s\",\n  \"n_tokens\": %zu,\n"
                     "  \"file_bytes\": %zu,\n  \"file_sha256\": \"%s\"\n}\n",
-                engine_model_sha256(m), fw_n_ctx(m->slots[0].fw), n_tokens, b->len, hex);
+                engine_model_sha256(m), fw_n_ctx(m->slots[0].fw), kvq_info_of(ki.tk)->name,
+                kvq_info_of(ki.tv)->name, n_tokens, b->len, hex);
     size_t pl = strlen(path);
     char *side = malloc(pl + sizeof SF_SIDECAR);
     int rc = -1;
@@ -202,7 +209,7 @@ int engine_slot_save(engine *e, engine_model *m, int id, const char *path, engin
     engine_slot *sl = sf_slot(m, id);
     (void)e;
     size_t kv_len = fw_kv_bytes(sl->fw, sl->n);
-    uint16_t *kv = malloc(kv_len ? kv_len : 1);
+    uint8_t *kv = malloc(kv_len ? kv_len : 1);
     sf_buf b = {0};
     if (!kv || fw_kv_save(sl->fw, sl->n, kv, kv_len) != 0) {
         free(kv);
@@ -271,7 +278,7 @@ typedef struct {
     int32_t *toks;             /* malloc'd */
     size_t n_toks;
     size_t n_cells;
-    uint16_t *kv;              /* in fw_kv_restore's layout, malloc'd */
+    uint8_t *kv;               /* in fw_kv_restore's layout, malloc'd */
     size_t kv_len;
 } sf_state;
 
@@ -307,21 +314,27 @@ static int sf_tokens(sf_rd *r, sf_state *st, size_t n_ctx, char *why, size_t why
 }
 
 /* One layer part's header and rows into the kv buffer (part 0 K, 1 V). */
-static int sf_rows(sf_rd *r, sf_state *st, uint32_t il, int part, size_t kv_dim, char *why, size_t whylen)
+static int sf_rows(sf_rd *r, sf_state *st, uint32_t il, int part, const fw_kv_info *ki, char *why, size_t whylen)
 {
     const char *kind = part ? "V" : "K";
+    const kvq_info *want = kvq_info_of(part ? ki->tv : ki->tk);
+    const size_t want_row = part ? ki->v_row : ki->k_row;
     int32_t type = (int32_t)sf_get32(r);
     uint64_t row = sf_get64(r);
     if (r->short_read) SF_FAIL("truncated in layer %u's %s header", il, kind);
-    if (type != SF_GGML_F16)
-        SF_FAIL("it was saved with a %s cache of ggml type %d; this server keeps f16 (start llama-server with "
-                "-ctk/-ctv f16 to save one bankml restores)", kind, (int)type);
-    if (row != kv_dim * 2)
+    if (type < 0 || (uint32_t)type != want->ggml) {
+        const int t = kvq_of_ggml((uint32_t)type);
+        SF_FAIL("it was saved with a %s cache of type %s; this server keeps %s (start it with -ct%c %s to restore "
+                "this file)", kind, t >= 0 ? kvq_info_of((kvq_type)t)->name : "(not a cache type)", want->name,
+                part ? 'v' : 'k', t >= 0 ? kvq_info_of((kvq_type)t)->name : "?");
+    }
+    if (row != want_row)
         SF_FAIL("layer %u's %s rows are %llu bytes, this model's are %zu: the file is for another model", il, kind,
-                (unsigned long long)row, kv_dim * 2);
-    size_t bytes = st->n_cells * kv_dim * 2;
+                (unsigned long long)row, want_row);
+    size_t bytes = st->n_cells * want_row;
     if (r->len - r->off < bytes) SF_FAIL("truncated in layer %u's %s rows", il, kind);
-    memcpy((unsigned char *)st->kv + ((size_t)il * 2 + (size_t)part) * bytes, r->p + r->off, bytes);
+    memcpy(st->kv + (size_t)il * st->n_cells * (ki->k_row + ki->v_row) + (part ? st->n_cells * ki->k_row : 0),
+           r->p + r->off, bytes);
     r->off += bytes;
     return 0;
 }
@@ -330,7 +343,8 @@ static int sf_rows(sf_rd *r, sf_state *st, uint32_t il, int part, size_t kv_dim,
 static int sf_stream(sf_rd *r, sf_state *st, const engine_model *m, uint32_t cells, char *why, size_t whylen)
 {
     const fw_hparams *hp = fw_weights_hp(m->fw_w);
-    const size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
+    fw_kv_info ki;
+    fw_kv_info_of(m->fw_w, &ki);
     if (st->n_cells) SF_FAIL("it holds cells in two streams; a slot file holds one sequence");
     if (cells > fw_n_ctx(m->slots[0].fw))
         SF_FAIL("No available space in KV cache (%u cells, the slot has %zu)", cells, fw_n_ctx(m->slots[0].fw));
@@ -349,14 +363,16 @@ static int sf_stream(sf_rd *r, sf_state *st, const engine_model *m, uint32_t cel
     if (v_trans) SF_FAIL("its V cache is transposed (saved with -fa off); bankml keeps flash attention's layout");
     if (n_layer != hp->n_layer) SF_FAIL("it has %u layers, this model %u: the file is for another model", n_layer,
                                          hp->n_layer);
-    if (rot_k || rot_v) SF_FAIL("its cache was rotated (n_rot_k %u, n_rot_v %u: a quantized cache); bankml keeps f16",
-                                rot_k, rot_v);
-    st->kv_len = (size_t)cells * kv_dim * 2 * 2 * hp->n_layer;
+    st->kv_len = (size_t)cells * (ki.k_row + ki.v_row) * hp->n_layer;
     st->kv = malloc(st->kv_len ? st->kv_len : 1);
     if (!st->kv) SF_FAIL("out of memory");
     for (int part = 0; part < 2; part++)
         for (uint32_t il = 0; il < n_layer; il++)
-            if (sf_rows(r, st, il, part, kv_dim, why, whylen) != 0) return -1;
+            if (sf_rows(r, st, il, part, &ki, why, whylen) != 0) return -1;
+    /* after the rows, so that a file of another cache type says so first */
+    if (rot_k != ki.rot_k || rot_v != ki.rot_v)
+        SF_FAIL("its cache was rotated with n_rot_k %u, n_rot_v %u; this server's is %zu, %zu (LLAMA_ATTN_ROT_DISABLE "
+                "set on one side only)", rot_k, rot_v, ki.rot_k, ki.rot_v);
     return 0;
 }
 
@@ -446,6 +462,8 @@ static int sf_check_sidecar(const engine_model *m, const char *path, const unsig
     const json_value *cv = j ? json_get(j, "cache_type_v") : NULL;
     int64_t n_ctx = -1;
     int rc = -1;
+    fw_kv_info ki;
+    fw_kv_info_of(m->fw_w, &ki);
     uint8_t d[32];
     char hex[65];
     if (!sha || sha->type != JSON_STRING || !fs || fs->type != JSON_STRING || !nc || !json_as_i64(nc, &n_ctx) ||
@@ -458,9 +476,9 @@ static int sf_check_sidecar(const engine_model *m, const char *path, const unsig
     } else if ((size_t)n_ctx != fw_n_ctx(m->slots[0].fw)) {
         bk_err(why, whylen, "the slot was saved with a %lld-cell slot context, this server's slots have %zu",
                (long long)n_ctx, fw_n_ctx(m->slots[0].fw));
-    } else if (strcmp(ck->str, "f16") != 0 || strcmp(cv->str, "f16") != 0) {
-        bk_err(why, whylen, "the slot was saved with a %s/%s cache (K/V), this server keeps f16/f16", ck->str,
-               cv->str);
+    } else if (strcmp(ck->str, kvq_info_of(ki.tk)->name) != 0 || strcmp(cv->str, kvq_info_of(ki.tv)->name) != 0) {
+        bk_err(why, whylen, "the slot was saved with a %s/%s cache (K/V), this server keeps %s/%s", ck->str,
+               cv->str, kvq_info_of(ki.tk)->name, kvq_info_of(ki.tv)->name);
     } else {
         sha256(p, len, d);
         sha256_hex(d, hex);
@@ -481,10 +499,12 @@ int engine_slot_restore(engine *e, engine_model *m, int id, const char *path, en
     int64_t t0 = bk_mono_us();
     engine_slot *sl = sf_slot(m, id);
     const fw_hparams *hp = fw_weights_hp(m->fw_w);
-    const size_t n_ctx = fw_n_ctx(sl->fw), kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
+    fw_kv_info ki;
+    fw_kv_info_of(m->fw_w, &ki);
+    const size_t n_ctx = fw_n_ctx(sl->fw);
     /* the largest file a slot of this model can be: header, tokens, streams, cells, rows */
     size_t cap = 12 + (n_ctx + 4) * 4 + 4 + (size_t)m->n_slots * 4 + n_ctx * 12 + 16 +
-                 (size_t)hp->n_layer * 2 * (12 + n_ctx * kv_dim * 2);
+                 (size_t)hp->n_layer * (24 + n_ctx * (ki.k_row + ki.v_row));
     char why[768];
     size_t len = 0;
     sf_state st = {0};

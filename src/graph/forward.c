@@ -43,11 +43,14 @@ struct fw_weights {
     size_t n_ubatch;
     size_t q_dim, kv_dim;
     int simd;
+    fw_kv_info kvi;             /* the sequences' cache types and rotations */
     fw_top top;                 /* token_embd, output (tied: token_embd), output_norm */
     fw_layer *layers;
     uint8_t **owned;            /* load-time forms of matrices (wt_prepare), n_owned */
     size_t n_owned, owned_bytes;
 };
+
+static int fw_kv_types_open(fw_weights *w, const fw_opts *opts, char *err, size_t errlen);
 
 struct fw_seq {
     const fw_weights *w;
@@ -59,6 +62,7 @@ struct fw_seq {
     const float *rope_factors;  /* the RoPE frequency factors this sequence uses (llama_model::
                                    get_rope_factors: rope_freqs, else LongRoPE's long or short by
                                    n_ctx), or NULL */
+    uint8_t *kcast, *vcast;     /* an f32 cache's layer cast to f16 for attention, or NULL */
     uint8_t *act;               /* a product's converted activations */
     size_t act_len;
     float *logits;              /* n_vocab: the last token's */
@@ -754,6 +758,10 @@ int fw_weights_open(fw_weights **out, const gguf_map *map, const gguf_header *h,
     w->simd = q8_simd();
     w->q_dim = (size_t)hp->head_dim * hp->n_head;
     w->kv_dim = (size_t)hp->head_dim * hp->n_head_kv;
+    if (fw_kv_types_open(w, opts, err, errlen)) {
+        fw_weights_close(w);
+        return -1;
+    }
     w->layers = calloc(hp->n_layer, sizeof *w->layers);
     if (!w->layers) {
         bk_err(err, errlen, "out of memory");
@@ -769,6 +777,43 @@ int fw_weights_open(fw_weights **out, const gguf_map *map, const gguf_header *h,
 }
 
 const fw_hparams *fw_weights_hp(const fw_weights *w) { return &w->hp; }
+void fw_kv_info_of(const fw_weights *w, fw_kv_info *out) { *out = w->kvi; }
+
+/* The cache types of opts, with llama-server b11669's load-time rules
+ * (llama_init_from_model: a quantized type's block must divide the head
+ * size) and what bankml does not reproduce. 0, or -1 with the reason. */
+static int fw_kv_types_open(fw_weights *w, const fw_opts *opts, char *err, size_t errlen)
+{
+    const int tk = opts ? opts->kv_type_k : 0, tv = opts ? opts->kv_type_v : 0;
+    const kvq_info *ik = kvq_info_of((kvq_type)tk), *iv = kvq_info_of((kvq_type)tv);
+    const size_t hd = w->hp.head_dim;
+    if (!ik || !iv) {
+        bk_err(err, errlen, "cache type %d out of range", !ik ? tk : tv);
+        return -1;
+    }
+    if (ik->quantized && hd % ik->blk) {
+        bk_err(err, errlen, "K cache type %s with block size %zu does not divide n_embd_head_k=%zu",
+               ik->name, ik->blk, hd);
+        return -1;
+    }
+    if (iv->quantized && hd % iv->blk) {
+        bk_err(err, errlen, "V cache type %s with block size %zu does not divide n_embd_head_v=%zu",
+               iv->name, iv->blk, hd);
+        return -1;
+    }
+    if (!ik->plays || !iv->plays) {
+        bk_err(err, errlen, "-ct%c %s is refused: %s", !ik->plays ? 'k' : 'v', !ik->plays ? ik->name : iv->name,
+               !ik->plays ? ik->why_not : iv->why_not);
+        return -1;
+    }
+    w->kvi.tk = (kvq_type)tk;
+    w->kvi.tv = (kvq_type)tv;
+    w->kvi.k_row = kvq_row_bytes(w->kvi.tk, w->kv_dim);
+    w->kvi.v_row = kvq_row_bytes(w->kvi.tv, w->kv_dim);
+    w->kvi.rot_k = kvq_rot_k(w->kvi.tk, hd, opts && opts->kv_rot_off);
+    w->kvi.rot_v = kvq_rot_v(w->kvi.tv, hd, opts && opts->kv_rot_off);
+    return 0;
+}
 size_t fw_weights_owned_bytes(const fw_weights *w) { return w->owned_bytes; }
 
 /* ---- a sequence ------------------------------------------------------------------- */
@@ -798,7 +843,7 @@ void fw_seq_free(fw_seq *s)
     kv_free(&s->kv);
     free(s->x); free(s->xn); free(s->q); free(s->k); free(s->v); free(s->att);
     free(s->ao); free(s->g); free(s->u); free(s->fo); free(s->rope); free(s->rope_swa);
-    free(s->act); free(s->logits);
+    free(s->act); free(s->logits); free(s->kcast); free(s->vcast);
     attn_scratch_free(s->scr);
     free(s);
 }
@@ -823,7 +868,7 @@ int fw_seq_new(fw_seq **out, const fw_weights *w, size_t n_ctx, char *err, size_
                       : s->n_ctx > hp->n_ctx_orig ? w->top.rope_long : w->top.rope_short;
     /* Sizes: every product below is bounded (n_ctx <= 2^24, dims <= 2^32,
      * checked before multiplying by alloc0). */
-    int fail = kv_init(&s->kv, hp->n_layer, s->n_ctx, w->kv_dim) != 0;
+    int fail = kv_init(&s->kv, hp->n_layer, s->n_ctx, w->kv_dim, w->kvi.tk, w->kvi.tv) != 0;
     const size_t nu = w->n_ubatch;
     const size_t kmax = max3(hp->n_embd, w->q_dim, hp->n_ff);
     s->x = alloc0(nu * hp->n_embd, sizeof(float), &fail);
@@ -841,6 +886,8 @@ int fw_seq_new(fw_seq **out, const fw_weights *w, size_t n_ctx, char *err, size_
     s->rope = alloc0(nu * hp->head_dim, sizeof(float), &fail);
     if (hp->n_swa) s->rope_swa = alloc0(nu * hp->head_dim, sizeof(float), &fail);
     s->logits = alloc0(hp->n_vocab, sizeof(float), &fail);
+    if (w->kvi.tk == KVQ_F32) s->kcast = alloc0(s->n_ctx * w->kv_dim, sizeof(uint16_t), &fail);
+    if (w->kvi.tv == KVQ_F32) s->vcast = alloc0(s->n_ctx * w->kv_dim, sizeof(uint16_t), &fail);
     if (!fail && !(s->scr = attn_scratch_new(par_threads(w->pool), hp->head_dim))) fail = 1;
     if (fail) {
         bk_err(err, errlen, "out of memory");
@@ -950,6 +997,15 @@ static void add_bias(float *y, const float *b, size_t rows, size_t n)
         for (size_t i = 0; i < n; i++) y[t * n + i] = y[t * n + i] + b[i];
 }
 
+/* build_attn_mha's ggml_cast of an f32 cache to f16 before flash
+ * attention: the n_kv cells of one layer (kvd floats each) rounded into
+ * dst. Returns dst. */
+static const uint8_t *fw_kv_cast(uint8_t *dst, const uint8_t *src, size_t n_kv, size_t kvd)
+{
+    f32_to_f16_row((const float *)(const void *)src, (uint16_t *)(void *)dst, n_kv * kvd);
+    return dst;
+}
+
 /* One layer's attention block for n rows at positions [first, first + n):
  * norm, Q/K/V, head norms + RoPE, the cache write, attention, the output
  * product (into s->ao). */
@@ -978,13 +1034,25 @@ static int attention(fw_seq *s, uint32_t il, size_t n, size_t first, char *err, 
         for (size_t i = 0; i < n * qd; i++) s->q[i] = s->q[i] * hp->q_scale;
     if (w->arch->fused)   /* phi3 names the scaled Q "Qcur" too (the name the dump keeps) */
         tap(s, "Qcur", (int)il, s->q, n, qd, first);
+    if (w->kvi.rot_k) {   /* llama_mul_mat_hadamard of Q and K (a quantized K cache) */
+        kvq_fwht(s->q, n * qd, w->kvi.rot_k);
+        kvq_fwht(s->k, n * kvd, w->kvi.rot_k);
+    }
+    if (w->kvi.rot_v) kvq_fwht(s->v, n * kvd, w->kvi.rot_v);
     kv_write(&s->kv, il, first, s->k, s->v, n);
+    const size_t n_kv = n_kv_for(s, first + n);
     const attn_args a = { hp->head_dim, hp->n_head, hp->n_head_kv, qd, kvd, hp->kq_scale,
-                          w->llama_threads, s->q, s->att, kv_layer_k(&s->kv, il),
-                          kv_layer_v(&s->kv, il), n, first, n_kv_for(s, first + n),
-                          swa ? hp->n_swa : 0 };
+                          w->llama_threads, s->q, s->att,
+                          s->kcast ? fw_kv_cast(s->kcast, kv_layer_k(&s->kv, il), n_kv, kvd)
+                                   : kv_layer_k(&s->kv, il),
+                          s->vcast ? fw_kv_cast(s->vcast, kv_layer_v(&s->kv, il), n_kv, kvd)
+                                   : kv_layer_v(&s->kv, il),
+                          s->kcast ? KVQ_F16 : w->kvi.tk, s->vcast ? KVQ_F16 : w->kvi.tv,
+                          s->kcast ? kvd * 2 : s->kv.k_row, s->vcast ? kvd * 2 : s->kv.v_row,
+                          n, first, n_kv, swa ? hp->n_swa : 0 };
     attn_flash(w->pool, w->simd, &a, s->scr);
     tap(s, "kqv_out", (int)il, s->att, n, qd, first);
+    if (w->kvi.rot_v) kvq_fwht(s->att, n * qd, w->kvi.rot_v);   /* and back (H H = I) */
     const wt_matrix *wo[1] = { &L->wo };
     float *const yo[1] = { s->ao };
     if (mm(s, wo, yo, 1, s->att, n, err, errlen)) return -1;

@@ -11,7 +11,7 @@
  *   2. fw_weights_open(): binds the weights in the map (never copied; only
  *      the small F32 norm vectors are). The weights are immutable afterwards
  *      and shared by any number of sequences.
- *   3. fw_seq_new(): one sequence over the weights: its f16 KV cache, its
+ *   3. fw_seq_new(): one sequence over the weights: its KV cache (kv.h: f16 or the fw_opts types), its
  *      position, its logits and every scratch buffer, allocated once (nothing
  *      is allocated per token). fw_eval() appends tokens at positions
  *      [n_past, n_past + n) in micro-batches of n_ubatch (512, llama-server's
@@ -43,6 +43,7 @@
 
 #include "file/gguf.h"
 #include "base/par.h"
+#include "ops/kvq.h"
 
 enum { FW_ARCH_LLAMA = 1, FW_ARCH_QWEN3 = 2, FW_ARCH_QWEN2 = 3, FW_ARCH_GEMMA3 = 4, FW_ARCH_GRANITE = 5,
        FW_ARCH_SMOLLM3 = 6, FW_ARCH_PHI3 = 7 };
@@ -94,15 +95,30 @@ typedef struct {
  * Q1_0, Q2_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)", "blk.0.attn_qkv.weight: fused QKV is not supported"). */
 int fw_plan(const gguf_header *h, fw_hparams *hp, char *err, size_t errlen);
 
+/* The bound weights of one file (immutable once open). */
+typedef struct fw_weights fw_weights;
+
 typedef struct {
     int llama_threads;        /* llama-server's -t (split-KV chunking); 0 = 2 */
     size_t n_ubatch;          /* micro-batch; 0 = 512 */
     par_pool *pool;           /* borrowed pool, or NULL to create one of n_threads */
     int n_threads;            /* when pool is NULL; < 1 means 1 */
+    int kv_type_k, kv_type_v; /* the cache's row types (kvq_type, ops/kvq.h: llama-server's
+                                 -ctk / -ctv); 0 = f16 */
+    int kv_rot_off;           /* LLAMA_ATTN_ROT_DISABLE: no Hadamard rotation around a
+                                 quantized cache */
 } fw_opts;
 
-/* The bound weights of one file (immutable once open). */
-typedef struct fw_weights fw_weights;
+/* The KV cache every sequence on a fw_weights has (what a slot file records). */
+typedef struct {
+    kvq_type tk, tv;          /* row types */
+    size_t k_row, v_row;      /* bytes of one cell's K row and V row in one layer */
+    size_t rot_k, rot_v;      /* b11669's n_rot_k / n_rot_v: the Hadamard widths (0: none) */
+} fw_kv_info;
+
+/* The cache types of the weights' sequences. */
+void fw_kv_info_of(const fw_weights *w, fw_kv_info *out);
+
 /* One sequence's state over a fw_weights: KV cache, n_past, logits, scratch. */
 typedef struct fw_seq fw_seq;
 
@@ -122,7 +138,9 @@ typedef void (*fw_tap_fn)(void *user, const char *name, int layer,
  * binds every tensor the architecture reads. Returns 0 with *out set, or -1
  * with *out NULL and the reason in err ("blk.3.ffn_up.weight: runs past the
  * end of the file", "llama threads 0 out of range (1 to 256)", "out of
- * memory"). A borrowed pool must outlive the weights. */
+ * memory", a cache type refused: "K cache type q8_0 with block size 32 does
+ * not divide n_embd_head_k=48", llama-server's words). A borrowed pool must
+ * outlive the weights. */
 int fw_weights_open(fw_weights **out, const gguf_map *map, const gguf_header *h,
                     const fw_opts *opts, char *err, size_t errlen);
 /* Frees the weights (NULL is a no-op). Every fw_seq on them must be freed

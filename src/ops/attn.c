@@ -1,5 +1,5 @@
 /*
- * attn.c -- flash attention over the f16 KV cache, as llama.cpp b11669's
+ * attn.c -- flash attention over the KV cache (f16, or the -ctk/-ctv types of kvq.h), as llama.cpp b11669's
  * ggml_compute_forward_flash_attn_ext_f16 computes it on the haswell CPU
  * backend (see attn.h for which kernel a micro-batch takes). Contraction is
  * off for the whole file: where the shipped binary fuses, the code says
@@ -38,7 +38,7 @@ typedef struct {
     fw_scratch *scr;
     const uint16_t *kc, *vc;     /* this layer's cache */
     size_t n_tok, first, n_kv, nblocks;
-    int path;                    /* 0 reference, 1 tiled, 2 split-KV */
+    int path;                    /* 0 reference, 1 tiled, 2 split-KV, 3 typed reference */
 } attn_ctx;
 
 /* The first cell a row at pos sees: the sliding window's lower edge (0
@@ -221,6 +221,66 @@ INLINE void split_body(const attn_ctx *a, fw_scratch *s, size_t head)
     (void)qd;
 }
 
+/* flash_attn_ext_f16_one_chunk for one query row over every cell, for cache
+ * types other than f16/f16 (kvq.h): Q converted to the K type's vec_dot_type,
+ * kq_vec_dot per cell; an f16 V into the f16 accumulator as ref_row_body,
+ * any other V widened by v_to_float into an f32 accumulator (scale:
+ * ggml_vec_scale_f32, accumulate: ggml_vec_mad_f32's fused chains). */
+static void typed_row(const attn_ctx *a, fw_scratch *s, const float *q, size_t hkv, size_t pos,
+                      float *out)
+{
+    const attn_args *m = a->m;
+    const size_t hd = m->head_dim;
+    const float scale = m->kq_scale;
+    uint8_t *qc = (uint8_t *)(void *)s->qt;          /* hd floats: room for any conversion */
+    float *acc = s->vkq, *v32 = s->kt;
+    uint16_t *acc16 = s->vkq16;
+    const int v16 = m->tv == KVQ_F16;
+    const size_t kh = kvq_row_bytes(m->tk, hd), vh = kvq_row_bytes(m->tv, hd);
+    kvq_q_convert(m->tk, q, qc, hd);
+    if (v16) memset(acc16, 0, hd * sizeof *acc16);
+    else memset(acc, 0, hd * sizeof *acc);
+    float S = 0.0f, M = -INFINITY;
+    const size_t lo = attn_lo(m, pos);
+    const size_t end = a->n_kv < pos + 1 ? a->n_kv : pos + 1;   /* cells past pos are masked */
+    for (size_t ic = lo; ic < end; ic++) {
+        const uint8_t *kr = m->kc + ic * m->k_row + hkv * kh;
+        const uint8_t *vr = m->vc + ic * m->v_row + hkv * vh;
+        float sc = kvq_dot(m->tk, kr, qc, hd);
+        sc = sc * scale;
+        sc = sc + 0.0f;
+        const float Mold = M;
+        float ms = 1.0f, vs = 1.0f;
+        if (v16) {
+            const uint16_t *v = (const uint16_t *)(const void *)vr;
+            if (sc > M) {
+                M = sc;
+                ms = expf(Mold - M);
+                for (size_t d = 0; d < hd; d++) acc16[d] = f32_to_f16(f16_to_f32(acc16[d]) * ms);
+            } else {
+                vs = expf(sc - M);
+            }
+            for (size_t d = 0; d < hd; d++)
+                acc16[d] = f32_to_f16(fmaf(f16_to_f32(v[d]), vs, f16_to_f32(acc16[d])));
+        } else {
+            if (sc > M) {
+                M = sc;
+                ms = expf(Mold - M);
+                for (size_t d = 0; d < hd; d++) acc[d] = acc[d] * ms;
+            } else {
+                vs = expf(sc - M);
+            }
+            kvq_to_float(m->tv, vr, v32, hd);
+            for (size_t d = 0; d < hd; d++) acc[d] = fmaf(v32[d], vs, acc[d]);
+        }
+        S = fmaf(S, ms, vs);
+    }
+    if (v16)
+        for (size_t d = 0; d < hd; d++) acc[d] = f16_to_f32(acc16[d]);
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (size_t d = 0; d < hd; d++) out[d] = acc[d] * inv;
+}
+
 INLINE void attn_job_body(void *ctx, size_t r0, size_t r1, int worker)
 {
     const attn_ctx *a = ctx;
@@ -229,7 +289,11 @@ INLINE void attn_job_body(void *ctx, size_t r0, size_t r1, int worker)
     const size_t hd = m->head_dim, qd = m->q_dim;
     const size_t grp = m->n_head / m->n_head_kv;
     for (size_t j = r0; j < r1; j++) {
-        if (a->path == 2) {
+        if (a->path == 3) {
+            const size_t head = j / a->n_tok, t = j % a->n_tok;
+            typed_row(a, s, m->q + t * qd + head * hd, head / grp, a->first + t,
+                      m->att + t * qd + head * hd);
+        } else if (a->path == 2) {
             split_body(a, s, j);
         } else if (a->path == 1) {
             const size_t head = j / a->nblocks, b = j % a->nblocks;
@@ -516,7 +580,11 @@ AVX_TARGET static void attn_job_avx(void *ctx, size_t r0, size_t r1, int worker)
     const size_t hd = m->head_dim, qd = m->q_dim;
     const size_t grp = m->n_head / m->n_head_kv;
     for (size_t j = r0; j < r1; j++) {
-        if (a->path == 2) {
+        if (a->path == 3) {
+            const size_t head = j / a->n_tok, t = j % a->n_tok;
+            typed_row(a, s, m->q + t * qd + head * hd, head / grp, a->first + t,
+                      m->att + t * qd + head * hd);
+        } else if (a->path == 2) {
             split_avx(a, s, j);
         } else if (a->path == 1) {
             const size_t head = j / a->nblocks, b = j % a->nblocks;
@@ -579,10 +647,14 @@ attn_scratch *attn_scratch_new(int n_workers, size_t hd)
 
 void attn_flash(par_pool *pool, int simd, const attn_args *args, attn_scratch *s)
 {
-    attn_ctx a = { args, s->w, args->kc, args->vc, args->n_tok, args->first, args->n_kv, 0, 0 };
+    attn_ctx a = { args, s->w, (const uint16_t *)(const void *)args->kc,
+                   (const uint16_t *)(const void *)args->vc, args->n_tok, args->first, args->n_kv, 0, 0 };
     const size_t n = args->n_tok;
     size_t jobs;
-    if (n == 1 && args->n_kv >= ATTN_SPLIT_KV_MIN) {
+    if (args->tk != KVQ_F16 || args->tv != KVQ_F16) {
+        a.path = 3;
+        jobs = args->n_head * n;
+    } else if (n == 1 && args->n_kv >= ATTN_SPLIT_KV_MIN) {
         a.path = 2;
         jobs = args->n_head;
     } else if (n >= FW_TILE && args->head_dim % 8 == 0) {

@@ -1,8 +1,9 @@
 /*
- * attn.h -- flash attention over an f16 KV cache, bit for bit as llama.cpp
+ * attn.h -- flash attention over a KV cache of f16 or typed rows (kvq.h), bit for bit as llama.cpp
  * b11669's ggml_compute_forward_flash_attn_ext_f16 (haswell CPU backend).
  *
- * Which kernel a call takes is ggml's choice, reproduced:
+ * Which kernel a call takes is ggml's choice, reproduced. With K and V both
+ * f16:
  *   - one query row and n_kv >= 512: split-KV, the cells cut into
  *     llama_threads chunks of ceil(n_kv / t), a reference pass per chunk,
  *     the partials merged in chunk order;
@@ -10,7 +11,13 @@
  *     ggml_v_expf softmax);
  *   - otherwise: the reference one_chunk kernel (Q rounded to f16, f16 V
  *     accumulator).
- * Each has a portable body and an AVX2 twin (simd), the same bits. The mask
+ * Each has a portable body and an AVX2 twin (simd), the same bits. Any other
+ * pair of cache types (ops/kvq.h) takes the reference one_chunk kernel for
+ * every row, whatever n_kv (b11669 splits the cells and tiles the rows only
+ * for f32/f16 K and V of one type): Q converted once per row to the K type's
+ * vec_dot_type, K rows through kq_vec_dot; V rows as f16 into the f16
+ * accumulator, or widened (v_to_float) into an f32 one, scale by
+ * ggml_vec_scale_f32 and fused multiply-add by ggml_vec_mad_f32. The mask
  * is causal: query row t sits at position first + t and sees cells [0, pos]
  * (cell i holds position i); with a sliding window n_swa > 0 only the cells
  * (pos - n_swa, pos] (llama.cpp's LLAMA_SWA_TYPE_STANDARD: masked when
@@ -23,6 +30,7 @@
 #include <stdint.h>
 
 #include "base/par.h"
+#include "ops/kvq.h"
 
 #define ATTN_TILE 64            /* ggml's GGML_FA_TILE_Q and GGML_FA_TILE_KV */
 #define ATTN_SPLIT_KV_MIN 512   /* one-row calls split the cells from here */
@@ -35,7 +43,9 @@ typedef struct {
     int llama_threads;                    /* llama-server's -t: split-KV chunks (>= 1) */
     const float *q;                       /* [n_tok][q_dim], RoPE applied */
     float *att;                           /* out: [n_tok][q_dim] */
-    const uint16_t *kc, *vc;              /* this layer's cache: [cell][kv_dim] f16 */
+    const uint8_t *kc, *vc;               /* this layer's cache: [cell][k_row / v_row bytes] */
+    kvq_type tk, tv;                      /* their row types (f16 and f16: ggml's three kernels) */
+    size_t k_row, v_row;                  /* bytes of one cell's K row, V row (all its heads) */
     size_t n_tok, first, n_kv;            /* rows, first row's position, cells seen */
     size_t n_swa;                         /* sliding window (gemma3's window layers); 0: none */
 } attn_args;
