@@ -52,6 +52,11 @@ int csp_required(const json_value *params, const char *name, size_t n);
 /* common_chat_schema_from_json(params) succeeds (NULL params: yes); else c->failed with b11669's
  * reason and -1 */
 int csp_check_params(csp_ctx *c, const json_value *params);
+/* A tool's tagged arguments as the XML-style inits build them: csp_check_params, then arg(c, params, j, ud)
+ * for each property j in order, the required ones permuted into rule_prefix's rules (chat_peg_permute), the
+ * optional ones after them any number of times, in any order; peg_eps (a->oom set) out of memory */
+size_t csp_tagged_args(csp_ctx *c, const json_value *params, const char *rule_prefix,
+                       size_t (*arg)(csp_ctx *c, const json_value *params, size_t j, void *ud), void *ud);
 
 /* appends to out's lists (0, or -1 out of memory with c->failed set) */
 int csp_preserve(csp_ctx *c, const char *tok);

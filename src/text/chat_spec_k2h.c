@@ -60,31 +60,27 @@ static size_t kh_arg(csp_ctx *c, const kh_shared *sh, const json_value *params, 
     return peg_rule(a, rn, peg_seq2(a, sp, arg), 0);
 }
 
+typedef struct {
+    const kh_shared *sh;
+    size_t i;
+} kh_tool;
+
+static size_t kh_arg_of(csp_ctx *c, const json_value *params, size_t j, void *ud)
+{
+    const kh_tool *t = ud;
+    return kh_arg(c, t->sh, params, t->i, j);
+}
+
 /* rule "tool-<i>": tool(tool_open("<ifm|tool_call>" + tool_name(literal(name)) + "\n") + tool_args(args))
  *                  << tool_close(literal("</ifm|tool_call>")) */
 static size_t kh_function(csp_ctx *c, const kh_shared *sh, const json_value *fn, const char *name, size_t nlen, size_t i)
 {
     peg_arena *a = &c->out->arena;
     const json_value *params = csp_parameters(fn);
-    size_t *req = NULL, *opt = NULL, nreq = 0, nopt = 0;
-    csp_check_params(c, params);                  /* common_chat_schema_from_json: b11669 throws */
-    const json_value *props = params && !c->failed && chat_gen_schema_is_object(params) ? json_get(params, "properties") : NULL;
-    if (props && props->type == JSON_OBJECT && props->n) {
-        req = malloc(props->n * sizeof *req);
-        opt = malloc(props->n * sizeof *opt);
-        if (!req || !opt) { free(req); free(opt); a->oom = 1; return peg_eps(a); }
-        for (size_t j = 0; j < props->n && !c->failed; j++) {
-            size_t r = kh_arg(c, sh, params, i, j);
-            if (csp_required(params, props->keys[j], props->key_lens[j])) req[nreq++] = r;
-            else opt[nopt++] = r;
-        }
-    }
     char rn[64];
     snprintf(rn, sizeof rn, "tool-%zu-args", i);
-    size_t args = chat_peg_permute(a, rn, req, nreq);
-    if (nopt) args = peg_seq2(a, args, peg_zero_or_more(a, peg_choice(a, opt, nopt)));
-    free(req);
-    free(opt);
+    kh_tool t = {sh, i};
+    size_t args = csp_tagged_args(c, params, rn, kh_arg_of, &t);
     size_t targs = chat_peg_tag(a, "tool-args", args);
     size_t tn = chat_peg_tag(a, "tool-name", peg_literal(a, name, nlen));
     size_t open = chat_peg_tag(a, "tool-open", csp_ps(a, csp_sp(a, "<ifm|tool_call>", tn), "\n"));

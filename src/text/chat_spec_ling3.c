@@ -65,31 +65,26 @@ static size_t l3_arg(csp_ctx *c, const json_value *params, size_t i, size_t j, s
     return peg_rule(a, rn, peg_seq2(a, lead, arg), 0);
 }
 
+typedef struct {
+    size_t i, arg_close, arg_string;
+} l3_tool;
+
+static size_t l3_arg_of(csp_ctx *c, const json_value *params, size_t j, void *ud)
+{
+    const l3_tool *t = ud;
+    return l3_arg(c, params, t->i, j, t->arg_close, t->arg_string);
+}
+
 /* rule "ling3-tool-<i>" */
 static size_t l3_function(csp_ctx *c, const json_value *fn, const char *name, size_t nlen, size_t i, size_t arg_close,
                           size_t arg_string)
 {
     peg_arena *a = &c->out->arena;
     const json_value *params = csp_parameters(fn);
-    size_t *req = NULL, *opt = NULL, nreq = 0, nopt = 0;
-    csp_check_params(c, params);                  /* common_chat_schema_from_json: b11669 throws */
-    const json_value *props = params && !c->failed && chat_gen_schema_is_object(params) ? json_get(params, "properties") : NULL;
-    if (props && props->type == JSON_OBJECT && props->n) {
-        req = malloc(props->n * sizeof *req);
-        opt = malloc(props->n * sizeof *opt);
-        if (!req || !opt) { free(req); free(opt); a->oom = 1; return peg_eps(a); }
-        for (size_t j = 0; j < props->n && !c->failed; j++) {
-            size_t r = l3_arg(c, params, i, j, arg_close, arg_string);
-            if (csp_required(params, props->keys[j], props->key_lens[j])) req[nreq++] = r;
-            else opt[nopt++] = r;
-        }
-    }
     char rn[64];
     snprintf(rn, sizeof rn, "ling3-%zu-args", i);
-    size_t args = chat_peg_permute(a, rn, req, nreq);
-    if (nopt) args = peg_seq2(a, args, peg_zero_or_more(a, peg_choice(a, opt, nopt)));
-    free(req);
-    free(opt);
+    l3_tool t = {i, arg_close, arg_string};
+    size_t args = csp_tagged_args(c, params, rn, l3_arg_of, &t);
     /* tool(tool_open(literal(CALL_START) + tool_name(literal(name)) + optional(space())) + tool_args(args) +
      *      tool_close(optional(space()) + literal(CALL_END))) */
     size_t lce = peg_literal_c(a, "</tool_call>");

@@ -63,30 +63,26 @@ static size_t q3_arg(csp_ctx *c, const q3_shared *sh, const json_value *params, 
     return peg_rule(a, rn, chat_peg_tag(a, "tool-arg", peg_seq2(a, open, value)), 0);
 }
 
+typedef struct {
+    const q3_shared *sh;
+    size_t i;
+} q3_tool;
+
+static size_t q3_arg_of(csp_ctx *c, const json_value *params, size_t j, void *ud)
+{
+    const q3_tool *t = ud;
+    return q3_arg(c, t->sh, params, t->i, j);
+}
+
 /* one function: rule "tool-<i>" */
 static size_t q3_function(csp_ctx *c, const q3_shared *sh, const json_value *fn, const char *name, size_t nlen, size_t i)
 {
     peg_arena *a = &c->out->arena;
     const json_value *params = csp_parameters(fn);
-    size_t *req = NULL, *opt = NULL, nreq = 0, nopt = 0;
-    csp_check_params(c, params);                  /* common_chat_schema_from_json: b11669 throws */
-    const json_value *props = params && !c->failed && chat_gen_schema_is_object(params) ? json_get(params, "properties") : NULL;
-    if (props && props->type == JSON_OBJECT && props->n) {
-        req = malloc(props->n * sizeof *req);
-        opt = malloc(props->n * sizeof *opt);
-        if (!req || !opt) { free(req); free(opt); a->oom = 1; return peg_eps(a); }
-        for (size_t j = 0; j < props->n && !c->failed; j++) {
-            size_t r = q3_arg(c, sh, params, i, j);
-            if (csp_required(params, props->keys[j], props->key_lens[j])) req[nreq++] = r;
-            else opt[nopt++] = r;
-        }
-    }
     char rn[64];
     snprintf(rn, sizeof rn, "tool-%zu-args", i);
-    size_t args = chat_peg_permute(a, rn, req, nreq);
-    if (nopt) args = peg_seq2(a, args, peg_zero_or_more(a, peg_choice(a, opt, nopt)));
-    free(req);
-    free(opt);
+    q3_tool t = {sh, i};
+    size_t args = csp_tagged_args(c, params, rn, q3_arg_of, &t);
     /* tool(tool_open("<function=" + tool_name(literal(name)) + ">\n") + tool_args(args) +
      *      tool_close(literal("</function>\n"))) */
     size_t close = chat_peg_tag(a, "tool-close", peg_literal_c(a, "</function>\n"));

@@ -138,6 +138,35 @@ size_t csp_tool_schema(csp_ctx *c, const json_value *function, size_t index)
     return peg_schema(a, js, nm, empty, sizeof empty - 1, 0);
 }
 
+size_t csp_tagged_args(csp_ctx *c, const json_value *params, const char *rule_prefix,
+                       size_t (*arg)(csp_ctx *c, const json_value *params, size_t j, void *ud), void *ud)
+{
+    peg_arena *a = &c->out->arena;
+    size_t *req = NULL, *opt = NULL, nreq = 0, nopt = 0;
+    csp_check_params(c, params);                  /* common_chat_schema_from_json: b11669 throws */
+    const json_value *props = params && !c->failed && chat_gen_schema_is_object(params) ? json_get(params, "properties") : NULL;
+    if (props && props->type == JSON_OBJECT && props->n) {
+        req = malloc(props->n * sizeof *req);
+        opt = malloc(props->n * sizeof *opt);
+        if (!req || !opt) {
+            free(req);
+            free(opt);
+            a->oom = 1;
+            return peg_eps(a);
+        }
+        for (size_t j = 0; j < props->n && !c->failed; j++) {
+            size_t r = arg(c, params, j, ud);
+            if (csp_required(params, props->keys[j], props->key_lens[j])) req[nreq++] = r;
+            else opt[nopt++] = r;
+        }
+    }
+    size_t args = chat_peg_permute(a, rule_prefix, req, nreq);
+    if (nopt) args = peg_seq2(a, args, peg_zero_or_more(a, peg_choice(a, opt, nopt)));
+    free(req);
+    free(opt);
+    return args;
+}
+
 int csp_required(const json_value *params, const char *name, size_t n)
 {
     const json_value *rq = json_get(params, "required");
