@@ -175,22 +175,7 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
         }
     }
     size_t tl = 0;
-    const char *t = gguf_kv_str(gguf_kv_find(h, "tokenizer.chat_template"), &tl);
-    if (e->o.chat_template) {   /* llama-server's --chat-template(-file): the text replaces the GGUF's */
-        t = e->o.chat_template;
-        tl = e->o.chat_template_len;
-    }
-    /* llama_model_chat_template's one-off: a tekken vocabulary in 40 layers (Mistral Small 3) without a
-       template gets the name "mistral-v7-tekken" as its template text (measured on llama-server b11669:
-       with --jinja every chat renders those 17 bytes; without, the legacy Mistral v7 tekken format) */
-    if ((!t || !tl) && !e->o.chat_template && hp.n_layer == 40 && strcmp(tok_pre_name(m->vocab), "tekken") == 0) {
-        t = "mistral-v7-tekken";
-        tl = strlen(t);
-    }
-    if (!t || !tl || (tl == 6 && !memcmp(t, "chatml", 6))) {
-        t = template_chatml_fallback;
-        tl = strlen(t);
-    }
+    const char *t = engine_template_for(e, h, hp.n_layer, m->vocab, &tl);
     m->tmpl = malloc(tl + 1);
     m->ftype = gguf_ftype_name(&m->ver->report.header);
     m->bos_piece = piece_str(m->vocab, tok_bos(m->vocab), 1);

@@ -14,6 +14,30 @@
 
 #define HDR_MAX_PREFIX ((uint64_t)256 << 20)   /* a tokenizer larger than this is not read for a listing */
 
+const char *engine_template_for(const engine *e, const gguf_header *h, unsigned n_layer, const tok_vocab *v,
+                                size_t *len)
+{
+    size_t tl = 0;
+    const char *t = gguf_kv_str(gguf_kv_find(h, "tokenizer.chat_template"), &tl);
+    if (e->o.chat_template) {   /* llama-server's --chat-template(-file): the text replaces the GGUF's */
+        t = e->o.chat_template;
+        tl = e->o.chat_template_len;
+    }
+    /* llama_model_chat_template's one-off: a tekken vocabulary in 40 layers (Mistral Small 3) without a
+       template gets the name "mistral-v7-tekken" as its template text (measured on llama-server b11669:
+       with --jinja every chat renders those 17 bytes; without, the legacy Mistral v7 tekken format) */
+    if ((!t || !tl) && !e->o.chat_template && n_layer == 40 && strcmp(tok_pre_name(v), "tekken") == 0) {
+        t = "mistral-v7-tekken";
+        tl = strlen(t);
+    }
+    if (!t || !tl || (tl == 6 && !memcmp(t, "chatml", 6))) {
+        t = template_chatml_fallback;
+        tl = strlen(t);
+    }
+    *len = tl;
+    return t;
+}
+
 int engine_swa_refused(const engine *e, unsigned n_swa, char *why, size_t whylen)
 {
     if (n_swa == 0 || e->o.swa_full) return 0;
@@ -78,15 +102,7 @@ int engine_header_info(const engine *e, const char *path, char *why, size_t whyl
         tok_vocab *v = b ? tok_load_gguf(h, b, (size_t)h->header_end, err, sizeof err) : NULL;
         if (b && !v) bk_err(why, whylen, "its tokenizer: %s", err);
         size_t tl = 0;
-        const char *t = gguf_kv_str(gguf_kv_find(h, "tokenizer.chat_template"), &tl);
-        if (e->o.chat_template) {
-            t = e->o.chat_template;
-            tl = e->o.chat_template_len;
-        }
-        if (!t || !tl || (tl == 6 && !memcmp(t, "chatml", 6))) {
-            t = template_chatml_fallback;
-            tl = strlen(t);
-        }
+        const char *t = v ? engine_template_for(e, h, hp.n_layer, v, &tl) : NULL;
         if (v && template_check(t, tl, err, sizeof err) != 0) bk_err(why, whylen, "its chat template: %s", err);
         else if (v) plays = 1;
         tok_free(v);

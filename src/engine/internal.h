@@ -102,6 +102,13 @@ struct engine {
     size_t views_n_ctx;
 };
 
+/* header.c */
+/* The template a model is rendered with, as llama-server picks it: --chat-template(-file)'s text, else the
+ * GGUF's tokenizer.chat_template, else "mistral-v7-tekken" for a 40-layer tekken file, else (or for
+ * "chatml") template_chatml_fallback. *len its bytes; the text is e's, h's or static. */
+const char *engine_template_for(const engine *e, const gguf_header *h, unsigned n_layer, const tok_vocab *v,
+                                size_t *len);
+
 /* metrics.c */
 /* One line on stderr, "<log_name>: <text>", when the engine has a log name. */
 void engine_log(const engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
