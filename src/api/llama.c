@@ -508,18 +508,6 @@ static int run_completion(engine *e, engine_model *m, sctx *c, engine_request *r
     return rc;
 }
 
-/* response_fields as b11669 reads it, json_value(body, key, vector<string>()):
- * anything but an array of strings (null, a string, [1]) is the default, no
- * selection; so is []. */
-static const json_value *response_fields(const json_value *body)
-{
-    const json_value *v = json_get(body, "response_fields");
-    if (!v || v->type != JSON_ARRAY || !v->n) return NULL;
-    for (size_t i = 0; i < v->n; i++)
-        if (v->items[i]->type != JSON_STRING) return NULL;
-    return v;
-}
-
 /* The prompts' tasks, one after another in the slot as llama-server -np 1
  * runs the tasks it posted at once: each answer with its index; not
  * streamed, one object for one prompt and an array for several; streamed,
@@ -641,37 +629,35 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
     } else if (llama_chat_prepare(m, &api->o, body, &pre, &rq, &layer, &status, err, sizeof err) != 0) {
         llama_reply_err(resp, status, err);
     } else if (llama_prompt_list(m, &pre, resp, &ps) == 0) {
-        {
-            sctx c;
-            memset(&c, 0, sizeof c);
-            jbuf_init(&c.raw);
-            jbuf_init(&c.sent);
-            jbuf_init(&c.shown);
-            jbuf_init(&c.lp);
-            jbuf_init(&c.ev);
-            jbuf_init(&c.prefill);
-            if (chat && engine_model_jinja(m)) template_continued_content(pre.messages, &pre.topts, &c.prefill);
-            c.cl = &layer;
-            c.resp = resp;
-            c.req = req;
-            c.m = m;
-            c.rq = &rq;
-            c.chat = chat;
-            c.created = (long long)time(NULL);
-            memcpy(c.id, "chatcmpl-", 9);
-            llama_random_id(c.id + 9, 33);
-            c.model_name = llama_model_name(api->e, m);
-            c.fields = chat ? NULL : response_fields(body);
-            c.vfields = response_fields(body);
-            c.pre = &pre;
-            run_prompts(api, m, &c, &rq, &pre, &ps, &tparams);
-            jbuf_free(&c.raw);
-            jbuf_free(&c.sent);
-            jbuf_free(&c.shown);
-            jbuf_free(&c.lp);
-            jbuf_free(&c.ev);
-            jbuf_free(&c.prefill);
-        }
+        sctx c;
+        memset(&c, 0, sizeof c);
+        jbuf_init(&c.raw);
+        jbuf_init(&c.sent);
+        jbuf_init(&c.shown);
+        jbuf_init(&c.lp);
+        jbuf_init(&c.ev);
+        jbuf_init(&c.prefill);
+        if (chat && engine_model_jinja(m)) template_continued_content(pre.messages, &pre.topts, &c.prefill);
+        c.cl = &layer;
+        c.resp = resp;
+        c.req = req;
+        c.m = m;
+        c.rq = &rq;
+        c.chat = chat;
+        c.created = (long long)time(NULL);
+        memcpy(c.id, "chatcmpl-", 9);
+        llama_random_id(c.id + 9, 33);
+        c.model_name = llama_model_name(api->e, m);
+        c.vfields = llama_response_fields(body);
+        c.fields = chat ? NULL : c.vfields;
+        c.pre = &pre;
+        run_prompts(api, m, &c, &rq, &pre, &ps, &tparams);
+        jbuf_free(&c.raw);
+        jbuf_free(&c.sent);
+        jbuf_free(&c.shown);
+        jbuf_free(&c.lp);
+        jbuf_free(&c.ev);
+        jbuf_free(&c.prefill);
         llama_prompts_free(&ps);
     }
     engine_release(api->e, api->o.keep_ms);

@@ -566,16 +566,6 @@ static void cx_tasks(engine *e, engine_model *m, const llama_pre *pre, engine_re
     jbuf_free(&tail);
 }
 
-/* response_fields as b11669 reads it: an array of strings, else none. */
-static const json_value *cx_response_fields(const json_value *body)
-{
-    const json_value *v = json_get(body, "response_fields");
-    if (!v || v->type != JSON_ARRAY || !v->n) return NULL;
-    for (size_t i = 0; i < v->n; i++)
-        if (v->items[i]->type != JSON_STRING) return NULL;
-    return v;
-}
-
 /* Runs body (a completion request, or the chat request a translation
  * made) on the model `named` asks for, answering in kind's shape.
  * count_only: the prompt's length alone, 1 as /v1/messages/count_tokens
@@ -636,7 +626,7 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
         memcpy(c.item_id, "msg_", 4);
         llama_random_id(c.item_id + 4, 33);
         c.pre = &pre;
-        c.vfields = cx_response_fields(body);
+        c.vfields = llama_response_fields(body);
         cx_tasks(e, m, &pre, &rq, &ps, &c, &tparams);
         jbuf_free(&c.raw);
         jbuf_free(&c.sent);

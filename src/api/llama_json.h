@@ -123,6 +123,9 @@ int llama_prompt_valid(const engine_model *m, const int32_t *ids, size_t n);
  * the context or has ids outside the vocabulary (b11669's answer then
  * depends on timing). 0, or -1 with the 400 message. */
 int llama_prompts_check(const engine_model *m, const llama_prompts *ps, char *err, size_t errlen);
+/* response_fields as b11669 reads it, json_value(body, key, vector<string>()): an array of strings, else
+ * (null, a string, [1], []) the default, no selection: NULL. */
+const json_value *llama_response_fields(const json_value *body);
 /* A request's prompts: the conversation through the template (pre->chat:
  * always one) and tokenized, or llama_read_prompts'. 0, or -1 after
  * answering the error on resp. */

@@ -742,3 +742,12 @@ int llama_prompt_list(const engine_model *m, const llama_pre *pre, serve_resp *r
     if (rc != 0) llama_reply_err(resp, rc == -2 ? 500 : 400, err);   /* -2: --no-jinja without a format */
     return rc;
 }
+
+const json_value *llama_response_fields(const json_value *body)
+{
+    const json_value *v = json_get(body, "response_fields");
+    if (!v || v->type != JSON_ARRAY || !v->n) return NULL;
+    for (size_t i = 0; i < v->n; i++)
+        if (v->items[i]->type != JSON_STRING) return NULL;
+    return v;
+}
