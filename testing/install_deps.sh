@@ -5,10 +5,11 @@
 # encoding/json, the oracle testing/oracle_json_str.py runs for Ollama's bytes),
 # curl (testing/test_readme_curl.py runs README's curl
 # lines as written) and chromium (Debian's, headless: testing/test_ui.py
-# drives the chat page through the DevTools protocol). Idempotent; does nothing where apt-get is absent (the
+# drives the chat page through the DevTools protocol), clang with its libFuzzer runtime (testing/test_fuzz.py
+# builds and smoke-runs the fuzz targets). Idempotent; does nothing where apt-get is absent (the
 # suites then skip, or fail under BANKML_REQUIRE_ORACLE=1).
 set -eu
-PKGS="nlohmann-json3-dev golang-go curl chromium"
+PKGS="nlohmann-json3-dev golang-go curl chromium clang libclang-rt-14-dev"
 if ! command -v apt-get >/dev/null 2>&1; then
     echo "install_deps.sh: no apt-get; install $PKGS (or their equivalents) by hand" >&2
     exit 0
