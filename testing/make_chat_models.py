@@ -5,7 +5,7 @@ on llama.cpp's real vocabularies with the chat markers real models have as singl
 user-defined tokens (Qwen3's <think>, </think>, <tool_call>, </tool_call>; Llama 3.1's <|python_tag|> and
 <|eom_id|>), as real GGUFs of those families carry them.
 
-    gguf-py testing/make_chat_models.py OUTDIR      # writes chat-qwen.gguf, chat-llama.gguf and chat-harmony.gguf (if missing)
+    gguf-py testing/make_chat_models.py OUTDIR      # writes chat-qwen, chat-llama, chat-harmony and chat-mistral .gguf (if missing)
 
 The weights come from make_models.py's splitmix64 generator (the same bits everywhere). Standard library,
 numpy and gguf-py."""
@@ -35,6 +35,20 @@ def vocab(shared, which):
         with open(os.path.join(shared, "templates", "qwen3.chat_template.jinja"), encoding="utf-8") as fh:
             template = fh.read()
         return dict(base, tokens=tokens, types=types, merges=v["tokenizer.ggml.merges"], template=template)
+    if which == "mistral":
+        # Mistral's tekken is in no shared vocabulary: Llama 3's BPE with the bracket markers appended as control
+        # tokens, as Ministral 3 GGUFs carry them
+        v = mm.read_vocab(os.path.join(shared, "vocab", "ggml-vocab-llama-bpe.gguf"))
+        add = ["[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
+               "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"]
+        tokens = list(v["tokenizer.ggml.tokens"]) + add
+        types = list(v["tokenizer.ggml.token_type"]) + [CONTROL] * len(add)
+        assert len(set(tokens)) == len(tokens)
+        base = dict(pre="llama-bpe", bos=tokens.index("<|begin_of_text|>"), eos=tokens.index("<|eot_id|>"),
+                    unk=None, pad=tokens.index("<|end_of_text|>"))
+        with open(os.path.join(shared, "templates", "qwen3.chat_template.jinja"), encoding="utf-8") as fh:
+            template = fh.read()
+        return dict(base, tokens=tokens, types=types, merges=v["tokenizer.ggml.merges"], template=template)
     if which == "qwen":
         v = mm.read_vocab(os.path.join(shared, "vocab", "ggml-vocab-qwen2.gguf"))
         add = ["<tool_call>", "</tool_call>", "<think>", "</think>"]
@@ -58,7 +72,8 @@ def main():
     shared = os.environ.get("BANKML_SHARED") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                              "shared")
     os.makedirs(out, exist_ok=True)
-    for which, arch, seed in (("qwen", "qwen3", 41), ("llama", "llama", 42), ("harmony", "qwen3", 43)):
+    for which, arch, seed in (("qwen", "qwen3", 41), ("llama", "llama", 42), ("harmony", "qwen3", 43),
+                             ("mistral", "llama", 44)):
         path = os.path.join(out, f"chat-{which}.gguf")
         if os.path.exists(path):
             continue

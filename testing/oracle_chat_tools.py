@@ -165,9 +165,14 @@ TEMPLATES = [
     # GPT-OSS's harmony (gpt_oss: reasoning_content rendered as "thinking", content dropped beside tool calls),
     # on Qwen's vocabulary with the harmony markers as control tokens (make_chat_models.py's chat-harmony)
     ("gpt-oss", "chat-harmony", "openai-gpt-oss-120b.jinja", " to", "<|channel|>"),
+    # Ministral 3 (ministral_3: reasoning_content and content as thinking / text blocks), on Llama 3's vocabulary
+    # with Mistral's bracket markers as control tokens (chat-mistral)
+    ("ministral-3", "chat-mistral", "mistralai-Ministral-3-14B-Reasoning-2512.jinja", "[TOOL_CALLS]", "[THINK]"),
 ]
 # the specialised templates whose prompt side is rewritten: /apply-template with tools compared too
-SPEC_FULL = ("gpt-oss",)
+SPEC_FULL = ("gpt-oss", "ministral-3")
+# and, beside CORE, these cases (auto calls, the histories)
+SPEC_CASES = ("tools auto steered", "history with a tool result", "history with reasoning and a tool result")
 
 stats = {"tool_calls": 0, "finish tool_calls": 0, "reasoning": 0, "json": 0, "errors": 0, "cases": 0}
 
@@ -228,7 +233,8 @@ def models():
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if p.returncode != 0:
         oracle.skip_all(f"make_chat_models.py failed: {p.stdout[-500:]}", S)
-    paths = {n: os.path.join(MODELS, n + ".gguf") for n in ("chat-qwen", "chat-llama", "chat-harmony")}
+    paths = {n: os.path.join(MODELS, n + ".gguf") for n in ("chat-qwen", "chat-llama", "chat-harmony",
+                                                               "chat-mistral")}
     paths["stories"] = os.path.join(shared, "models", "stories260K.gguf")
     return paths, oracle.pinned_fork(list(paths.values()), prefix="oracle-chat-tools-")
 
@@ -244,7 +250,10 @@ def t_template(paths, fork, name, model, tpl, start, think, full):
     L, B = pair(paths[model], os.path.join(TPL, tpl), fork)
     want = os.environ.get("ORACLE_CHAT_TOOLS_CASES")
     try:
-        for label, body in harmony_cases() if name == "gpt-oss" else cases(start, think, full):
+        todo = harmony_cases() if name == "gpt-oss" else cases(start, think, True)
+        if name != "gpt-oss" and not full:
+            todo = [c for c in todo if c[0] in CORE or (name in SPEC_FULL and c[0] in SPEC_CASES)]
+        for label, body in todo:
             if want and not any(w in label for w in want.split(",")):
                 continue
             compare(name, L, B, label, body)
