@@ -5,9 +5,11 @@ single tokens), one server pair per template:
 
   Qwen3 (reasoning, hermes-style <tool_call>), Hermes 2 Pro, Llama 3.1 / 3.2 / 3.3 (JSON calls), Mistral Nemo
   ([TOOL_CALLS] with call ids), DeepSeek R1 distill Qwen, Granite 4, Functionary v3.1 -- the templates that take
-  b11669's differential autoparser -- Qwen3-Coder (a specialised parser, chat_gen_specialized), and, for the
-  refusals, GPT-OSS (a specialised parser whose prompt side is not reproduced) and Gemma 2 (a template that
-  cannot call tools).
+  b11669's differential autoparser -- Qwen3-Coder and GPT-OSS (specialised parsers, chat_gen_specialized; GPT-OSS
+  on chat-harmony, Qwen's vocabulary with the harmony markers as control tokens, its prompt rewritten as
+  common_chat_params_init_gpt_oss does and /apply-template with tools compared), and, for the refusals,
+  muse-glimmer (a specialised parser whose prompt side is not reproduced) and Gemma 2 (a template that cannot
+  call tools).
 
 Each case is asked greedy or seeded, not streamed and streamed: tools with tool_choice auto / required / none /
 a named function (b11669 reads it as auto), parallel_tool_calls, logit_bias steering the random model into a
@@ -48,6 +50,16 @@ UNIT = {"type": "function", "function": {"name": "set_unit", "description": "Set
 PING = {"type": "function", "function": {"name": "ping", "description": "Ping",
                                          "parameters": {"type": "object", "properties": {}}}}
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+# a past turn with reasoning beside its call (gpt-oss: the reasoning rendered as analysis, the content dropped)
+HISTORY_R = [
+    {"role": "user", "content": "What is the weather in Paris?"},
+    {"role": "assistant", "content": "Let me check.", "reasoning_content": "The user wants the weather.",
+     "tool_calls": [{"id": "call_1", "type": "function",
+                     "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "{\"temp\": 21}"},
+    {"role": "assistant", "content": "It is 21 degrees.", "reasoning_content": "Report it."},
+    {"role": "user", "content": "And tomorrow?"},
+]
 HISTORY = [
     {"role": "user", "content": "What is the weather in Paris?"},
     {"role": "assistant", "content": "", "tool_calls": [
@@ -107,10 +119,33 @@ def cases(start, think=None, full=True):
             ("reasoning budget", mk(g, tb, messages=ASK, reasoning_budget_tokens=4, max_tokens=24)),
             ("reasoning budget message", mk(g, tb, messages=ASK, thinking_budget_tokens=2,
                                             reasoning_budget_message="Enough.", max_tokens=24)),
+            ("history with reasoning and a tool result", mk(g, tb, messages=HISTORY_R, tools=[WEATHER, UNIT],
+                                                            max_tokens=32)),
             ("reasoning budget with tools", mk(g, logit_bias=[[think, 12], [start, 8]], messages=ASK,
                                                tools=[UNIT, PING], reasoning_budget_tokens=3, max_tokens=32)),
         ]
     return out if full else [c for c in out if c[0] in CORE]
+
+
+def harmony_cases():
+    """GPT-OSS's cases: a random model writes no harmony by itself, so the steering follows its markers (after
+    " to=functions.NAME<|channel|>commentary", <|message|> opens the arguments; <|end|> closes an analysis)."""
+    g = {"temperature": 0}
+    call = {"logit_bias": [["<|message|>", 15], ["<|end|>", 16]]}
+    auto = {"logit_bias": [[" to", 15], ["<|message|>", 12]]}
+    return [
+        ("plain", dict(g, messages=ASK, max_tokens=8)),
+        ("tools required steered", mk(g, call, messages=ASK, tools=[UNIT, PING], tool_choice="required",
+                                        max_tokens=40)),
+        ("tools auto steered", mk(g, auto, messages=ASK, tools=[UNIT, PING], max_tokens=40)),
+        ("history with a tool result", mk(g, auto, messages=HISTORY, tools=[UNIT, PING], max_tokens=40)),
+        ("history with reasoning and a tool result", mk(g, call, messages=HISTORY_R, tools=[UNIT, PING],
+                                                        tool_choice="required", max_tokens=40)),
+        ("reasoning with tools", mk(g, messages=ASK, tools=[UNIT, PING], tool_choice="required",
+                                    logit_bias=[["<|end|>", 8]], max_tokens=12)),
+        ("json_schema", dict(g, messages=ASK, max_tokens=12,
+                             response_format={"type": "json_schema", "json_schema": {"schema": SCHEMA}})),
+    ]
 
 
 # (name, model, template file, call start, reasoning tag); the first two get every case, the others CORE
@@ -127,7 +162,17 @@ TEMPLATES = [
     ("functionary-3.1", "chat-llama", "meetkai-functionary-medium-v3.1.jinja", "<function=", None),
     # a specialised parser (chat_gen_specialized): Qwen3-Coder's XML-style calls
     ("qwen3-coder", "chat-qwen", "Qwen3-Coder.jinja", "<tool_call>", None),
+    # GPT-OSS's harmony (gpt_oss: reasoning_content rendered as "thinking", content dropped beside tool calls),
+    # on Qwen's vocabulary with the harmony markers as control tokens (make_chat_models.py's chat-harmony)
+    ("gpt-oss", "chat-harmony", "openai-gpt-oss-120b.jinja", " to", "<|channel|>"),
+    # Ministral 3 (ministral_3: reasoning_content and content as thinking / text blocks), on Llama 3's vocabulary
+    # with Mistral's bracket markers as control tokens (chat-mistral)
+    ("ministral-3", "chat-mistral", "mistralai-Ministral-3-14B-Reasoning-2512.jinja", "[TOOL_CALLS]", "[THINK]"),
 ]
+# the specialised templates whose prompt side is rewritten: /apply-template with tools compared too
+SPEC_FULL = ("gpt-oss", "ministral-3")
+# and, beside CORE, these cases (auto calls, the histories)
+SPEC_CASES = ("tools auto steered", "history with a tool result", "history with reasoning and a tool result")
 
 stats = {"tool_calls": 0, "finish tool_calls": 0, "reasoning": 0, "json": 0, "errors": 0, "cases": 0}
 
@@ -188,7 +233,8 @@ def models():
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if p.returncode != 0:
         oracle.skip_all(f"make_chat_models.py failed: {p.stdout[-500:]}", S)
-    paths = {n: os.path.join(MODELS, n + ".gguf") for n in ("chat-qwen", "chat-llama")}
+    paths = {n: os.path.join(MODELS, n + ".gguf") for n in ("chat-qwen", "chat-llama", "chat-harmony",
+                                                               "chat-mistral")}
     paths["stories"] = os.path.join(shared, "models", "stories260K.gguf")
     return paths, oracle.pinned_fork(list(paths.values()), prefix="oracle-chat-tools-")
 
@@ -204,25 +250,34 @@ def t_template(paths, fork, name, model, tpl, start, think, full):
     L, B = pair(paths[model], os.path.join(TPL, tpl), fork)
     want = os.environ.get("ORACLE_CHAT_TOOLS_CASES")
     try:
-        for label, body in cases(start, think, full):
+        todo = harmony_cases() if name == "gpt-oss" else cases(start, think, True)
+        if name != "gpt-oss" and not full:
+            todo = [c for c in todo if c[0] in CORE or (name in SPEC_FULL and c[0] in SPEC_CASES)]
+        for label, body in todo:
             if want and not any(w in label for w in want.split(",")):
                 continue
             compare(name, L, B, label, body)
+        if name in SPEC_FULL and not want:
+            # /apply-template: the prompt the rewritten messages render, with tools
+            for label, msgs in (("history", HISTORY), ("reasoning history", HISTORY_R), ("ask", ASK)):
+                body = {"messages": msgs, "tools": [WEATHER, UNIT]}
+                S.equal(f"{name} /apply-template {label} with tools", B.post("/apply-template", body),
+                        L.post("/apply-template", body))
     finally:
         L.stop()
         B.stop()
 
 
 def t_refusals(paths, fork):
-    # GPT-OSS takes a specialised parser whose prompt side (messages rewritten) bankml does not reproduce yet:
-    # refused when the request needs it, the rest answered
-    L, B = pair(paths["chat-qwen"], os.path.join(TPL, "openai-gpt-oss-120b.jinja"), fork)
+    # muse-glimmer takes a specialised parser whose prompt side (its own generation prompt) bankml does not
+    # reproduce yet: refused when the request needs it, the rest answered
+    L, B = pair(paths["chat-qwen"], os.path.join(TPL, "muse-glimmer.jinja"), fork)
     try:
         st, a = B.post(CHAT, {"messages": ASK, "tools": [PING], "max_tokens": 4})
-        S.equal("gpt-oss tools refused with the reason", [st, a.get("error", {}).get("message", "")[:80]],
-                [400, 'this template takes b11669\'s specialised chat parser "gpt_oss" (common/parsers/)'])
+        S.equal("muse-glimmer tools refused with the reason", [st, a.get("error", {}).get("message", "")[:85]],
+                [400, 'this template takes b11669\'s specialised chat parser "muse_glimmer" (common/parsers/)'])
         st, _ = B.get("/health")
-        S.equal("gpt-oss still serving", st, 200)
+        S.equal("muse-glimmer still serving", st, 200)
     finally:
         L.stop()
         B.stop()

@@ -311,6 +311,29 @@ TEST(template_chat_layer) {
                      "                          ^\nError: Jinja Exception: no");
 }
 
+/* gpt-oss (a template with <|channel|>): reasoning_content is rendered as "thinking"; a message with reasoning and
+ * tool calls loses its content (common_chat_params_init_gpt_oss), one with either alone keeps it */
+TEST(template_gpt_oss_rewrite) {
+    static const char T[] = "{% for m in messages %}[{{ m.role }}:{% if 'content' in m %}{{ m.content }}{% else %}-"
+                            "{% endif %}|{{ m.thinking }}|{{ m.tool_calls | length if m.tool_calls else 0 }}]"
+                            "{% endfor %}<|channel|>";
+    static const char M[] = "[{\"role\": \"user\", \"content\": \"u\"},"
+        " {\"role\": \"assistant\", \"content\": \"c1\", \"reasoning_content\": \"r1\", \"tool_calls\": [{\"id\": \"i\","
+        " \"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": \"{}\"}}]},"
+        " {\"role\": \"tool\", \"tool_call_id\": \"i\", \"content\": \"t\"},"
+        " {\"role\": \"assistant\", \"content\": \"c2\", \"tool_calls\": [{\"id\": \"j\", \"type\": \"function\","
+        " \"function\": {\"name\": \"f\", \"arguments\": \"{}\"}}]},"
+        " {\"role\": \"assistant\", \"content\": \"c3\", \"reasoning_content\": \"r3\"},"
+        " {\"role\": \"user\", \"content\": \"v\"}]";
+    template_opts o;
+    template_opts_init(&o);
+    o.add_generation_prompt = 0;
+    CHECK_STR(C(T, M, &o), "[user:u||0][assistant:-|r1|1][tool:t||0][assistant:c2||1][assistant:c3|r3|0][user:v||0]<|channel|>");
+    /* the same loop without <|channel|> is no gpt-oss template: no thinking, nothing dropped */
+    CHECK_STR(C("{% for m in messages %}[{% if 'content' in m %}{{ m.content }}{% else %}-{% endif %}|"
+                "{{ m.thinking }}]{% endfor %}", M, &o), "[u|][c1|][t|][c2|][c3|][v|]");
+}
+
 TEST(template_render_request_input_forms) {
     template_opts o;
     template_opts_init(&o);

@@ -94,6 +94,8 @@ static int lc_spec_playable(int spec)
     case CA_SPEC_QWEN3_CODER: case CA_SPEC_FUNCTIONARY_V3_2: case CA_SPEC_KIMI_K2: case CA_SPEC_KIMI_K3:
     case CA_SPEC_GIGACHAT_V3: case CA_SPEC_COHERE2MOE: case CA_SPEC_MINICPM5: case CA_SPEC_MINIMAX_M3:
     case CA_SPEC_LING3:
+    case CA_SPEC_GPT_OSS:   /* thinking / content rewrite and <|return|>: template.c's render */
+    case CA_SPEC_MINISTRAL_3:   /* thinking / text content blocks: template.c's render */
         return 1;
     }
     return 0;

@@ -547,10 +547,20 @@ static void render_chat(rt *R, const char *tmpl, size_t tmpl_len, const json_val
                 !(has(src, "<|START_TEXT|>") && has(src, "<|START_ACTION|>")) &&
                 ((has(src, "<|tool_list_start|>") && has(src, "<|tool_list_end|>")) ||
                  (has(src, "List of tools: [") && !has(src, "<|tool_list_start|>"))))) {
-        /* gpt-oss and LFM2: reasoning goes to a "thinking" field */
+        /* gpt-oss and LFM2: reasoning goes to a "thinking" field; gpt-oss (common_chat_params_init_gpt_oss)
+         * also drops the content of a message that has both reasoning and tool calls */
+        int harmony = has(src, "<|channel|>");
         for (size_t i = 0; i < ms->u.a.n; i++) {
             val *m = ms->u.a.v[i], *rcv = tpl_obj_get_s(m, "reasoning_content");
-            if (rcv && rcv->t == VT_STR) tpl_obj_set_s(R, m, "thinking", rcv);
+            if (!rcv || rcv->t != VT_STR) continue;
+            tpl_obj_set_s(R, m, "thinking", rcv);
+            val *tc = tpl_obj_get_s(m, "tool_calls");
+            if (!harmony || !tc || !tpl_is_arr(tc) || !tc->u.a.n) continue;
+            val *nm = tpl_mk_obj(R);
+            for (size_t k = 0; k < m->u.o.n; k++)
+                if (!(m->u.o.k[k]->t == VT_STR && !strcmp(m->u.o.k[k]->u.s.p, "content")))
+                    tpl_obj_set(R, nm, m->u.o.k[k], m->u.o.v[k]);
+            ms->u.a.v[i] = nm;
         }
     }
 
