@@ -731,7 +731,7 @@ js_str js_repeat(js_ctx *c, js_str item, int mn, int mx, js_str sep)
         return js_done(&b);
     }
     js_str inner = js_cat3(c, js_cat3(c, JS_S("("), sep, JS_S(" ")), item, JS_S(")"));
-    js_str res = js_cat3(c, item, JS_S(" "), js_repeat(c, inner, mn == 0 ? 0 : mn - 1, has_max ? mx - 1 : mx, JS_S("")));
+    js_str res = js_cat3(c, item, JS_S(" "), js_repeat(c, inner, mn == 0 ? 0 : (int)((unsigned)mn - 1u), has_max ? (int)((unsigned)mx - 1u) : mx, JS_S("")));
     if (mn == 0) res = js_cat3(c, JS_S("("), res, JS_S(")?"));
     return res;
 }

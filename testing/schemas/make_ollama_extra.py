@@ -10,6 +10,8 @@ add("minItems boolean (get<int> takes it)", {"type": "array", "items": {"type": 
 add("minItems string (type_error)", {"type": "array", "items": {"type": "string"}, "minItems": "2"})
 add("maxItems float (not an integer: unbounded)", {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3.5})
 add("minItems negative", {"type": "array", "items": {"type": "null"}, "minItems": -2, "maxItems": 2})
+add("minItems int min (wraps)", '{"type": "array", "items": {}, "minItems": -2147483648, "maxItems": -2147483648}')
+add("minItems float out of int range", {"type": "array", "items": {"type": "boolean"}, "minItems": 1e20})
 add("minLength boolean", {"type": "string", "minLength": True, "maxLength": 4})
 add("minLength float truncates", {"type": "string", "minLength": 2.7})
 add("maxLength zero", {"type": "string", "maxLength": 0})
