@@ -89,11 +89,11 @@ FUZZ_SRC_grammar := src/sampling/grammar.c src/sampling/regex.c src/sampling/sam
 FUZZ_DEF_grammar := -DSAMPLER_NO_GGUF
 FUZZ_SRC_chat_analyze := $(wildcard src/text/chat_analyze*.c) $(wildcard src/text/template*.c) src/base/json.c src/base/base.c
 FUZZ_SRC_peg     := src/text/peg.c src/text/peg_parse.c src/text/chat_peg.c src/sampling/peg_grammar.c \
-                    src/sampling/json_schema.c src/base/json.c src/base/base.c
+                    $(wildcard src/sampling/json_schema*.c) src/base/json.c src/base/base.c
 FUZZ_SRC_chat_spec := $(wildcard src/text/chat_spec*.c) $(wildcard src/text/chat_gen*.c) src/text/chat_analyze.c \
                     src/text/chat_analyze_util.c src/text/chat_analyze_tools.c src/text/chat_analyze_probe.c \
                     $(wildcard src/text/template*.c) src/text/peg.c src/text/peg_parse.c src/text/chat_peg.c \
-                    src/sampling/peg_grammar.c src/sampling/json_schema.c src/base/json.c src/base/base.c
+                    src/sampling/peg_grammar.c $(wildcard src/sampling/json_schema*.c) src/base/json.c src/base/base.c
 FUZZ_SRC_regex   := src/sampling/regex.c src/base/base.c
 FUZZ_SRC_http    := src/api/serve.c src/api/serve_nljson.c src/base/json.c src/base/log.c src/base/progress.c src/base/base.c
 FUZZ_SRC_template := $(wildcard src/text/template*.c) src/base/json.c src/base/base.c

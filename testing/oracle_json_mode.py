@@ -140,7 +140,7 @@ def chat_fields(L, B, tag):
 def ollama_format(L, B, tag, name, n):
     """format "json" on /api/generate (raw) and /api/chat: the answer is what llama-server's /completion gives
     with Ollama's grammarJSON on the same prompt (the chat prompt from llama-server's /apply-template), and a
-    finished one parses as JSON; Ollama's 500 for an invalid format; a schema refused with the reason."""
+    finished one parses as JSON; Ollama's 500 for an invalid format; a schema Ollama crashes or hangs on refused."""
     opts = [("greedy", {"temperature": 0}, {"temperature": 0}),
             ("seed 6", {"temperature": 0.9, "seed": 6, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
                         "repeat_penalty": 1.0}, {"temperature": 0.9, "seed": 6})]
@@ -179,10 +179,11 @@ def ollama_format(L, B, tag, name, n):
         for stream in (False, True):
             got = B.post("/api/chat", {"model": name, "messages": hi, "format": fmt, "stream": stream})
             S.equal(f"{tag} ollama format {json.dumps(fmt)}{' stream' if stream else ''}", list(got), [st, want])
-    for fmt in ({"type": "object"}, {}):
+    # a schema constrains (testing/oracle_ollama_format.py); one Ollama v0.13.3 crashes or hangs on is refused
+    for fmt in ({"type": "string", "pattern": "^*a$"}, {"type": "string", "pattern": "^a]$"}):
         st, j = B.post("/api/generate", {"model": name, "prompt": "x", "format": fmt, "stream": False})
         S.check(f"{tag} ollama format schema {json.dumps(fmt)} refused", st == 400 and
-                j.get("error", "").startswith("format: format with a JSON schema: Ollama v0.13.3 converts it"),
+                j.get("error", "").startswith("format: format with a JSON schema: Ollama v0.13.3 "),
                 f"{st} {j}")
     for fmt in (None, ""):
         st, j = B.post("/api/generate", {"model": name, "prompt": "Once", "raw": True, "format": fmt,

@@ -190,9 +190,15 @@ TEST(json_schema_ollama_format) {
     CHECK(out && strncmp(out, head, strlen(head)) == 0);
     CHECK(out && strstr(out, "\nws ::= ([ \\t\\n] ws)?\n") && strlen(out) == 599);
     free(out);
-    /* a schema: refused until Ollama's vendored converter is reproduced */
-    CHECK_INT(oll("{\"type\":\"object\"}", &out), JSON_SCHEMA_LIMIT);
-    head = "format with a JSON schema: Ollama v0.13.3 converts it";
+    /* a schema: the grammar of Ollama's vendored converter (libstdc++'s unordered_map order) */
+    CHECK_INT(oll("{\"type\":\"boolean\"}", &out), JSON_SCHEMA_OK);
+    CHECK_STR(out, "root ::= (\"true\" | \"false\") space\n" SPACE);
+    free(out);
+    CHECK_INT(oll("{\"type\": \"string\", \"pattern\": \"abc\"}", &out), JSON_SCHEMA_REFUSED);
+    CHECK_STR(out, "invalid JSON schema in format");
+    free(out);
+    CHECK_INT(oll("{\"type\": \"string\", \"pattern\": \"^a]$\"}", &out), JSON_SCHEMA_LIMIT);
+    head = "format with a JSON schema: Ollama v0.13.3 loops forever on this pattern";
     CHECK(out && strncmp(out, head, strlen(head)) == 0);
     free(out);
     /* without the raw bytes, Go's compact encoding of the parsed value stands in */
@@ -202,4 +208,54 @@ TEST(json_schema_ollama_format) {
     CHECK_STR(out, "invalid format: \"[\\\"\\\\u003cx\\\\u003e\\\",1.50]\"; expected \"json\" or a valid JSON Schema object");
     free(out);
     json_free(v);
+}
+
+/* every golden of testing/schemas/ollama-v0.13.3/ (testing/gen_ollama_schema.sh: Ollama v0.13.3's own
+ * converter, compiled from its source): the grammar byte for byte, Ollama's error for an exception or a
+ * collected error, bankml's refusal where Ollama crashes or hangs. Schemas whose bytes do not start with '{'
+ * never reach the converter in Ollama (llm/server.go) and are skipped. */
+static size_t ollama_golden(const char *path, size_t *skipped)
+{
+    size_t len, n = 0;
+    char *text = test_read_file(path, &len), err[200];
+    CHECK(text != NULL);
+    if (!text) return 0;
+    json_value *doc = json_parse(text, len, err, sizeof err);
+    CHECK(doc != NULL);
+    const json_value *cases = doc ? json_get(doc, "cases") : NULL;
+    for (size_t k = 0; cases && k < cases->n; k++) {
+        const json_value *c = cases->items[k], *s = json_get(c, "schema"), *g = json_get(c, "grammar"),
+                         *gh = json_get(c, "grammar_hex"), *e = json_get(c, "error");
+        size_t q = 0;
+        while (q < s->len && strchr(" \t\r\n", s->str[q])) q++;
+        if (q == s->len || s->str[q] != '{') { (*skipped)++; continue; }
+        char *want = NULL, *out = NULL;
+        size_t wl = 0, ol = 0;
+        if (g) { want = g->str; wl = g->len; }
+        if (gh) {
+            wl = gh->len / 2;
+            want = malloc(wl + 1);
+            for (size_t i = 0; i < wl; i++) { unsigned v; sscanf(gh->str + 2 * i, "%2x", &v); want[i] = (char)v; }
+        }
+        int rc = ollama_format_to_gbnf(NULL, s->str, s->len, &out, &ol);
+        int ok = want ? rc == JSON_SCHEMA_OK && ol == wl && memcmp(out, want, wl) == 0
+                      : e ? rc == JSON_SCHEMA_REFUSED && out && !strcmp(out, "invalid JSON schema in format")
+                          : rc == JSON_SCHEMA_LIMIT && out && !strncmp(out, "format with a JSON schema: ", 27);
+        if (!ok) fprintf(stderr, "  golden %s: %s (rc %d)\n", path, json_get(c, "name")->str, rc);
+        CHECK(ok);
+        n++;
+        if (gh) free(want);
+        free(out);
+    }
+    if (doc) json_free(doc);
+    free(text);
+    return n;
+}
+
+TEST(json_schema_ollama_goldens) {
+    size_t skipped = 0, n = ollama_golden("testing/schemas/ollama-v0.13.3/llama_cpp_tests.json", &skipped);
+    n += ollama_golden("testing/schemas/ollama-v0.13.3/own.json", &skipped);
+    n += ollama_golden("testing/schemas/ollama-v0.13.3/ollama_extra.json", &skipped);
+    CHECK_INT((int)n, 356);
+    CHECK_INT((int)skipped, 4);
 }

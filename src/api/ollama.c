@@ -341,9 +341,11 @@ static int refusals(const json_value *body, int generate, char *err, size_t errl
                              "llama-server --reasoning off); thinking is not reproduced yet");
         return -1;
     }
-    /* format: a schema is bankML's refusal (Ollama's vendored converter is
-     * not b11669's); "json" and Ollama's own invalid-format error wait for
-     * the model, as llmServer.Completion reads format after the load */
+    /* format: what Ollama v0.13.3 cannot answer itself (its converter would
+     * crash or loop on the schema, or its grammar would be cut) is bankML's
+     * refusal before the load; the grammar, Ollama's invalid-format and
+     * invalid-schema errors wait for the model, as llmServer.Completion
+     * reads format after the load */
     const json_value *fmt = json_get(body, "format");
     if (fmt && fmt->type != JSON_NULL) {
         char *out = NULL;
@@ -909,10 +911,14 @@ static int ol_grammar_tokenize(void *ctx, const char *text, size_t len, int32_t 
 }
 
 /* format, as llmServer.Completion turns it into the runner's grammar:
- * "json" is Ollama's grammarJSON (ollama_format_to_gbnf), constraining as
- * the grammar sampler does; null and "" none; any other non-object is
- * Ollama's 500 with its invalid-format message (a schema was refused
- * before the load). 0, or -1 with the answer sent. */
+ * "json" is Ollama's grammarJSON, a schema the grammar of Ollama's vendored
+ * converter (ollama_format_to_gbnf), constraining as the grammar sampler
+ * does; null and "" none; any other non-object, and a schema the converter
+ * fails on, is Ollama's 500 with its message. Ollama's double request for
+ * a thinking model (routes.go, structuredOutputsState) needs a built-in
+ * parser or think: true; bankML's models have no PARSER and think is
+ * refused, so format applies from the first token, as there. 0, or -1 with
+ * the answer sent. */
 static int ol_format_grammar(gen_call *g, const engine_model *m, engine_request *rq)
 {
     const json_value *fmt = json_get(g->body, "format");
@@ -931,7 +937,9 @@ static int ol_format_grammar(gen_call *g, const engine_model *m, engine_request 
     rq->grammar = gr_parse(out, len, &tk, why, sizeof why);
     if (!rq->grammar) {
         char msg[600];
-        bk_err(msg, sizeof msg, "format: Ollama's JSON grammar did not parse (%s)", why);
+        bk_err(msg, sizeof msg, "format: the grammar Ollama v0.13.3 writes for this format does not parse (%s), so its "
+                                "runner cannot use it either; change the schema (e.g. a pattern escape such as \\d, "
+                                "which its converter copies raw)", why);
         answer_error(&g->c, 500, msg);
         free(out);
         return -1;

@@ -10,6 +10,7 @@
  * pattern errors it catches itself), which owns nothing but the arena.
  */
 #include "sampling/json_schema.h"
+#include "sampling/json_schema_int.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -23,94 +24,21 @@
 /* ------------------------------------------------------------------ */
 /* arena, strings, errors                                               */
 
-typedef struct { const char *p; size_t n; } js_str;
-#define JS_S(lit) ((js_str){ (lit), sizeof(lit) - 1 })
-
-typedef struct js_chunk {
-    struct js_chunk *next;
-    size_t used, cap;
-    _Alignas(16) unsigned char data[];
-} js_chunk;
-
-typedef struct js_ctx js_ctx;
-
-typedef struct {                  /* a growing string in the arena */
-    js_ctx *c;
-    char *p;
-    size_t n, cap;
-} js_sb;
-
-typedef struct {                  /* string -> pointer, open addressing, in the arena */
-    js_str *keys;
-    void **vals;
-    size_t cap, n;
-} js_map;
-
-enum { JS_ANY, JS_REF, JS_ANY_OF, JS_ALL_OF, JS_CONST, JS_ENUM, JS_NULL, JS_BOOLEAN, JS_NUMBER,
-       JS_INTEGER, JS_STRING, JS_ARRAY, JS_TUPLE, JS_OBJECT };
-enum { JS_FMT_NONE, JS_FMT_UUID, JS_FMT_DATE, JS_FMT_TIME, JS_FMT_DATE_TIME };
-
-typedef struct js_node js_node;
-typedef struct { js_str name; js_node *schema; int required; } js_prop;
-
-/* common_chat_schema and its kinds, in one struct */
-struct js_node {
-    int kind;
-    js_str ref;                         /* REF: the "#/..." text */
-    js_node *target;                    /* REF: what it points at (set once all are built) */
-    js_node **kids;                     /* ANY_OF, ALL_OF, TUPLE */
-    size_t nkids;
-    const json_value *value;            /* CONST */
-    const json_value **values;          /* ENUM */
-    size_t nvalues;
-    int64_t min, max;                   /* INTEGER: inclusive; INT64_MIN / INT64_MAX unbounded */
-    js_str pattern;                     /* STRING: empty when absent */
-    int format;                         /* STRING */
-    int min_len, max_len;               /* STRING lengths, ARRAY item counts; max -1 unbounded */
-    js_node *items;                     /* ARRAY */
-    js_prop *props;                     /* OBJECT, in schema order */
-    size_t nprops;
-    js_node *additional;                /* OBJECT: NULL when not allowed */
-};
-
-typedef struct { js_str name, body; } js_rule;
-
-struct js_ctx {
-    js_chunk *arena;
-    jmp_buf top;
-    int code;                           /* JSON_SCHEMA_REFUSED or JSON_SCHEMA_LIMIT once thrown */
-    js_str msg;
-    int depth;
-    /* builder */
-    const json_value *root;
-    js_map refs;                        /* "#/..." -> js_node* (NULL while being built) */
-    js_node **pending;                  /* ref nodes waiting for their target */
-    size_t npending, cap_pending;
-    /* converter */
-    js_rule *rules;                     /* in insertion order; never changed once added */
-    size_t nrules, cap_rules;
-    js_map rule_ix;                     /* name -> index + 1 */
-    js_str *resolving;                  /* $refs being resolved (a stack) */
-    size_t nresolving, cap_resolving;
-    js_str *errors;
-    size_t nerrors, cap_errors;
-};
-
-static void js_throw(js_ctx *c, int code, js_str msg) __attribute__((noreturn));
-static void js_throw(js_ctx *c, int code, js_str msg)
+void js_throw(js_ctx *c, int code, js_str msg) __attribute__((noreturn));
+void js_throw(js_ctx *c, int code, js_str msg)
 {
     c->code = code;
     c->msg = msg;
     longjmp(c->top, 1);
 }
 
-static void js_oom(js_ctx *c) __attribute__((noreturn));
-static void js_oom(js_ctx *c)
+void js_oom(js_ctx *c) __attribute__((noreturn));
+void js_oom(js_ctx *c)
 {
     js_throw(c, JSON_SCHEMA_LIMIT, JS_S("out of memory converting the JSON schema"));
 }
 
-static void *js_alloc(js_ctx *c, size_t n)
+void *js_alloc(js_ctx *c, size_t n)
 {
     js_chunk *k = c->arena;
     n = (n + 15) & ~(size_t)15;
@@ -130,7 +58,7 @@ static void *js_alloc(js_ctx *c, size_t n)
 }
 
 /* grows an arena array of elements of size sz to hold one more */
-static void *js_grow(js_ctx *c, void *arr, size_t n, size_t *cap, size_t sz)
+void *js_grow(js_ctx *c, void *arr, size_t n, size_t *cap, size_t sz)
 {
     if (n < *cap) return arr;
     size_t nc = *cap ? *cap * 2 : 8;
@@ -141,18 +69,18 @@ static void *js_grow(js_ctx *c, void *arr, size_t n, size_t *cap, size_t sz)
     return p;
 }
 
-static js_str js_dup(js_ctx *c, const char *p, size_t n)
+js_str js_dup(js_ctx *c, const char *p, size_t n)
 {
     char *d = js_alloc(c, n + 1);
     if (n) memcpy(d, p, n);
     return (js_str){ d, n };
 }
 
-static int js_eq(js_str a, js_str b) { return a.n == b.n && (a.n == 0 || memcmp(a.p, b.p, a.n) == 0); }
-static int js_eqs(js_str a, const char *s) { return js_eq(a, (js_str){ s, strlen(s) }); }
+int js_eq(js_str a, js_str b) { return a.n == b.n && (a.n == 0 || memcmp(a.p, b.p, a.n) == 0); }
+int js_eqs(js_str a, const char *s) { return js_eq(a, (js_str){ s, strlen(s) }); }
 
 /* std::string's operator<: bytes compared as unsigned, then the length */
-static int js_cmp(js_str a, js_str b)
+int js_cmp(js_str a, js_str b)
 {
     size_t n = a.n < b.n ? a.n : b.n;
     int r = n ? memcmp(a.p, b.p, n) : 0;
@@ -160,9 +88,9 @@ static int js_cmp(js_str a, js_str b)
     return a.n < b.n ? -1 : a.n > b.n;
 }
 
-static js_sb js_sb_new(js_ctx *c) { return (js_sb){ c, NULL, 0, 0 }; }
+js_sb js_sb_new(js_ctx *c) { return (js_sb){ c, NULL, 0, 0 }; }
 
-static void js_put(js_sb *b, const char *s, size_t n)
+void js_put(js_sb *b, const char *s, size_t n)
 {
     if (!n) return;
     if (b->cap - b->n < n + 1) {
@@ -181,18 +109,18 @@ static void js_put(js_sb *b, const char *s, size_t n)
     b->p[b->n] = 0;
 }
 
-static void js_puts(js_sb *b, const char *s) { js_put(b, s, strlen(s)); }
-static void js_putc(js_sb *b, char ch) { js_put(b, &ch, 1); }
-static void js_putstr(js_sb *b, js_str s) { js_put(b, s.p, s.n); }
-static void js_putll(js_sb *b, long long v)
+void js_puts(js_sb *b, const char *s) { js_put(b, s, strlen(s)); }
+void js_putc(js_sb *b, char ch) { js_put(b, &ch, 1); }
+void js_putstr(js_sb *b, js_str s) { js_put(b, s.p, s.n); }
+void js_putll(js_sb *b, long long v)
 {
     char t[32];
     js_put(b, t, (size_t)snprintf(t, sizeof t, "%lld", v));
 }
-static js_str js_done(js_sb *b) { return b->p ? (js_str){ b->p, b->n } : (js_str){ "", 0 }; }
+js_str js_done(js_sb *b) { return b->p ? (js_str){ b->p, b->n } : (js_str){ "", 0 }; }
 
 /* a + b (+ c): the concatenations the converter is made of */
-static js_str js_cat3(js_ctx *c, js_str a, js_str b, js_str d)
+js_str js_cat3(js_ctx *c, js_str a, js_str b, js_str d)
 {
     js_sb s = js_sb_new(c);
     js_putstr(&s, a);
@@ -200,10 +128,10 @@ static js_str js_cat3(js_ctx *c, js_str a, js_str b, js_str d)
     js_putstr(&s, d);
     return js_done(&s);
 }
-static js_str js_cat(js_ctx *c, js_str a, js_str b) { return js_cat3(c, a, b, JS_S("")); }
-static js_str js_cats(js_ctx *c, js_str a, const char *b) { return js_cat(c, a, (js_str){ b, strlen(b) }); }
+js_str js_cat(js_ctx *c, js_str a, js_str b) { return js_cat3(c, a, b, JS_S("")); }
+js_str js_cats(js_ctx *c, js_str a, const char *b) { return js_cat(c, a, (js_str){ b, strlen(b) }); }
 
-static js_str js_itoa(js_ctx *c, long long v)
+js_str js_itoa(js_ctx *c, long long v)
 {
     js_sb s = js_sb_new(c);
     js_putll(&s, v);
@@ -219,7 +147,7 @@ static uint64_t js_hash(js_str k)
     return h;
 }
 
-static void **js_map_find(js_ctx *c, js_map *m, js_str k, int insert)
+void **js_map_find(js_ctx *c, js_map *m, js_str k, int insert)
 {
     if (insert && (m->n + 1) * 2 > m->cap) {
         js_map g = { NULL, NULL, m->cap ? m->cap * 2 : 16, 0 };
@@ -251,21 +179,20 @@ static void **js_map_find(js_ctx *c, js_map *m, js_str k, int insert)
 
 /* ---- JSON views, as nlohmann's ordered_json sees the parsed value ---- */
 
-static const json_value *js_get_n(const json_value *v, const char *k, size_t kl)
+const json_value *js_get_n(const json_value *v, const char *k, size_t kl)
 {
     if (!v || v->type != JSON_OBJECT) return NULL;
     for (size_t i = 0; i < v->n; i++)
         if (v->key_lens[i] == kl && (kl == 0 || memcmp(v->keys[i], k, kl) == 0)) return v->items[i];
     return NULL;
 }
-static const json_value *js_get(const json_value *v, const char *k) { return js_get_n(v, k, strlen(k)); }
+const json_value *js_get(const json_value *v, const char *k) { return js_get_n(v, k, strlen(k)); }
 
-typedef struct { int kind; int64_t i; uint64_t u; double d; } js_num;   /* kind 0 int, 1 unsigned, 2 float */
 
 /* nlohmann's lexer: an integer literal is number_unsigned (no sign) or
  * number_integer (a minus), unless strtoull / strtoll overflow: then, as a
  * literal with a fraction or an exponent, number_float by strtod. */
-static js_num js_number(const json_value *v)
+js_num js_number(const json_value *v)
 {
     js_num r = { 2, 0, 0, 0 };
     const char *s = v->str;
@@ -283,10 +210,10 @@ static js_num js_number(const json_value *v)
     return r;
 }
 
-static int js_is_int(const json_value *v) { return v && v->type == JSON_NUMBER && js_number(v).kind != 2; }
+int js_is_int(const json_value *v) { return v && v->type == JSON_NUMBER && js_number(v).kind != 2; }
 
 /* get<int64_t>() of a number (an unsigned value wraps, a float truncates as cvttsd2si) */
-static int64_t js_d2i(double d)
+int64_t js_d2i(double d)
 {
     if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) return INT64_MIN;
     return (int64_t)d;
@@ -294,7 +221,7 @@ static int64_t js_d2i(double d)
 
 /* nlohmann's dump() (indent -1): "," and ":" with no spaces, keys in order,
  * strings as nlohmann escapes valid UTF-8, doubles as its Grisu2 writer */
-static void js_dump(js_sb *b, const json_value *v)
+void js_dump(js_sb *b, const json_value *v)
 {
     switch (v->type) {
     case JSON_NULL: js_puts(b, "null"); return;
@@ -624,7 +551,7 @@ static js_node *js_build_node2(js_ctx *c, const json_value *schema, const json_v
     js_fail(c, path, js_cat(c, JS_S("unrecognized type "), tn));
 }
 
-static void js_enter(js_ctx *c)
+void js_enter(js_ctx *c)
 {
     if (++c->depth > JSON_SCHEMA_MAX_DEPTH) {
         char t[160];
@@ -645,9 +572,7 @@ static js_node *js_build_node(js_ctx *c, const json_value *schema, const json_va
 /* ------------------------------------------------------------------ */
 /* converter: the rules (common/json-schema-to-grammar.cpp)             */
 
-#define JS_SPACE_RULE "| \" \" | \"\\n\"{1,2} [ \\t]{0,20}"
 
-typedef struct { const char *name, *body, *deps[7]; } js_builtin;
 
 /* PRIMITIVE_RULES, then STRING_FORMAT_RULES */
 static const js_builtin js_builtins[] = {
@@ -684,7 +609,7 @@ static const js_builtin *js_builtin_of(const char *name)
     return NULL;
 }
 
-static int js_reserved(js_str name)
+int js_reserved(js_str name)
 {
     if (js_eqs(name, "root")) return 1;
     for (size_t i = 0; i < JS_NBUILTIN; i++)
@@ -698,7 +623,7 @@ static int js_rule_char(unsigned char ch)
 }
 
 /* regex_replace(s, "[^a-zA-Z0-9-]+", "-") */
-static js_str js_rule_name(js_ctx *c, js_str s)
+js_str js_rule_name(js_ctx *c, js_str s)
 {
     js_sb b = js_sb_new(c);
     for (size_t i = 0; i < s.n;) {
@@ -709,13 +634,13 @@ static js_str js_rule_name(js_ctx *c, js_str s)
     return js_done(&b);
 }
 
-static js_rule *js_rule_get(js_ctx *c, js_str name)
+js_rule *js_rule_get(js_ctx *c, js_str name)
 {
     void **v = js_map_find(c, &c->rule_ix, name, 0);
     return v ? &c->rules[(size_t)(uintptr_t)*v - 1] : NULL;
 }
 
-static void js_rule_put(js_ctx *c, js_str name, js_str body)
+void js_rule_put(js_ctx *c, js_str name, js_str body)
 {
     c->rules = js_grow(c, c->rules, c->nrules, &c->cap_rules, sizeof *c->rules);
     c->rules[c->nrules] = (js_rule){ name, body };
@@ -732,7 +657,7 @@ static void js_rules_truncate(js_ctx *c, size_t n)
 }
 
 /* _add_rule: the escaped name, or name0, name1, ... when it holds another body */
-static js_str js_add_rule(js_ctx *c, js_str name, js_str body)
+js_str js_add_rule(js_ctx *c, js_str name, js_str body)
 {
     js_str esc = js_rule_name(c, name);
     js_rule *r = js_rule_get(c, esc);
@@ -757,14 +682,14 @@ static js_str js_add_primitive(js_ctx *c, js_str name, const js_builtin *b)
 }
 static js_str js_prim(js_ctx *c, const char *name) { return js_add_primitive(c, (js_str){ name, strlen(name) }, js_builtin_of(name)); }
 
-static void js_error(js_ctx *c, js_str e)
+void js_error(js_ctx *c, js_str e)
 {
     c->errors = js_grow(c, c->errors, c->nerrors, &c->cap_errors, sizeof *c->errors);
     c->errors[c->nerrors++] = e;
 }
 
 /* format_literal: "..." with \r \n " \ escaped */
-static js_str js_literal(js_ctx *c, js_str s)
+js_str js_literal(js_ctx *c, js_str s)
 {
     js_sb b = js_sb_new(c);
     js_putc(&b, '"');
@@ -788,7 +713,7 @@ static js_str js_const_rule(js_ctx *c, const json_value *v)
 }
 
 /* build_repetition */
-static js_str js_repeat(js_ctx *c, js_str item, int mn, int mx, js_str sep)
+js_str js_repeat(js_ctx *c, js_str item, int mn, int mx, js_str sep)
 {
     int has_max = mx != INT_MAX;
     js_sb b = js_sb_new(c);
@@ -806,7 +731,7 @@ static js_str js_repeat(js_ctx *c, js_str item, int mn, int mx, js_str sep)
         return js_done(&b);
     }
     js_str inner = js_cat3(c, js_cat3(c, JS_S("("), sep, JS_S(" ")), item, JS_S(")"));
-    js_str res = js_cat3(c, item, JS_S(" "), js_repeat(c, inner, mn == 0 ? 0 : mn - 1, has_max ? mx - 1 : mx, JS_S("")));
+    js_str res = js_cat3(c, item, JS_S(" "), js_repeat(c, inner, mn == 0 ? 0 : (int)((unsigned)mn - 1u), has_max ? (int)((unsigned)mx - 1u) : mx, JS_S("")));
     if (mn == 0) res = js_cat3(c, JS_S("("), res, JS_S(")?"));
     return res;
 }
@@ -894,7 +819,7 @@ static void js_uniform_range(js_sb *o, js_str from, js_str to)
 
 static int64_t js_neg(int64_t v) { return (int64_t)(0 - (uint64_t)v); }
 
-static void js_min_max_int(js_sb *o, int64_t mn, int64_t mx, int decimals_left, int top)
+void js_min_max_int(js_sb *o, int64_t mn, int64_t mx, int decimals_left, int top)
 {
     js_ctx *c = o->c;
     int has_min = mn != INT64_MIN, has_max = mx != INT64_MAX;
@@ -984,7 +909,6 @@ static void js_min_max_int(js_sb *o, int64_t mn, int64_t mx, int decimals_left, 
 
 /* ---- patterns: an anchored regex to rules (_visit_pattern, _pattern_to_rule) ---- */
 
-typedef struct { js_str s; int lit; } js_item;
 
 typedef struct {
     js_ctx *c;
@@ -1028,10 +952,10 @@ static size_t js_escape_len(const char *p, size_t len, size_t pos)
 
 static int js_non_literal(char ch) { return ch && strchr("|.()[]{}*+?^$", ch); }
 
-static js_str js_to_rule(js_ctx *c, js_item it) { return it.lit ? js_cat3(c, JS_S("\""), it.s, JS_S("\"")) : it.s; }
+js_str js_to_rule(js_ctx *c, js_item it) { return it.lit ? js_cat3(c, JS_S("\""), it.s, JS_S("\"")) : it.s; }
 
 /* join_seq: consecutive literals merged, then joined by spaces */
-static js_str js_join_seq(js_ctx *c, const js_item *seq, size_t n)
+js_str js_join_seq(js_ctx *c, const js_item *seq, size_t n)
 {
     js_sb out = js_sb_new(c), lit = js_sb_new(c);
     int first = 1;
@@ -1053,7 +977,7 @@ static js_str js_join_seq(js_ctx *c, const js_item *seq, size_t n)
 }
 
 /* std::stoi: strtol of the text up to its first NUL, in int range */
-static int js_stoi(js_ctx *c, js_str s, int *out)
+int js_stoi(js_ctx *c, js_str s, int *out)
 {
     js_str t = js_dup(c, s.p, s.n);
     char *end;
@@ -1239,7 +1163,7 @@ struct js_tnode {
 };
 
 /* one well-formed UTF-8 character at s (the input passed the JSON parser): its length, 0 if none */
-static size_t js_utf8(const unsigned char *s, size_t n, uint32_t *cp)
+size_t js_utf8(const unsigned char *s, size_t n, uint32_t *cp)
 {
     if (!n) return 0;
     if (s[0] < 0x80) { *cp = s[0]; return 1; }
@@ -1588,7 +1512,7 @@ static int js_rule_order(const void *a, const void *b)
 
 /* ------------------------------------------------------------------ */
 
-static void js_free_arena(js_ctx *c)
+void js_free_arena(js_ctx *c)
 {
     while (c->arena) {
         js_chunk *k = c->arena->next;
@@ -1667,148 +1591,6 @@ int json_schema_to_gbnf(const json_value *schema, unsigned flags, char **out, si
         if (out_len) *out_len = text.n;
     } else {
         code = JSON_SCHEMA_LIMIT;
-    }
-    js_free_arena(c);
-    free(c);
-    return code;
-}
-
-/* ------------------------------------------------------------------ */
-/* Ollama v0.13.3's "format" (llm/server.go, llmServer.Completion)       */
-
-/* llm/server.go's grammarJSON, the grammar "format": "json" hands the runner, byte for byte */
-static const char js_ollama_json_grammar[] =
-    "\nroot   ::= object\n"
-    "value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
-    "object ::=\n"
-    "  \"{\" ws (\n"
-    "         string \":\" ws value\n"
-    "    (\",\" ws string \":\" ws value)*\n"
-    "  )? ws \"}\" \n"
-    "array  ::=\n"
-    "  \"[\" ws (\n"
-    "            value\n"
-    "    (\",\" ws value)*\n"
-    "  )? ws \"]\" \n"
-    "string ::=\n"
-    "  \"\\\"\" (\n"
-    "    [^\"\\\\\\x7F\\x00-\\x1F] |\n"
-    "    \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F]) # escapes\n"
-    "  )* \"\\\"\" \n"
-    "number ::= (\"-\"? ([0-9] | [1-9] [0-9]*)) (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)? \n"
-    "# Optional space: by convention, applied in this grammar after literal chars when allowed\n"
-    "ws ::= ([ \\t\\n] ws)?\n";
-
-/* Go's compact encoding of a value (what a RawMessage holds when the client wrote no spaces) */
-static void js_go_compact(js_sb *b, const json_value *v)
-{
-    if (v->type == JSON_STRING) {
-        jbuf j;
-        jbuf_init(&j);
-        json_put_str_go(&j, v->str, v->len);
-        if (j.oom) { jbuf_free(&j); js_oom(b->c); }
-        js_put(b, j.p, j.len);
-        jbuf_free(&j);
-    } else if (v->type == JSON_ARRAY || v->type == JSON_OBJECT) {
-        js_putc(b, v->type == JSON_ARRAY ? '[' : '{');
-        for (size_t i = 0; i < v->n; i++) {
-            if (i) js_putc(b, ',');
-            if (v->type == JSON_OBJECT) {
-                json_value k = { JSON_STRING, v->keys[i], v->key_lens[i], 0, NULL, NULL, NULL };
-                js_go_compact(b, &k);
-                js_putc(b, ':');
-            }
-            js_go_compact(b, v->items[i]);
-        }
-        js_putc(b, v->type == JSON_ARRAY ? ']' : '}');
-    } else if (v->type == JSON_NUMBER) {
-        js_put(b, v->str, v->len);
-    } else {
-        js_puts(b, v->type == JSON_NULL ? "null" : v->type == JSON_TRUE ? "true" : "false");
-    }
-}
-
-/* Go's %q of a byte slice (strconv.Quote): \a \b \f \n \r \t \v \\ \" as such, other ASCII controls and
- * DEL as \x.., printable ASCII and UTF-8 characters raw, an invalid byte as \x.. */
-static void js_go_quote(js_sb *b, js_str s)
-{
-    static const char hex[] = "0123456789abcdef";
-    js_putc(b, '"');
-    for (size_t i = 0; i < s.n;) {
-        unsigned char ch = (unsigned char)s.p[i];
-        uint32_t cp;
-        size_t len = ch >= 0x80 ? js_utf8((const unsigned char *)s.p + i, s.n - i, &cp) : 1;
-        const char *e = NULL;
-        switch (ch) {
-        case '\a': e = "\\a"; break;
-        case '\b': e = "\\b"; break;
-        case '\f': e = "\\f"; break;
-        case '\n': e = "\\n"; break;
-        case '\r': e = "\\r"; break;
-        case '\t': e = "\\t"; break;
-        case '\v': e = "\\v"; break;
-        case '\\': e = "\\\\"; break;
-        case '"': e = "\\\""; break;
-        }
-        if (e) { js_puts(b, e); i++; continue; }
-        if (ch < 0x20 || ch == 0x7F || len == 0) {
-            char x[4] = { '\\', 'x', hex[ch >> 4], hex[ch & 15] };
-            js_put(b, x, 4);
-            i++;
-            continue;
-        }
-        js_put(b, s.p + i, len);
-        i += len;
-    }
-    js_putc(b, '"');
-}
-
-static int js_run_ollama(js_ctx *c, const json_value *format, const char *raw, size_t raw_len, js_str *text)
-{
-    if (setjmp(c->top)) {
-        *text = c->msg;
-        return c->code;
-    }
-    js_sb r = js_sb_new(c);
-    if (raw) js_put(&r, raw, raw_len);
-    else js_go_compact(&r, format);
-    js_str rs = js_done(&r);
-    if (rs.n == 0 || js_eqs(rs, "null") || js_eqs(rs, "\"\"")) { *text = (js_str){ NULL, 0 }; return JSON_SCHEMA_OK; }
-    if (js_eqs(rs, "\"json\"")) { *text = JS_S(js_ollama_json_grammar); return JSON_SCHEMA_OK; }
-    if (rs.p[0] != '{') {
-        js_sb m = js_sb_new(c);
-        js_puts(&m, "invalid format: ");
-        js_go_quote(&m, rs);
-        js_puts(&m, "; expected \"json\" or a valid JSON Schema object");
-        *text = js_done(&m);
-        return JSON_SCHEMA_REFUSED;
-    }
-    *text = JS_S("format with a JSON schema: Ollama v0.13.3 converts it with the converter of the llama.cpp it "
-                 "vendors (17f7f4ba), whose grammar differs from b11669's (primitives and objects end in "
-                 "space, an unanchored pattern is an error, other refusals); bankML does not reproduce that "
-                 "converter yet; use \"json\" or llama-server's json_schema");
-    return JSON_SCHEMA_LIMIT;
-}
-
-int ollama_format_to_gbnf(const json_value *format, const char *raw, size_t raw_len, char **out, size_t *out_len)
-{
-    js_str text = { NULL, 0 };
-    *out = NULL;
-    if (out_len) *out_len = 0;
-    if (!format && !raw) return JSON_SCHEMA_OK;
-    js_ctx *c = calloc(1, sizeof *c);
-    if (!c) return JSON_SCHEMA_LIMIT;
-    int code = js_run_ollama(c, format, raw, raw_len, &text);
-    if (text.p) {
-        char *d = malloc(text.n + 1);
-        if (d) {
-            memcpy(d, text.p, text.n);
-            d[text.n] = 0;
-            *out = d;
-            if (out_len) *out_len = text.n;
-        } else {
-            code = JSON_SCHEMA_LIMIT;
-        }
     }
     js_free_arena(c);
     free(c);

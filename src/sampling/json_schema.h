@@ -67,9 +67,13 @@ int json_schema_to_gbnf(const json_value *schema, unsigned flags, char **out, si
  *   any other non-object                  JSON_SCHEMA_REFUSED, *out = Ollama's message, e.g.
  *                                         invalid format: "\"xml\""; expected "json" or a valid JSON Schema object
  *                                         (Ollama answers it with status 500, {"error": message})
- *   an object (a schema)                  JSON_SCHEMA_LIMIT with bankml's reason: Ollama converts it with
- *                                         its vendored llama.cpp (17f7f4ba) converter, whose text differs
- *                                         from b11669's; not reproduced yet.
+ *   an object (a schema)                  JSON_SCHEMA_OK, *out = the grammar of the converter of the llama.cpp
+ *                                         Ollama vendors (17f7f4ba), byte for byte, its rules in libstdc++'s
+ *                                         unordered_map order (json_schema_ollama.c); JSON_SCHEMA_REFUSED,
+ *                                         *out = "invalid JSON schema in format", when it throws or collects an
+ *                                         error; JSON_SCHEMA_LIMIT with bankml's reason where Ollama would crash,
+ *                                         loop forever or cut the grammar (SchemaToGrammar's buffer).
+ * With raw and no format, the bytes are parsed here.
  * The %q quoting is Go's strconv.Quote for ASCII and well-formed UTF-8, except that the non-ASCII code
  * points Go's unicode.IsPrint rejects (U+00A0, U+2028, format characters, unassigned ones) are written raw
  * where Go writes \u escapes. */
