@@ -43,7 +43,9 @@
 #include "ggml-cpu.h"
 
 #include "base/par.h"
+#include "ops/iq3.h"
 #include "ops/iq4.h"
+#include "ops/iq_grids.h"
 #include "ops/q4_k.h"
 #include "ops/q8_0.h"
 #include "ops/repack.h"
@@ -111,13 +113,18 @@ typedef struct {
     int (*dequant)(const uint8_t *, size_t, size_t, float *, char *, size_t);
     float (*vec_dot)(const uint8_t *, const uint8_t *, size_t);
     size_t d_at; /* the f16 d's offset in a block */
+    float (*tiled)(const uint8_t *, const uint8_t *, size_t); /* 8+ columns, or NULL: vec_dot */
 } Kind;
 
 static const Kind kinds[] = {
-    {GGML_TYPE_IQ4_NL, GGML_TYPE_Q8_0, "IQ4_NL", 32, IQ4_NL_BYTES, Q8_0_BYTES, iq4_nl_dequantize, iq4_nl_vec_dot, 0},
-    {GGML_TYPE_IQ4_XS, GGML_TYPE_Q8_K, "IQ4_XS", 256, IQ4_XS_BYTES, Q8_K_BYTES, iq4_xs_dequantize, iq4_xs_vec_dot, 0},
-    {GGML_TYPE_TQ1_0, GGML_TYPE_Q8_K, "TQ1_0", 256, TQ1_0_BYTES, Q8_K_BYTES, tq1_0_dequantize, tq1_0_vec_dot, 52},
-    {GGML_TYPE_TQ2_0, GGML_TYPE_Q8_K, "TQ2_0", 256, TQ2_0_BYTES, Q8_K_BYTES, tq2_0_dequantize, tq2_0_vec_dot, 64},
+    {GGML_TYPE_IQ4_NL, GGML_TYPE_Q8_0, "IQ4_NL", 32, IQ4_NL_BYTES, Q8_0_BYTES, iq4_nl_dequantize, iq4_nl_vec_dot, 0, NULL},
+    {GGML_TYPE_IQ4_XS, GGML_TYPE_Q8_K, "IQ4_XS", 256, IQ4_XS_BYTES, Q8_K_BYTES, iq4_xs_dequantize, iq4_xs_vec_dot, 0, iq4_xs_tiled_dot},
+    {GGML_TYPE_TQ1_0, GGML_TYPE_Q8_K, "TQ1_0", 256, TQ1_0_BYTES, Q8_K_BYTES, tq1_0_dequantize, tq1_0_vec_dot, 52, NULL},
+    {GGML_TYPE_TQ2_0, GGML_TYPE_Q8_K, "TQ2_0", 256, TQ2_0_BYTES, Q8_K_BYTES, tq2_0_dequantize, tq2_0_vec_dot, 64, NULL},
+    {GGML_TYPE_IQ3_XXS, GGML_TYPE_Q8_K, "IQ3_XXS", 256, IQ3_XXS_BYTES, Q8_K_BYTES, iq3_xxs_dequantize, iq3_xxs_vec_dot, 0,
+     iq3_xxs_tiled_dot},
+    {GGML_TYPE_IQ3_S, GGML_TYPE_Q8_K, "IQ3_S", 256, IQ3_S_BYTES, Q8_K_BYTES, iq3_s_dequantize, iq3_s_vec_dot, 0,
+     iq3_s_tiled_dot},
 };
 
 static void fill_floats(float *x, size_t n)
@@ -271,6 +278,51 @@ static void check_vec_dot(const Kind *t)
             free(act);
             free(x);
         }
+}
+
+/* Every entry of the IQ3 grids against libggml-base.so: blocks whose codes
+ * name each index in turn (all signs +, scale 15, d = 1), dequantized by
+ * ggml's to_float, equal our grid entry times the block's step bit for bit.
+ * One check per grid entry. */
+static void check_grids(void)
+{
+    for (int ti = 0; ti < 2; ti++) {
+        const enum ggml_type type = ti == 0 ? GGML_TYPE_IQ3_XXS : GGML_TYPE_IQ3_S;
+        const size_t bytes = ti == 0 ? IQ3_XXS_BYTES : IQ3_S_BYTES, n = ti == 0 ? 256 : 512;
+        const float step = ti == 0 ? 7.75f : 31.0f; /* d (0.5 + 15) 0.5; d (1 + 2 15) */
+        for (size_t i0 = 0; i0 < n; i0 += 64) {
+            uint8_t blk[IQ3_S_BYTES];
+            memset(blk, 0, sizeof blk);
+            put16(blk, 0x3c00); /* d = 1 */
+            for (int m = 0; m < 64; m++) {
+                const size_t idx = i0 + (size_t)m;
+                blk[2 + m] = (uint8_t)idx;
+                if (ti == 1 && idx & 256)
+                    blk[66 + m / 8] |= (uint8_t)(1u << (m % 8));
+            }
+            if (ti == 0)
+                for (int s = 0; s < 8; s++)
+                    blk[66 + 4 * s + 3] = 0xf0; /* ls 15, no signs */
+            else
+                memset(blk + 106, 0xff, 4);
+            float y[256];
+            ggml_get_type_traits(type)->to_float(blk, y, 256);
+            (void)bytes;
+            for (int m = 0; m < 64; m++) {
+                const size_t idx = i0 + (size_t)m;
+                const uint32_t e = ti == 0 ? bk_iq3xxs_grid[idx] : bk_iq3s_grid[idx];
+                long bad = 0;
+                for (int j = 0; j < 4; j++) {
+                    const float want = step * (float)(uint8_t)(e >> 8 * j);
+                    if (memcmp(&y[4 * m + j], &want, 4) != 0)
+                        bad++;
+                }
+                char name[64];
+                snprintf(name, sizeof name, "%s grid entry %zu", ti == 0 ? "IQ3_XXS" : "IQ3_S", idx);
+                verdict(name, bad, 4);
+            }
+        }
+    }
 }
 
 /* ---------------------------------------------------------------- repacked IQ4_NL */
@@ -491,8 +543,7 @@ static void plain_case(const Kind *t, ggml_backend_t be, int nt, size_t rows, si
         failed++;
         printf("FAIL %s: compute failed\n", name);
     } else {
-        float (*dot)(const uint8_t *, const uint8_t *, size_t) =
-            t->type == GGML_TYPE_IQ4_XS && cols >= 8 ? iq4_xs_tiled_dot : t->vec_dot;
+        float (*dot)(const uint8_t *, const uint8_t *, size_t) = t->tiled && cols >= 8 ? t->tiled : t->vec_dot;
         float *yy = malloc(rows * cols * sizeof(float));
         for (size_t c = 0; c < cols; c++)
             for (size_t r = 0; r < rows; r++)
@@ -504,12 +555,21 @@ static void plain_case(const Kind *t, ggml_backend_t be, int nt, size_t rows, si
     ggml_free(ctx);
 }
 
+/* Development: BANKML_KIT_ONLY=TEXT runs only the types whose name holds TEXT
+ * (the suite itself always runs everything). */
+static int wanted(const char *name)
+{
+    const char *only = getenv("BANKML_KIT_ONLY");
+    return !only || !*only || strstr(name, only) != NULL;
+}
+
 static void check_plain(ggml_backend_t be)
 {
     const size_t shapes_nl[][2] = {{12, 1}, {33, 5}, {300, 18}}; /* rows (not in eights), blocks */
     const size_t shapes_xs[][2] = {{12, 1}, {33, 3}, {64, 2}, {300, 8}}; /* IQ4_XS is never repacked */
     const size_t cols_list[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 31, 64, 65};
-    for (int ti = 0; ti < 4; ti++) {
+    for (int ti = 0; ti < (int)(sizeof kinds / sizeof *kinds); ti++) {
+        if (!wanted(kinds[ti].name)) continue;
         const size_t(*shapes)[2] = ti == 0 ? shapes_nl : shapes_xs;
         const size_t ns = ti == 0 ? 3 : 4;
         for (int nt = 1; nt <= 2; nt++)
@@ -530,7 +590,7 @@ static void check_repack_choice(ggml_backend_t be)
     struct { enum ggml_type type; size_t rows; int want; } cases[] = {
         {GGML_TYPE_IQ4_NL, 16, 1}, {GGML_TYPE_IQ4_NL, 8, 1}, {GGML_TYPE_IQ4_NL, 12, 0},
         {GGML_TYPE_IQ4_NL, 20, 0}, {GGML_TYPE_IQ4_XS, 16, 0}, {GGML_TYPE_IQ4_XS, 64, 0},
-        {GGML_TYPE_TQ1_0, 16, 0}, {GGML_TYPE_TQ2_0, 64, 0},
+        {GGML_TYPE_TQ1_0, 16, 0}, {GGML_TYPE_TQ2_0, 64, 0}, {GGML_TYPE_IQ3_XXS, 16, 0}, {GGML_TYPE_IQ3_S, 64, 0},
     };
     ggml_backend_dev_t dev = ggml_backend_get_device(be);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -568,6 +628,8 @@ static void check_refusals(void)
         {"IQ4_XS dequant NULL out", iq4_xs_dequantize(buf, sizeof buf, 256, NULL, err, sizeof err)},
         {"TQ1_0 dequant 128 values", tq1_0_dequantize(buf, sizeof buf, 128, y, err, sizeof err)},
         {"TQ2_0 dequant short row", tq2_0_dequantize(buf, 65, 256, y, err, sizeof err)},
+        {"IQ3_XXS dequant 128 values", iq3_xxs_dequantize(buf, sizeof buf, 128, y, err, sizeof err)},
+        {"IQ3_S dequant short row", iq3_s_dequantize(buf, 109, 256, y, err, sizeof err)},
         {"IQ4_NL repack 12 rows", iq4_nl_repack8(buf, sizeof buf, 12, 32, buf, sizeof buf, err, sizeof err)},
         {"IQ4_NL repack short output", iq4_nl_repack8(buf, sizeof buf, 8, 64, buf, 287, err, sizeof err)},
         {"x8_mul_mat IQ4_NL short work", x8_mul_mat(NULL, IQ4_NL_TYPE, buf, sizeof buf, 8, 32, (const float *)buf, 1, y,
@@ -606,14 +668,18 @@ int main(int argc, char **argv)
             continue;
         }
         for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+            if (!wanted(kinds[i].name)) continue;
             check_dequant(&kinds[i]);
             check_vec_dot(&kinds[i]);
         }
-        check_repack_pieces();
-        check_repack_mm(be, pool2);
+        if (wanted("IQ4_NL")) {
+            check_repack_pieces();
+            check_repack_mm(be, pool2);
+        }
         check_plain(be);
     }
     q8_set_simd(1);
+    check_grids();
     check_repack_choice(be);
     check_refusals();
     par_destroy(pool2);

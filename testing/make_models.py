@@ -66,10 +66,14 @@ BENCH = [
 # Q6_K (Q8_0 for rows of 320) tied embedding; IQ4_NL-emb: the tied embedding IQ4_NL too (its output copy
 # repacked); IQ4_NL-out: an IQ4_NL output of 49,155 rows (not in eights: the plain IQ4_NL product). TQ1_0 /
 # TQ2_0: ternary layers where rows are multiples of 256 (llama-e320's rows of 320 fall back to Q4_0).
+# IQ3_XXS-qk / IQ3_M: the 3-bit grid mixes on qwen3-e256 (IQ3_M: IQ3_S layers, Q4_K attn_v / ffn_down, a Q6_K
+# embedding; IQ3_XXS: its mix (IQ3_S attn_output, a Q5_K embedding) with attn_q / attn_k kept IQ3_XXS, where
+# llama-quantize would pick IQ2_S, a type bankml refuses). b11669's llama-quantize wants an importance matrix for IQ3_XXS: write_imatrix's fixed one.
 QUANT_ALL = ["Q4_K_M", "Q5_K_M", "Q6_K", "Q4_0", "Q5_0", "Q4_1", "Q5_1"]
 QUANT = [
     dict(name="qwen3-e256", arch="qwen3", E=256, L=2, H=4, KV=2, hd=64, FF=768,
-         tied=True, extra=0, types=QUANT_ALL + ["Q4_0-emb", "Q3_K_M", "Q2_K", "IQ4_XS", "IQ4_NL-emb", "TQ1_0", "TQ2_0"], seed=21,
+         tied=True, extra=0, types=QUANT_ALL + ["Q4_0-emb", "Q3_K_M", "Q2_K", "IQ4_XS", "IQ4_NL-emb", "TQ1_0", "TQ2_0",
+                                     "IQ3_XXS-qk", "IQ3_M"], seed=21,
          direct="F16"),
     dict(name="llama-e320", arch="llama", pre="smollm", E=320, L=2, H=5, KV=1, hd=64, FF=1024,
          tied=True, extra=0, types=QUANT_ALL + ["IQ4_XS", "TQ2_0"], seed=22, direct="F16"),
@@ -85,7 +89,34 @@ def base_type(ftype):
 VARIANTS = {
     "emb": lambda f: ["--token-embedding-type", base_type(f)],
     "out": lambda f: ["--token-embedding-type", base_type(f), "--output-tensor-type", base_type(f)],
+    "qk": lambda f: ["--tensor-type", "attn_q=" + base_type(f), "--tensor-type", "attn_k=" + base_type(f)],
 }
+# the types b11669's llama-quantize refuses to make without an importance matrix (--imatrix)
+NEEDS_IMATRIX = {"IQ3_XXS", "IQ3_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S", "IQ1_M"}
+
+
+def write_imatrix(src, path):
+    """A GGUF importance matrix (the format b11669's common_imatrix_load reads: general.type "imatrix", the
+    imatrix.datasets / chunk_count / chunk_size keys, per weight NAME.in_sum2 [k] and NAME.counts [1], F32) of
+    fixed values for every 2-D tensor of src: sum2[j] = 1 + (j % 7) / 4, count 1. Deterministic, so the files
+    made with it are too."""
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(path + ".tmp", arch="imatrix")
+    w.add_string("general.type", "imatrix")
+    w.add_array("imatrix.datasets", ["bankml-fixed"])
+    w.add_uint32("imatrix.chunk_count", 1)
+    w.add_uint32("imatrix.chunk_size", 512)
+    for t in r.tensors:
+        if len(t.shape) != 2:
+            continue
+        k = int(t.shape[0])
+        w.add_tensor(t.name + ".in_sum2", (1.0 + (np.arange(k) % 7) / 4.0).astype(np.float32))
+        w.add_tensor(t.name + ".counts", np.ones(1, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(path + ".tmp", path)
 
 FTYPE = {"F32": 0, "F16": 1}
 
@@ -259,6 +290,11 @@ def quantize(kit_bin, src, dst, qtype, pure=True):
     if "-" in qtype:
         qtype, var = qtype.split("-", 1)
         flags += VARIANTS[var](qtype)
+    if qtype in NEEDS_IMATRIX:
+        imat = src + ".imatrix.gguf"
+        if not os.path.exists(imat):
+            write_imatrix(src, imat)
+        flags += ["--imatrix", imat]
     p = subprocess.run([os.path.join(kit_bin, "llama-quantize")] + flags + [src, tmp, qtype, "2"],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
     if p.returncode != 0:

@@ -11,6 +11,7 @@
 
 #include "file/gguf.h"
 #include "ops/f16.h"
+#include "ops/iq3.h"
 #include "ops/iq4.h"
 #include "ops/q4_0.h"
 #include "ops/q4_k.h"
@@ -42,6 +43,8 @@ TEST(wtype_rows_are_the_types_with_their_activations)
         { GGUF_TYPE_IQ4_XS, GGUF_TYPE_Q8_K, 256, 136, 1, 0 },
         { GGUF_TYPE_TQ1_0, GGUF_TYPE_Q8_K, 256, 54, 1, 0 },
         { GGUF_TYPE_TQ2_0, GGUF_TYPE_Q8_K, 256, 66, 1, 0 },
+        { GGUF_TYPE_IQ3_XXS, GGUF_TYPE_Q8_K, 256, 98, 1, 0 },
+        { GGUF_TYPE_IQ3_S, GGUF_TYPE_Q8_K, 256, 110, 1, 0 },
     };
     enum { NW = sizeof want / sizeof want[0] };
     CHECK_INT(wt_count(), NW + 7);
@@ -87,10 +90,10 @@ TEST(wtype_rows_are_the_types_with_their_activations)
     CHECK(wt_find(GGUF_TYPE_IQ2_XXS) == NULL);
     CHECK(wt_find(GGUF_TYPE_MXFP4) == NULL);
     CHECK(wt_find(WT_IQ4_NL_X8) && wt_find(WT_IQ4_NL_X8)->act == WT_Q8_0_X4);
-    char buf[160], tb[16];
+    char buf[200], tb[16];
     CHECK_STR(wt_names(buf, sizeof buf),
               "F32, F16, BF16, Q8_0, Q1_0, Q2_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
-              "IQ4_NL, IQ4_XS, TQ1_0, TQ2_0");
+              "IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, IQ3_XXS, IQ3_S");
     CHECK_STR(wt_names(buf, 9), "F32, F16");
     CHECK_STR(wt_type_name(WT_Q4_K_X8, tb), "Q4_K 8x8");
     CHECK_STR(wt_type_name(WT_IQ4_NL_X8, tb), "IQ4_NL 8x8");
@@ -455,6 +458,76 @@ TEST(wtype_tq_products_are_vec_dot_at_every_column_count)
         CHECK(wt_mul_mat(NULL, ws, ys, 1, x, N, act, cap, err, sizeof err) == 0);
         CHECK_MEM(got, want, sizeof want);
         CHECK(want[0] != 0.0f);
+        CHECK_INT(wt_prepared_bytes(ts[t].type, 16, K), 0);
+        free(w);
+    }
+    free(act);
+}
+
+TEST(wtype_iq3_values_and_products)
+{
+    enum { K = 512, N = 9 };
+    char err[320];
+    float y[256];
+    /* IQ3_XXS: entry 0 of the grid is 4,4,4,4, entry 255 is 4,28,52,62 (gguf-py's codebook, checked against
+     * libggml by oracle_kernels_iq); d = 1, sub-block 0 scale ls = 3: db = (0.5 + 3) * 0.5 = 1.75; run 0's
+     * sign field 1: value 0 negative and (odd parity) value 7 too */
+    uint8_t bx[IQ3_XXS_BYTES] = { 0 };
+    bx[0] = 0x00; bx[1] = 0x3c;
+    bx[2 + 1] = 255;                              /* values 4..7: entry 255 */
+    bx[66] = 0x01; bx[66 + 3] = 0x30;             /* signs 1, ls 3 */
+    CHECK(wt_find(GGUF_TYPE_IQ3_XXS)->to_float(bx, sizeof bx, 256, y, err, sizeof err) == 0);
+    CHECK(y[0] == -7.0f && y[1] == 7.0f && y[4] == 7.0f && y[5] == 49.0f && y[7] == -108.5f && y[32] == 1.0f);
+    /* IQ3_S: entry 0 is 1,1,1,1; entry 256 (qh bit) 3,1,1,1... read from the table itself: scale ls 2 -> 5 */
+    uint8_t bs[IQ3_S_BYTES] = { 0 };
+    bs[0] = 0x00; bs[1] = 0x40;                   /* d = 2 */
+    bs[106] = 0x02;                               /* sub-block 0: ls 2, multiplier 5 */
+    bs[74] = 0x02;                                /* value 1 negative */
+    CHECK(wt_find(GGUF_TYPE_IQ3_S)->to_float(bs, sizeof bs, 256, y, err, sizeof err) == 0);
+    CHECK(y[0] == 10.0f && y[1] == -10.0f && y[32] == 2.0f);
+    CHECK(wt_find(GGUF_TYPE_IQ3_S)->to_float(bs, 109, 256, y, err, sizeof err) == -1);
+    CHECK_STR(err, "IQ3_S row holds 109 bytes; 256 values need 110");
+    /* the product: vec_dot below 8 columns, the tiled dot from 8 (an activation of -128 under a minus sign
+     * tells them apart: vec_dot's vpsignb keeps it -128) */
+    uint8_t a[Q8_K_BYTES] = { 0 };
+    const float one = 1.0f;
+    memcpy(a, &one, 4);
+    a[4 + 0] = 0x80;                              /* q8[0] = -128 against value 0 = -7 / 1.75 = -4 */
+    CHECK(iq3_xxs_vec_dot(bx, a, 1) == 0.25f * 7.0f * 4.0f * -128.0f);
+    CHECK(iq3_xxs_tiled_dot(bx, a, 1) == 0.25f * 7.0f * 4.0f * 128.0f);
+    float x[N * K];
+    for (int i = 0; i < N * K; i++) x[i] = cosf((float)i * 0.05f) * (1.0f + (float)(i % 5));
+    const size_t cap = N * wt_act_bytes_max(K);
+    uint8_t *act = malloc(cap);
+    uint8_t a8k[N * 2 * Q8_K_BYTES];
+    for (int c = 0; c < N; c++)
+        CHECK(q8_k_quantize(x + c * K, K, a8k + c * 2 * Q8_K_BYTES, 2 * Q8_K_BYTES, err, sizeof err) == 0);
+    static const struct {
+        uint32_t type; size_t bytes;
+        float (*dot)(const uint8_t *, const uint8_t *, size_t), (*tiled)(const uint8_t *, const uint8_t *, size_t);
+    } ts[] = {
+        { GGUF_TYPE_IQ3_XXS, IQ3_XXS_BYTES, iq3_xxs_vec_dot, iq3_xxs_tiled_dot },
+        { GGUF_TYPE_IQ3_S, IQ3_S_BYTES, iq3_s_vec_dot, iq3_s_tiled_dot },
+    };
+    for (int t = 0; t < 2; t++) {
+        uint8_t *w = rand_blocks(16, K / 256, ts[t].bytes, 0, 11 + (uint32_t)t);
+        for (int r = 0; r < 16 * 2; r++) {           /* a sane d at the block's start */
+            w[r * ts[t].bytes] = 0x00;
+            w[r * ts[t].bytes + 1] = 0x2c;
+        }
+        const wt_matrix m = { ts[t].type, w, 16, K, 2 * ts[t].bytes, 16 * 2 * ts[t].bytes };
+        const wt_matrix *ws[1] = { &m };
+        for (int n = 7; n <= N; n += 2) {           /* 7 columns: vec_dot; 9: the tiled dot */
+            float got[N * 16], want[N * 16];
+            float *const ys[1] = { got };
+            for (int c = 0; c < n; c++)
+                for (int r = 0; r < 16; r++)
+                    want[c * 16 + r] = (n >= 8 ? ts[t].tiled : ts[t].dot)(w + r * 2 * ts[t].bytes,
+                                                                        a8k + c * 2 * Q8_K_BYTES, 2);
+            CHECK(wt_mul_mat(NULL, ws, ys, 1, x, (size_t)n, act, cap, err, sizeof err) == 0);
+            CHECK_MEM(got, want, (size_t)n * 16 * sizeof(float));
+            CHECK(want[0] != 0.0f);
+        }
         CHECK_INT(wt_prepared_bytes(ts[t].type, 16, K), 0);
         free(w);
     }

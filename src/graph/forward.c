@@ -184,7 +184,7 @@ static int check_tensor(const gguf_header *h, const char *name, int kind, uint64
         }
         const wt_type *wt = wt_find(t->type);
         if (!wt || !wt->weight) {
-            char names[128];
+            char names[256];
             bk_err(err, errlen, "%s: type %s is not supported (%s)", name,
                    gguf_type_name(t->type, tb), wt_names(names, sizeof names));
             return -1;

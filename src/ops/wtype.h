@@ -123,7 +123,8 @@ size_t wt_prepared_bytes(uint32_t type, size_t rows, size_t k);
 int wt_prepare(wt_matrix *m, uint8_t *buf, size_t len, char *err, size_t errlen);
 
 /* The weight types that play, "F32, F16, BF16, Q8_0, Q1_0, Q2_0, Q4_0,
- * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0" in table order, written into buf (refusals quote it). Returns buf. */
+ * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, IQ3_XXS,
+ * IQ3_S" in table order, written into buf (refusals quote it). Returns buf. */
 const char *wt_names(char *buf, size_t len);
 
 /* The largest act_bytes over the activation rows for rows of up to k values
