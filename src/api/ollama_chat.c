@@ -9,6 +9,8 @@
  * arguments as an object, as Go's encoding/json writes a map). See
  * ollama_int.h and docs/modules/ollama.md.
  */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +113,44 @@ int ol_chat_prepare(ol_chat *oc, engine_model *m, const json_value *use, const c
         return -1;
     }
     return engine_render_chat(m, use, &oc->pre.topts, prompt, err, errlen);
+}
+
+/* A float64 as Go's encoding/json writes it: the shortest digits that read
+ * back, in plain notation unless |v| < 1e-6 or >= 1e21 (then 1.5e-07
+ * becomes 1.5e-7, 3.4028234663852886e+38 stays). */
+void ol_put_float64(jbuf *b, double v)
+{
+    char e[40], digits[24];
+    int prec = 1, exp10;
+    if (v == 0) {
+        jbuf_puts(b, signbit(v) ? "-0" : "0");
+        return;
+    }
+    for (; prec < 17; prec++) {
+        snprintf(e, sizeof e, "%.*e", prec - 1, v);
+        if (strtod(e, NULL) == v) break;
+    }
+    snprintf(e, sizeof e, "%.*e", prec - 1, v);
+    const char *p = e + (v < 0), *x = strchr(e, 'e');
+    size_t nd = 0;
+    for (const char *q = p; x && q < x && nd + 1 < sizeof digits; q++)
+        if (*q != '.') digits[nd++] = *q;
+    digits[nd] = 0;
+    exp10 = x ? atoi(x + 1) : 0;
+    double a = fabs(v);
+    if (v < 0) jbuf_putc(b, '-');
+    if (a < 1e-6 || a >= 1e21) {
+        /* strconv's 'e' writes two exponent digits at least; encoding/json drops the 0 of e-0N */
+        jbuf_printf(b, "%c%s%se%c%s%d", digits[0], nd > 1 ? "." : "", digits + 1, exp10 < 0 ? '-' : '+',
+                    exp10 >= 0 && exp10 < 10 ? "0" : "", exp10 < 0 ? -exp10 : exp10);
+    } else if (exp10 >= 0) {
+        for (int i = 0; i <= exp10; i++) jbuf_putc(b, i < (int)nd ? digits[i] : '0');
+        if ((int)nd > exp10 + 1) jbuf_printf(b, ".%s", digits + exp10 + 1);
+    } else {
+        jbuf_puts(b, "0.");
+        for (int i = 0; i < -exp10 - 1; i++) jbuf_putc(b, '0');
+        jbuf_puts(b, digits);
+    }
 }
 
 /* Go's sort.Strings order of an object's keys: bytes compared, a prefix first. */

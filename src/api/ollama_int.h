@@ -92,7 +92,7 @@ int ol_create_model(const char *dir, const char *asked, const ollama_modelfile *
  * them, they change no answer. */
 extern const char *const OL_RESOURCE_OPTS[];
 
-/* A float64 as Go's encoding/json writes it (ollama.c). */
+/* A float64 as Go's encoding/json writes it (ollama_chat.c). */
 void ol_put_float64(jbuf *b, double v);
 
 /* ---- tools and think (ollama_chat.c) ---- */
