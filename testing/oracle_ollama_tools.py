@@ -10,9 +10,11 @@ Ollama side and JSON text on llama-server's, tool_name as name). Compared exactl
 content, message.thinking == reasoning_content, message.tool_calls == tool_calls (name, arguments parsed,
 index 0, 1, ...), prompt_eval_count == prompt_tokens, eval_count == completion_tokens, done_reason; not streamed
 and streamed (the lines' content and thinking joined, the calls in order, each whole on one line with done
-false, the ids Ollama's shape call_[a-z0-9]{8}). Refusals with their status and words. A summary checks the cases
-reached tool calls and thinking. Standard library only. Ends with "N passed, N failed, N skipped"."""
-import json, os, re, shutil, subprocess, sys
+false, the ids Ollama's shape call_[a-z0-9]{8}). Refusals with their status and words. The official `ollama` npm client (when node and npm are there) asks the
+tool cases through its chat(), streamed and not: its tool_calls, content and thinking equal llama-server's. A summary checks the cases
+reached tool calls and thinking. ORACLE_OLLAMA_TOOLS_CASES=history,seeded runs the cases whose label holds a word (no summary). Standard library
+only. Ends with "N passed, N failed, N skipped"."""
+import json, os, re, shutil, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle  # noqa: E402
@@ -24,6 +26,7 @@ MODELS = os.path.join(oracle.ROOT, "build", "chat-models")
 OUT = os.path.join(oracle.ROOT, "build", "ollama-tools")
 TPL = os.path.join(shared, "templates", "llama.cpp", "Qwen-Qwen3-0.6B.jinja")
 CALL_ID = re.compile(r"^call_[a-z0-9]{8}$")
+WANT = [w for w in os.environ.get("ORACLE_OLLAMA_TOOLS_CASES", "").split(",") if w]   # labels holding a word
 stats = {"cases": 0, "tool_calls": 0, "thinking": 0, "content": 0}
 
 UNIT = {"type": "function", "function": {"name": "set_unit", "description": "Set the unit",
@@ -261,16 +264,84 @@ def models():
     return paths, oracle.pinned_fork(list(paths.values()), prefix="oracle-ollama-tools-")
 
 
+CLIENT = r"""
+const { Ollama } = require('ollama');
+const o = new Ollama({ host: process.argv[2] });
+const req = JSON.parse(process.argv[3]);
+(async () => {
+  const out = {};
+  try { out.chat = await o.chat(Object.assign({}, req, { stream: false })); } catch (e) { out.chat = { error: String(e.message || e) }; }
+  try {
+    const s = { content: '', thinking: '', tool_calls: [], last: null };
+    for await (const p of await o.chat(Object.assign({}, req, { stream: true }))) {
+      s.content += p.message.content || ''; s.thinking += p.message.thinking || '';
+      for (const c of p.message.tool_calls || []) s.tool_calls.push(c);
+      s.last = p;
+    }
+    out.stream = s;
+  } catch (e) { out.stream = { error: String(e.message || e) }; }
+  console.log(JSON.stringify(out));
+})();
+"""
+
+
+def client_dir():
+    """A folder with the official `ollama` npm package, or None (with the reason skipped)."""
+    if not shutil.which("npm") or not shutil.which("node"):
+        S.skip("the ollama client", "node and npm are not installed")
+        return None
+    tmp = tempfile.mkdtemp(prefix="ollama-tools-client-")
+    p = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "ollama"], cwd=tmp,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    if p.returncode != 0:
+        S.skip("the ollama client", f"npm install ollama failed: {p.stdout.strip()[-300:]}")
+        return None
+    with open(os.path.join(tmp, "client.js"), "w") as f:
+        f.write(CLIENT)
+    return tmp
+
+
+def client_cases(L, B, cdir):
+    """The ollama client's chat with tools (and think) returns llama-server's calls, content and thinking."""
+    for label, route, ob, lb in CASES:
+        if route != "/api/chat" or "tools" not in ob or (WANT and not any(w in label for w in WANT)):
+            continue
+        r = subprocess.run(["node", "client.js", f"http://127.0.0.1:{B.port}", json.dumps(ob)], cwd=cdir,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+        try:
+            out = json.loads(r.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            S.fail(f"client {label}: ran", r.stdout[-300:])
+            continue
+        want = want_of(*L.post("/v1/chat/completions", lb))
+        ids = []
+        S.equal(f"client {label}", got_of(route, 200, out["chat"], ids) if "error" not in out["chat"]
+                else out["chat"], want)
+        st, ev = L.stream("/v1/chat/completions", dict(lb, stream=True, stream_options={"include_usage": True}))
+        ws = want_stream(st, ev)[1]
+        sm = out["stream"]
+        S.equal(f"client {label} streamed", [sm.get("content"), sm.get("thinking"),
+                                             calls_of(sm.get("tool_calls"), ids)],
+                [ws["content"], ws["thinking"], ws["tool_calls"]])
+        S.check(f"client {label}: ids have Ollama's shape", all(CALL_ID.match(i or "") for i in ids), repr(ids))
+
+
 def t_pair(paths, fork):
+    cdir = client_dir()
     t = ["--chat-template-file", TPL]
     L = oracle.Server.llama(kit, paths["steered"], ctx=1024, extra=t)
     B = oracle.Server.bankml(paths["steered"], ctx=1024, extra=["--fork", fork] + t)
     oracle.start_both(L, B)
     try:
         for label, route, ob, lb in CASES:
-            compare(L, B, label, route, ob, lb)
+            if not WANT or any(w in label for w in WANT):
+                compare(L, B, label, route, ob, lb)
         refusals(B)
+        if cdir:
+            client_cases(L, B, cdir)
     finally:
+        if cdir:
+            shutil.rmtree(cdir, ignore_errors=True)
         L.stop()
         B.stop()
 
@@ -280,6 +351,8 @@ def main():
     S.run("the pair ran", t_pair, paths, fork)
     S.run("the template without thinking ran", no_thinking, paths, fork)
     print("reached:", json.dumps(stats))
+    if WANT:
+        S.finish()
     S.check("the cases reached tool calls", stats["tool_calls"] >= 5, json.dumps(stats))
     S.check("the cases reached thinking", stats["thinking"] >= 3, json.dumps(stats))
     S.finish()
