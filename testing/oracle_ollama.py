@@ -247,7 +247,7 @@ for name, path in list(zip(NAMES, MODELS)) + [("stories260k", STORIES)]:
                 st, j = B.post("/api/chat", {"model": name, "messages": hi, "options": opts})
                 S.check(f"bad options: {label} -> 400", st == 400 and list(j) == ["error"], f"{st} {j}")
             for label, extra in (("format", {"format": {"type": "string", "pattern": "^*a$"}}), ("tools", {"tools": [{"type": "function"}]}),
-                                 ("think", {"think": True}), ("images", {"images": ["aGk="]})):
+                                 ("think", {"think": "high"}), ("images", {"images": ["aGk="]})):
                 st, j = B.post("/api/generate", dict({"model": name, "prompt": "x"}, **extra))
                 S.check(f"refused: {label}", st == 400 and label in j.get("error", ""), f"{st} {j}")
             for route in ("/api/pull", "/api/push", "/api/embed"):

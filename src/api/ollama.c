@@ -312,9 +312,9 @@ static json_value options_object(opts *o)
 /* Ollama's refusals, before anything loads. */
 static int refusals(const json_value *body, int generate, char *err, size_t errlen)
 {
-    if (present(json_get(body, "tools"))) {
-        bk_err(err, errlen, "tools: tool calling needs the template's tool rendering and a grammar; not "
-                             "reproduced yet (docs/modules/ollama.md, Limitations)");
+    if (generate && present(json_get(body, "tools"))) {
+        bk_err(err, errlen, "tools: /api/generate takes no tools (Ollama's GenerateRequest has none); send them "
+                             "to /api/chat");
         return -1;
     }
     if (present(json_get(body, "images"))) {
@@ -335,10 +335,24 @@ static int refusals(const json_value *body, int generate, char *err, size_t errl
                              "the shared prefix");
         return -1;
     }
-    const json_value *th = json_get(body, "think");
-    if (th && th->type != JSON_NULL && th->type != JSON_FALSE) {
-        bk_err(err, errlen, "think: the pinned template is rendered with thinking off (an empty <think> block, as "
-                             "llama-server --reasoning off); thinking is not reproduced yet");
+    int think;
+    if (ol_read_think(body, &think, err, errlen) != 0) return -1;
+    const json_value *tools = json_get(body, "tools");
+    int layer = think >= 0 || (!generate && tools && tools->type == JSON_ARRAY && tools->n);
+    if (layer && generate && json_get(body, "raw") && json_get(body, "raw")->type == JSON_TRUE) {
+        bk_err(err, errlen, "think: a raw prompt is not rendered by the template, so thinking cannot be set; send "
+                             "the prompt without raw");
+        return -1;
+    }
+    if (layer && present(json_get(body, "format"))) {
+        bk_err(err, errlen, "format beside tools or think: Ollama applies the format grammar only once thinking "
+                             "ends (it restarts the answer), which bankML does not reproduce; send one of them");
+        return -1;
+    }
+    const json_value *lp = json_get(body, "logprobs");
+    if (layer && lp && lp->type == JSON_TRUE) {
+        bk_err(err, errlen, "logprobs beside tools or think: the parsed answer's lines are not matched to tokens "
+                             "yet; send the request without logprobs");
         return -1;
     }
     /* format: what Ollama v0.13.3 cannot answer itself (its converter would
@@ -398,44 +412,6 @@ static int read_logprobs(const json_value *body, int generate, int *n_top, char 
     return 0;
 }
 
-/* A float64 as Go's encoding/json writes it: the shortest digits that read
- * back, in plain notation unless |v| < 1e-6 or >= 1e21 (then 1.5e-07
- * becomes 1.5e-7, 3.4028234663852886e+38 stays). */
-static void ol_put_float64(jbuf *b, double v)
-{
-    char e[40], digits[24];
-    int prec = 1, exp10;
-    if (v == 0) {
-        jbuf_puts(b, signbit(v) ? "-0" : "0");
-        return;
-    }
-    for (; prec < 17; prec++) {
-        snprintf(e, sizeof e, "%.*e", prec - 1, v);
-        if (strtod(e, NULL) == v) break;
-    }
-    snprintf(e, sizeof e, "%.*e", prec - 1, v);
-    const char *p = e + (v < 0), *x = strchr(e, 'e');
-    size_t nd = 0;
-    for (const char *q = p; x && q < x && nd + 1 < sizeof digits; q++)
-        if (*q != '.') digits[nd++] = *q;
-    digits[nd] = 0;
-    exp10 = x ? atoi(x + 1) : 0;
-    double a = fabs(v);
-    if (v < 0) jbuf_putc(b, '-');
-    if (a < 1e-6 || a >= 1e21) {
-        /* strconv's 'e' writes two exponent digits at least; encoding/json drops the 0 of e-0N */
-        jbuf_printf(b, "%c%s%se%c%s%d", digits[0], nd > 1 ? "." : "", digits + 1, exp10 < 0 ? '-' : '+',
-                    exp10 >= 0 && exp10 < 10 ? "0" : "", exp10 < 0 ? -exp10 : exp10);
-    } else if (exp10 >= 0) {
-        for (int i = 0; i <= exp10; i++) jbuf_putc(b, i < (int)nd ? digits[i] : '0');
-        if ((int)nd > exp10 + 1) jbuf_printf(b, ".%s", digits + exp10 + 1);
-    } else {
-        jbuf_puts(b, "0.");
-        for (int i = 0; i < -exp10 - 1; i++) jbuf_putc(b, '0');
-        jbuf_puts(b, digits);
-    }
-}
-
 /* One token's entry: {"token", "logprob", "bytes" (when any), "top_logprobs" (n_top of them, when any)}. */
 static void ol_put_logprob(jbuf *b, const engine_model *m, const engine_token *t, int n_top)
 {
@@ -462,6 +438,61 @@ static void ol_put_logprob(jbuf *b, const engine_model *m, const engine_token *t
     if (n_top > 0 && t->n_top > 0) jbuf_putc(b, ']');
     jbuf_putc(b, '}');
     jbuf_free(&piece);
+}
+
+/* A message's tool members in the shape llama-server reads: tool_name as
+ * name, tool_call_id, and tool_calls ({id?, function: {name, arguments: an
+ * object}}) as OpenAI's, the arguments written as JSON text. */
+static int put_tool_fields(jbuf *out, const json_value *m, char *err, size_t errlen)
+{
+    static const char *const strs[][2] = {{"tool_name", "name"}, {"tool_call_id", "tool_call_id"}};
+    for (size_t i = 0; i < 2; i++) {
+        const json_value *v = json_get(m, strs[i][0]);
+        if (!present(v)) continue;
+        if (v->type != JSON_STRING) {
+            bk_err(err, errlen, "json: cannot unmarshal %s into Go struct field Message.messages.%s of type string",
+                   v->type == JSON_NUMBER ? "number" : v->type == JSON_ARRAY ? "array" : v->type == JSON_OBJECT
+                   ? "object" : "bool", strs[i][0]);
+            return -1;
+        }
+        if (v->len) {
+            jbuf_printf(out, ",\"%s\":", strs[i][1]);
+            json_put_str(out, v->str, v->len);
+        }
+    }
+    const json_value *tcs = json_get(m, "tool_calls");
+    if (!present(tcs)) return 0;
+    if (tcs->type != JSON_ARRAY) {
+        bk_err(err, errlen, "tool_calls must be an array of {function: {name, arguments}}");
+        return -1;
+    }
+    jbuf_puts(out, ",\"tool_calls\":[");
+    for (size_t k = 0; k < tcs->n; k++) {
+        const json_value *t = tcs->items[k], *f = json_get(t, "function");
+        const json_value *name = json_get(f, "name"), *args = json_get(f, "arguments"), *id = json_get(t, "id");
+        if (!f || f->type != JSON_OBJECT || (name && name->type != JSON_STRING) ||
+            (present(args) && args->type != JSON_OBJECT)) {
+            bk_err(err, errlen, "tool_calls[%zu]: a call is {function: {name: a string, arguments: an object}}", k);
+            return -1;
+        }
+        jbuf_puts(out, k ? ",{\"type\":\"function\"" : "{\"type\":\"function\"");
+        if (id && id->type == JSON_STRING && id->len) {
+            jbuf_puts(out, ",\"id\":");
+            json_put_str(out, id->str, id->len);
+        }
+        jbuf_puts(out, ",\"function\":{\"name\":");
+        json_put_str(out, name ? name->str : "", name ? name->len : 0);
+        jbuf arg;
+        jbuf_init(&arg);
+        if (present(args)) json_put_value(&arg, args);
+        else jbuf_puts(&arg, "{}");
+        jbuf_puts(out, ",\"arguments\":");
+        json_put_str(out, arg.p, arg.len);
+        jbuf_free(&arg);
+        jbuf_puts(out, "}}");
+    }
+    jbuf_putc(out, ']');
+    return 0;
 }
 
 /* The conversation the template sees, as a JSON array text: the derived
@@ -500,10 +531,6 @@ static int build_messages(const json_value *body, const json_value *layer, int g
                 bk_err(err, errlen, "a message without a role");
                 return -1;
             }
-            if (present(json_get(m, "tool_calls"))) {
-                bk_err(err, errlen, "tool_calls: tool calling is not reproduced yet (docs/modules/ollama.md, Limitations)");
-                return -1;
-            }
             if (present(json_get(m, "images"))) {
                 bk_err(err, errlen, "images: bankML's models are text-only; vision is out of scope");
                 return -1;
@@ -524,6 +551,7 @@ static int build_messages(const json_value *body, const json_value *layer, int g
                 jbuf_puts(out, ",\"reasoning_content\":");
                 json_put_str(out, th->str, th->len);
             }
+            if (put_tool_fields(out, m, err, errlen) != 0) return -1;
             jbuf_putc(out, '}');
             *empty = 0;
         }
@@ -561,6 +589,7 @@ static int build_messages(const json_value *body, const json_value *layer, int g
 typedef struct {
     const json_value *msgs;
     const engine_model *m;
+    const template_opts *topts;   /* the chat layer's (tools, enable_thinking), or NULL */
 } fit_ctx;
 
 static int count_tokens(void *ud, const size_t *idx, size_t n, size_t *tokens, char *err, size_t errlen)
@@ -578,7 +607,8 @@ static int count_tokens(void *ud, const size_t *idx, size_t n, size_t *tokens, c
     for (size_t i = 0; i < n; i++) items[i] = f->msgs->items[idx[i]];
     json_value arr = {.type = JSON_ARRAY, .n = n, .items = items};   /* the messages themselves, not copied */
     jbuf_init(&prompt);
-    if (engine_render_jinja(f->m, &arr, &prompt, err, errlen) == 0 &&
+    if ((f->topts ? engine_render_chat(f->m, &arr, f->topts, &prompt, err, errlen)
+                  : engine_render_jinja(f->m, &arr, &prompt, err, errlen)) == 0 &&
         engine_tokenize(f->m, prompt.p ? prompt.p : "", prompt.len, &ids, &n_ids, err, errlen) == 0) {
         *tokens = n_ids;
         rc = 0;
@@ -598,6 +628,8 @@ typedef struct {
     jbuf raw, sent, line;
     jbuf shown;   /* the sent pieces as a client decodes them (U+FFFD for bad bytes) */
     int n_top;    /* logprobs: top_logprobs (0 to 20); -1 none */
+    ol_chat oc;   /* tools and think: the chat layer */
+    ol_chat_out out;
 } api_ctx;
 
 static void line_head(api_ctx *c, jbuf *b)
@@ -610,16 +642,36 @@ static void line_head(api_ctx *c, jbuf *b)
     jbuf_printf(b, ",\"created_at\":\"%s\",", ts);
 }
 
-static void put_text_field(api_ctx *c, jbuf *b, const char *s, size_t n)
+static void answer_error(api_ctx *c, int code, const char *msg);
+
+/* The answer's text members; with the chat layer, thinking and the tool
+ * calls of c->out too (Go's omitempty: none when empty). */
+static void put_text_field(api_ctx *c, jbuf *b, const char *s, size_t n, const ol_chat_out *o)
 {
-    if (c->generate) {
-        jbuf_puts(b, "\"response\":");
-        json_put_str_go(b, s, n);
-    } else {
-        jbuf_puts(b, "\"message\":{\"role\":\"assistant\",\"content\":");
-        json_put_str_go(b, s, n);
-        jbuf_putc(b, '}');
+    jbuf_puts(b, c->generate ? "\"response\":" : "\"message\":{\"role\":\"assistant\",\"content\":");
+    json_put_str_go(b, s, n);
+    if (o && o->thinking.len) {
+        jbuf_puts(b, ",\"thinking\":");
+        json_put_str_go(b, o->thinking.p, o->thinking.len);
     }
+    if (o && o->n_calls && !c->generate) {
+        jbuf_puts(b, ",\"tool_calls\":[");
+        jbuf_put(b, o->calls.p, o->calls.len);
+        jbuf_putc(b, ']');
+    }
+    if (!c->generate) jbuf_putc(b, '}');
+}
+
+/* A streamed line of what the chat layer's parse added, when it added any. */
+static int chat_layer_line(api_ctx *c)
+{
+    ol_chat_out *o = &c->out;
+    if (!o->content.len && !o->thinking.len && !o->n_calls) return 0;
+    line_head(c, &c->line);
+    put_text_field(c, &c->line, o->content.p ? o->content.p : "", o->content.len, o);
+    jbuf_puts(&c->line, ",\"done\":false}");
+    json_text_go(&c->shown, o->content.p ? o->content.p : "", o->content.len);
+    return serve_ndjson_line(c->resp, c->line.p, c->line.len) != 0 ? -1 : 0;
 }
 
 /* Each released piece: the growth of the answer's parsed content, one
@@ -633,12 +685,22 @@ static int ol_on_token(void *ud, const engine_token *t, int stop_now, const engi
     (void)so_far;
     if (!c->stream) return serve_client_gone(c->req) ? -1 : 0;
     jbuf_put(&c->raw, t->text, t->text_len);
+    if (c->oc.on) {
+        char err[512];
+        ol_chat_out_reset(&c->out);
+        if (ol_chat_update(&c->oc, c->raw.p, c->raw.len, 1, &c->out, err, sizeof err) != 0) {
+            answer_error(c, 500, err);
+            c->failed = 1;
+            return -1;
+        }
+        return chat_layer_line(c);
+    }
     engine_content(c->m, c->raw.p ? c->raw.p : "", c->raw.len, &p, &pl);
     int grew = pl > c->sent.len && !memcmp(p, c->sent.p ? c->sent.p : "", c->sent.len);
     if (!grew && c->n_top < 0) return 0;
     /* with logprobs every reported token has its line: its text, or none (a logprobs-only line) */
     line_head(c, &c->line);
-    put_text_field(c, &c->line, grew ? p + c->sent.len : "", grew ? pl - c->sent.len : 0);
+    put_text_field(c, &c->line, grew ? p + c->sent.len : "", grew ? pl - c->sent.len : 0, NULL);
     jbuf_puts(&c->line, ",\"done\":false");
     if (c->n_top >= 0) {
         jbuf_puts(&c->line, ",\"logprobs\":[");
@@ -717,7 +779,7 @@ static void load_only(gen_call *g)
     }
     jbuf_init(&fin);
     line_head(&g->c, &fin);
-    put_text_field(&g->c, &fin, "", 0);
+    put_text_field(&g->c, &fin, "", 0, NULL);
     jbuf_printf(&fin, ",\"done\":true,\"done_reason\":\"%s\"}", g->keep_ms == 0 ? "unload" : "load");
     if (g->stream) {
         jbuf_putc(&fin, '\n');
@@ -772,7 +834,7 @@ static const json_value *fit_messages(gen_call *g, const engine_model *m, json_v
     if (!(g->o.num_ctx > 0 && g->truncate && msgs->n > 1)) return msgs;
     int *is_sys = calloc(msgs->n, sizeof *is_sys);
     size_t *keep = calloc(msgs->n, sizeof *keep), n_keep = 0;
-    fit_ctx f = {msgs, m};
+    fit_ctx f = {msgs, m, g->c.oc.on ? &g->c.oc.pre.topts : NULL};
     const json_value *use = NULL;
     int ok = is_sys && keep;
     for (size_t i = 0; ok && i < msgs->n; i++) {
@@ -801,7 +863,7 @@ static const json_value *fit_messages(gen_call *g, const engine_model *m, json_v
 
 /* The prompt's tokens: raw, or the (fitted) conversation through the
  * template; then Ollama's num_ctx rules. 0, or -1 after answering. */
-static int prompt_tokens(gen_call *g, const engine_model *m)
+static int prompt_tokens(gen_call *g, engine_model *m, engine_request *rq)
 {
     char err[1024];
     int rc;
@@ -813,7 +875,8 @@ static int prompt_tokens(gen_call *g, const engine_model *m)
         const json_value *use = fit_messages(g, m, &fitted, err, sizeof err);
         jbuf prompt;
         jbuf_init(&prompt);
-        rc = use ? engine_render_jinja(m, use, &prompt, err, sizeof err) : -1;
+        if (use && g->c.oc.on) rc = ol_chat_prepare(&g->c.oc, m, use, g->c.tag, rq, &prompt, err, sizeof err);
+        else rc = use ? engine_render_jinja(m, use, &prompt, err, sizeof err) : -1;
         if (rc == 0) rc = engine_tokenize(m, prompt.p ? prompt.p : "", prompt.len, &g->ids, &g->n_ids, err, sizeof err);
         free(fitted.items);
         jbuf_free(&prompt);
@@ -851,12 +914,30 @@ static void final_line(gen_call *g, const engine_model *m, const engine_result *
     size_t cl = 0;
     jbuf fin;
     jbuf_init(&fin);
-    if (!g->stream) {
+    ol_chat_out *o = NULL;
+    if (g->c.oc.on) {   /* the final parse: a stream's last deltas and calls on their line, or the whole answer */
+        char err[512];
+        ol_chat_out_reset(&g->c.out);
+        if (ol_chat_update(&g->c.oc, res->text.p, res->text.len, 0, &g->c.out, err, sizeof err) != 0) {
+            answer_error(&g->c, 500, err);
+            jbuf_free(&fin);
+            return;
+        }
+        if (g->stream && chat_layer_line(&g->c) != 0) {
+            jbuf_free(&fin);
+            return;
+        }
+        if (!g->stream) {
+            o = &g->c.out;
+            content = o->content.p ? o->content.p : "";
+            cl = o->content.len;
+        }
+    } else if (!g->stream) {
         engine_content(m, res->text.p ? res->text.p : "", res->text.len, &content, &cl);
         if (!cl) content = res->text.p ? res->text.p : "", cl = res->text.len;
     }
     line_head(&g->c, &fin);
-    put_text_field(&g->c, &fin, content, cl);
+    put_text_field(&g->c, &fin, content, cl, o);
     int64_t total_ns = serve_req_age_ms(g->req) * 1000000;
     int64_t own_ns = (bk_mono_us() - g->t0) * 1000;
     int64_t prompt_us = res->t_prompt_last ? res->t_prompt_last - res->t_start : 0;
@@ -967,7 +1048,7 @@ static void generate_with(gen_call *g, engine_model *m)
     }
     rq.sp.n_probs = g->c.n_top < 0 ? 0 : g->c.n_top > 1 ? g->c.n_top : 1;   /* top_logprobs 0: the chosen one */
     rq.sp.post_sampling_probs = 0;
-    if (prompt_tokens(g, m) != 0) goto out;
+    if (prompt_tokens(g, m, &rq) != 0) goto out;
     if (ol_format_grammar(g, m, &rq) != 0) goto out;
     if (g->stream) {
         serve_resp_header(g->resp, "Cache-Control", "no-cache");
@@ -1028,6 +1109,8 @@ static void handle_gen(serve_req *req, serve_resp *resp, int generate)
     g.c.resp = resp;
     g.c.generate = generate;
     g.c.n_top = -1;
+    ol_chat_init(&g.c.oc);
+    ol_chat_out_init(&g.c.out);
     if (resolve_target(body_model(body), generate ? FOR_GENERATE : FOR_CHAT, &g.t, resp) != 0) goto out;
     g.c.tag = g.t.tag;
     g.layer = json_get(g.t.ldoc, "layer") ? json_get(g.t.ldoc, "layer") : g.t.ldoc;
@@ -1065,6 +1148,13 @@ static void handle_gen(serve_req *req, serve_resp *resp, int generate)
         reply_error(resp, 500, err);
         goto out;
     }
+    int think = -1;
+    ol_read_think(body, &think, err, sizeof err);   /* checked by refusals */
+    if (!g.raw && ol_chat_begin(&g.c.oc, body, g.msgs, generate, think, err, sizeof err) != 0) {
+        reply_error(resp, 400, err);
+        goto out;
+    }
+    g.c.oc.streamed = g.stream;
     int64_t a = bk_mono_us();
     engine_model *m = engine_acquire(ol.e, (size_t)g.t.idx, &g.loaded, &er);
     if (!m) {
@@ -1085,6 +1175,8 @@ out:
     jbuf_free(&g.c.sent);
     jbuf_free(&g.c.shown);
     jbuf_free(&g.c.line);
+    ol_chat_free(&g.c.oc);
+    ol_chat_out_free(&g.c.out);
 }
 
 static void h_api_chat(serve_req *req, serve_resp *resp, void *ud) { (void)ud; handle_gen(req, resp, 0); }

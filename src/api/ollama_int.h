@@ -1,14 +1,16 @@
 /*
  * ollama_int.h -- what the Ollama module's files share inside src/api:
  * ollama_names.c (the pure parts), ollama_store.c (header listings, pins,
- * derived models and their manifests, `bankml create`) and ollama.c (the
- * HTTP routes). Nothing outside these three includes it.
+ * derived models and their manifests, `bankml create`), ollama_chat.c
+ * (tools and think through llama-server's chat layer) and ollama.c (the
+ * HTTP routes). Nothing outside these four includes it.
  */
 #ifndef BANKML_OLLAMA_INT_H
 #define BANKML_OLLAMA_INT_H
 
 #include <pthread.h>
 
+#include "api/llama_json.h"
 #include "api/ollama.h"
 #include "base/json.h"
 #include "engine/engine.h"
@@ -89,5 +91,56 @@ int ol_create_model(const char *dir, const char *asked, const ollama_modelfile *
 /* Options that only place the model (threads, GPUs, mmap): Ollama takes
  * them, they change no answer. */
 extern const char *const OL_RESOURCE_OPTS[];
+
+/* A float64 as Go's encoding/json writes it (ollama_chat.c). */
+void ol_put_float64(jbuf *b, double v);
+
+/* ---- tools and think (ollama_chat.c) ---- */
+
+/* One request's chat layer: the llama-server body it stands for and b11669's
+ * chat format over it (llama_chat.c). */
+typedef struct {
+    int on;                    /* tools or think asked: the chat layer renders and parses this request */
+    int think;                 /* -1 not set, 0 false, 1 true */
+    int streamed;              /* the answer is streamed (no raw-text fallback at the end) */
+    json_value *doc;           /* {"messages", "tools", "chat_template_kwargs": {"enable_thinking"}} */
+    llama_pre pre;             /* llama_read_pre over doc */
+    llama_chat layer;
+    size_t calls_sent;         /* tool calls written so far */
+} ol_chat;
+
+/* What one parse adds to the answer: content and thinking deltas, and the
+ * whole tool calls not yet sent, as api.ToolCall objects joined by ','. */
+typedef struct {
+    jbuf content, thinking, calls;
+    size_t n_calls;
+} ol_chat_out;
+
+void ol_chat_init(ol_chat *oc);
+void ol_chat_free(ol_chat *oc);
+void ol_chat_out_init(ol_chat_out *o);
+void ol_chat_out_reset(ol_chat_out *o);
+void ol_chat_out_free(ol_chat_out *o);
+/* Ollama's `think` (api.ThinkValue): *think -1 (absent or null), 0 or 1; a
+ * level ("high", "medium", "low") gets Ollama's 400 for a model without its
+ * harmony parser; other values Ollama's unmarshal errors. 0, or -1 with err. */
+int ol_read_think(const json_value *body, int *think, char *err, size_t errlen);
+/* With tools (chat, a non-empty array) or think set: the llama-server body
+ * of msgs (the conversation in OpenAI's shape, build_messages'), read by
+ * llama_read_pre (its tool checks); oc->on set. Nothing asked: 0, off. 0, or
+ * -1 with the 400 message. */
+int ol_chat_begin(ol_chat *oc, const json_value *body, const json_value *msgs, int generate, int think, char *err,
+                  size_t errlen);
+/* With the model held: llama_chat_prepare over the (fitted) messages use
+ * into rq (grammar, triggers, preserved tokens, stops, prefill), think true
+ * refused as Ollama refuses it for a template without thinking tags (tag:
+ * the model's name), then the prompt rendered with the tools and
+ * enable_thinking. 0, or -1 with the 400 message. */
+int ol_chat_prepare(ol_chat *oc, engine_model *m, const json_value *use, const char *tag, engine_request *rq,
+                    jbuf *prompt, char *err, size_t errlen);
+/* The answer so far raw[0..n) parsed (partial: while it grows); what it
+ * adds appended to out. 0, or -1 with the parse's error or a tool call
+ * whose arguments are not an object. */
+int ol_chat_update(ol_chat *oc, const char *raw, size_t n, int partial, ol_chat_out *out, char *err, size_t errlen);
 
 #endif
