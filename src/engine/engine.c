@@ -306,7 +306,7 @@ void engine_free(engine *e)
 {
     if (!e) return;
     if (e->have_reaper) {
-        e->stop_reaper = 1;
+        __atomic_store_n(&e->stop_reaper, 1, __ATOMIC_SEQ_CST);
         pthread_join(e->reaper, NULL);
     }
     pthread_mutex_lock(&e->run);
@@ -602,7 +602,7 @@ long engine_resident(const engine *e, int64_t *expires_in_ms, size_t *n_ctx)
 static void *reaper_main(void *arg)
 {
     engine *e = arg;
-    while (!e->stop_reaper) {
+    while (!__atomic_load_n(&e->stop_reaper, __ATOMIC_SEQ_CST)) {
         sleep(1);
         if (pthread_mutex_trylock(&e->run) != 0) continue;
         int64_t x = expiry_get(e);

@@ -96,7 +96,7 @@ struct engine {
     char *last_verified_json;
     pthread_t reaper;
     int have_reaper;
-    volatile int stop_reaper;
+    int stop_reaper;           /* __atomic: engine_free asks the reaper to end */
     pthread_mutex_t met_mu;    /* the counters' own lock */
     engine_metrics met;
     size_t met_head;           /* the ring's next record */
