@@ -43,7 +43,7 @@ build/gen/ui_assets.h: $(UI_FILES) src/api/ui/embed.sh
 	@mkdir -p build/gen
 	sh src/api/ui/embed.sh $@ ui_index_html=src/api/ui/index.html ui_chat_css=src/api/ui/chat.css \
 	    ui_chat_js=src/api/ui/chat.js
-build/obj/api/ui.o build/asan/api/ui.o: build/gen/ui_assets.h
+build/obj/api/ui.o build/asan/api/ui.o build/tsan/api/ui.o: build/gen/ui_assets.h
 
 # ---- tests ----
 test: bankml build/unit-tests
@@ -69,6 +69,23 @@ build/asan/bankml: build/asan/cli/main.o $(ASAN_OBJ)
 	$(CC) $(ASAN_FLAGS) -pthread -o $@ $^ $(LDLIBS)
 
 -include $(ASAN_OBJ:.o=.d) $(ASAN_TOBJ:.o=.d)
+
+# ---- ThreadSanitizer: the server rebuilt in build/tsan, the concurrency probe run against it ----
+TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
+TSAN_OBJ   := $(SRC:src/%.c=build/tsan/%.o)
+
+build/tsan/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(TSAN_FLAGS) $(WARN) -MMD -MP -c -o $@ $<
+
+build/tsan/bankml: build/tsan/cli/main.o $(TSAN_OBJ)
+	$(CC) $(TSAN_FLAGS) -pthread -o $@ $^ $(LDLIBS)
+
+-include $(TSAN_OBJ:.o=.d)
+
+tsan: build/tsan/bankml
+	TSAN_OPTIONS=halt_on_error=0:exitcode=66 BANKML_BIN=build/tsan/bankml BANKML_READONLY_LIMIT=$${BANKML_READONLY_LIMIT:-3} BANKML_READONLY_SLOW=10 \
+	  python3 testing/run_tests.py test_readonly
 
 asan: build/asan/unit-tests build/asan/bankml
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -138,4 +155,4 @@ clean:
 # oracle kit targets (models, bench-models, ggml oracle program)
 -include testing/oracle.mk
 
-.PHONY: all test asan fuzz demo-model run bench clean
+.PHONY: all test asan tsan fuzz demo-model run bench clean

@@ -6,7 +6,8 @@
  * and its error kinds, seeded sampling, and slots and batches (-np, -b,
  * -ub: what engine_new refuses, the per-slot context, slot selection with
  * llama-server b11669's measured answers, the decode-call size), and the
- * progress events (on_progress before and after each decode call).
+ * progress events (on_progress before and after each decode call), and
+ * reading without the engine lock (engine_peek: an unload waits for it).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -1076,6 +1077,70 @@ TEST(engine_same_seed_same_tokens)
     engine_result_free(&res);
     free(p);
     unload(e);
+}
+
+/* ---- reading without the engine lock (engine_peek) ----------------------- */
+
+typedef struct {
+    engine *e;
+    int done;                  /* __atomic: the unload returned */
+} unloader;
+
+static void *unload_main(void *arg)
+{
+    unloader *u = arg;
+    engine_error er;
+    if (engine_acquire(u->e, 0, NULL, &er)) engine_release(u->e, 0);
+    __atomic_store_n(&u->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+/* A reader gets the resident model while the engine lock is held (as a
+ * generation holds it), tokenizes through it as the lock's holder does, and
+ * sets the expiry; an unload waits until the reader lets it go. */
+TEST(engine_peek_reads_without_the_lock_and_an_unload_waits_for_it)
+{
+    NEED_MODEL();
+    engine *e;
+    engine_model *m = load(&e, 0, 0, 0);   /* the engine lock is held from here */
+    if (!m) return;
+    int32_t *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    int64_t left = 0;
+    char err[256];
+    const engine_model *p = engine_peek(e, 0, -1);
+    CHECK(p == m);
+    CHECK_INT(engine_tokenize(m, P_LILY, strlen(P_LILY), &a, &na, err, sizeof err), 0);
+    if (p) CHECK_INT(engine_tokenize(p, P_LILY, strlen(P_LILY), &b, &nb, err, sizeof err), 0);
+    CHECK_INT(nb, na);
+    CHECK(na > 0 && b && !memcmp(a, b, na * sizeof *a));
+    free(a);
+    free(b);
+    if (p) engine_unpeek(e, 60000);        /* keep-alive 60 s from now */
+    CHECK_INT(engine_resident(e, &left, NULL), 0);
+    CHECK(left > 59000 && left <= 60000);
+    p = engine_peek(e, 0, -1);
+    if (p) engine_unpeek(e, ENGINE_KEEP_SAME);   /* the expiry left as it was */
+    CHECK_INT(engine_resident(e, &left, NULL), 0);
+    CHECK(left > 59000 && left <= 60000);
+    CHECK(engine_peek(e, 0, 0) == NULL);   /* keep_alive 0: an unload, engine_acquire's */
+    CHECK(engine_peek(e, 1, -1) == NULL);  /* no such entry */
+    engine_release(e, -1);
+    p = engine_peek(e, 0, -1);
+    CHECK(p == m);
+    unloader u = {e, 0};
+    pthread_t t;
+    int started = pthread_create(&t, NULL, unload_main, &u) == 0;
+    CHECK(started);
+    usleep(200000);
+    CHECK_INT(__atomic_load_n(&u.done, __ATOMIC_SEQ_CST), 0);   /* the unload waits for the reader */
+    CHECK_INT(engine_resident(e, NULL, NULL), 0);
+    if (p) engine_unpeek(e, ENGINE_KEEP_SAME);
+    if (started) pthread_join(t, NULL);
+    CHECK_INT(__atomic_load_n(&u.done, __ATOMIC_SEQ_CST), 1);
+    CHECK_INT(engine_resident(e, NULL, NULL), -1);
+    CHECK(engine_peek(e, 0, -1) == NULL);  /* not resident: loading it is engine_acquire's */
+    engine_free(e);
 }
 
 /* ---- slots (-np) and batches (-b, -ub) ----------------------------------- */

@@ -5,6 +5,7 @@
  * read by llama_req.c and answers shaped by llama_out.c. See llama.h and
  * docs/modules/llama.md.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,7 +22,8 @@ struct llama_api {
     void *slots_api;           /* llama_slots.c's routes */
     void *gcp;                 /* llama_gcp.c's /predict, with AIP_MODE=PREDICTION */
     llama_api_opts o;
-    char *props_sleeping;      /* /props while the model sleeps (engine lock held to touch it) */
+    char *props_sleeping;      /* /props while the model sleeps (props_mu held to touch it) */
+    pthread_mutex_t props_mu;  /* a leaf: two /props may build the body at once, without the engine lock */
     char media_marker[64];     /* /props media_marker: $LLAMA_MEDIA_MARKER, else "<__media_" + 32 random + "__>" */
 };
 
@@ -757,7 +759,8 @@ static void h_tokenize(serve_req *req, serve_resp *resp, void *ud)
     llama_field_bool(body, "add_special", &add_special, err, sizeof err);
     llama_field_bool(body, "parse_special", &parse_special, err, sizeof err);
     llama_field_bool(body, "with_pieces", &pieces, err, sizeof err);
-    engine_model *m = llama_lock_model(api->e, NULL, resp);
+    int peeked;
+    const engine_model *m = llama_read_model(api->e, NULL, resp, api->o.keep_ms, &peeked);
     if (!m) {
         json_free(body);
         return;
@@ -787,7 +790,7 @@ static void h_tokenize(serve_req *req, serve_resp *resp, void *ud)
         jbuf_puts(&out, "]}");
         serve_reply_json(resp, 200, &out);
     }
-    engine_release(api->e, api->o.keep_ms);
+    llama_read_done(api->e, peeked, api->o.keep_ms);
     free(ids);
     jbuf_free(&out);
     jbuf_free(&pc);
@@ -799,7 +802,8 @@ static void h_detokenize(serve_req *req, serve_resp *resp, void *ud)
     llama_api *api = ud;
     json_value *body = llama_parse_body(api->e, req, resp);
     if (!body) return;
-    engine_model *m = llama_lock_model(api->e, NULL, resp);
+    int peeked;
+    const engine_model *m = llama_read_model(api->e, NULL, resp, api->o.keep_ms, &peeked);
     if (!m) {
         json_free(body);
         return;
@@ -830,7 +834,7 @@ static void h_detokenize(serve_req *req, serve_resp *resp, void *ud)
         jbuf_putc(&out, '}');
         serve_reply_json(resp, 200, &out);
     }
-    engine_release(api->e, api->o.keep_ms);
+    llama_read_done(api->e, peeked, api->o.keep_ms);
     jbuf_free(&text);
     jbuf_free(&out);
     json_free(body);
@@ -858,7 +862,8 @@ static void h_apply_template(serve_req *req, serve_resp *resp, void *ud)
         json_free(body);
         return;
     }
-    engine_model *m = llama_lock_model(api->e, body, resp);
+    int peeked;
+    const engine_model *m = llama_read_model(api->e, body, resp, api->o.keep_ms, &peeked);
     if (!m) {
         json_free(body);
         return;
@@ -876,7 +881,7 @@ static void h_apply_template(serve_req *req, serve_resp *resp, void *ud)
         jbuf_putc(&out, '}');
         serve_reply_json(resp, 200, &out);
     }
-    engine_release(api->e, api->o.keep_ms);
+    llama_read_done(api->e, peeked, api->o.keep_ms);
     jbuf_free(&p);
     jbuf_free(&out);
     json_free(body);
@@ -906,10 +911,10 @@ static void llama_put_caps(jbuf *out, const engine_model *m)
                 c.supports_typed_content ? "true" : "false");
 }
 
-/* /props' body for the resident model m, into out; it is also kept (with
- * the engine lock held, which guards props_cache) for the answers while the
- * model sleeps. 0, or -1 with the reason. */
-static int props_body(llama_api *api, engine_model *m, jbuf *out, char *err, size_t errlen)
+/* /props' body for the resident model m, into out; it is also kept (under
+ * props_mu) for the answers while the model sleeps. 0, or -1 with the
+ * reason. */
+static int props_body(llama_api *api, const engine_model *m, jbuf *out, char *err, size_t errlen)
 {
     engine_request rq;
     engine_request_init(&rq);
@@ -959,8 +964,11 @@ static int props_body(llama_api *api, engine_model *m, jbuf *out, char *err, siz
         memcpy(keep + at, "true", 4);
         memcpy(keep + at + 4, out->p + at + 5, out->len - at - 5);
         keep[out->len - 1] = 0;
-        free(api->props_sleeping);
+        pthread_mutex_lock(&api->props_mu);
+        char *old = api->props_sleeping;
         api->props_sleeping = keep;
+        pthread_mutex_unlock(&api->props_mu);
+        free(old);
     }
     return 0;
 }
@@ -983,23 +991,41 @@ static void h_props(serve_req *req, serve_resp *resp, void *ud)
         jbuf_free(&out);
         return;
     }
-    engine_lock(api->e);
-    int resident = engine_resident(api->e, NULL, NULL) == (long)engine_default(api->e);
-    if (!resident && api->o.sleep && api->props_sleeping) {
-        serve_reply(resp, 200, SERVE_JSON, api->props_sleeping, strlen(api->props_sleeping));
-        engine_unlock(api->e);
-        return;
-    }
-    engine_unlock(api->e);
-    engine_model *m = llama_lock_model(api->e, NULL, resp);
-    if (!m) return;
     jbuf out;
     char err[512];
     jbuf_init(&out);
+    /* resident: read without the engine lock (a generation may run), the expiry left as it is */
+    const engine_model *pm = engine_peek(api->e, engine_default(api->e), ENGINE_KEEP_SAME);
+    if (pm) {
+        int rc = props_body(api, pm, &out, err, sizeof err);
+        engine_unpeek(api->e, ENGINE_KEEP_SAME);
+        if (rc != 0) llama_reply_err(resp, 500, err);
+        else serve_reply_json(resp, 200, &out);
+        jbuf_free(&out);
+        return;
+    }
+    int sleeping = 0;   /* the residency lock before props_mu, never inside it (props_body's order) */
+    if (api->o.sleep && engine_resident(api->e, NULL, NULL) != (long)engine_default(api->e)) {
+        pthread_mutex_lock(&api->props_mu);
+        if (api->props_sleeping) {
+            serve_reply(resp, 200, SERVE_JSON, api->props_sleeping, strlen(api->props_sleeping));
+            sleeping = 1;
+        }
+        pthread_mutex_unlock(&api->props_mu);
+    }
+    if (sleeping) {
+        jbuf_free(&out);
+        return;
+    }
+    /* not resident (or its file changed): loaded for this answer, as a completion would */
+    engine_model *m = llama_lock_model(api->e, NULL, resp);
+    if (!m) {
+        jbuf_free(&out);
+        return;
+    }
     if (props_body(api, m, &out, err, sizeof err) != 0) llama_reply_err(resp, 500, err);
     else serve_reply_json(resp, 200, &out);
-    if (resident) engine_unlock(api->e);
-    else engine_release(api->e, api->o.keep_ms);   /* it was loaded for this answer */
+    engine_release(api->e, api->o.keep_ms);
     jbuf_free(&out);
 }
 
@@ -1102,6 +1128,7 @@ llama_api *llama_api_register(serve_server *srv, engine *e)
     if (!api) return NULL;
     api->e = e;
     api->srv = srv;
+    pthread_mutex_init(&api->props_mu, NULL);
     llama_api_opts_init(&api->o);
     make_media_marker(api->media_marker, sizeof api->media_marker);
     api->o.slots = 0;   /* what /props said before the command line set it: no /slots route yet */
@@ -1131,6 +1158,7 @@ void llama_api_free(llama_api *api)
     if (api) {
         llama_compat_free(api->compat);
         free(api->props_sleeping);
+        pthread_mutex_destroy(&api->props_mu);
         llama_slots_free(api->slots_api);
         llama_gcp_free(api->gcp);
     }

@@ -30,6 +30,15 @@ void llama_reply_exceed_ctx(serve_resp *resp, size_t n, size_t n_ctx);
  * the one model when one is served (llama-server's rule), a 404 listing
  * the names when several are. body may be NULL (the startup model). */
 engine_model *llama_lock_model(engine *e, const json_value *body, serve_resp *resp);
+/* The same for a read-only route (/tokenize, /detokenize, /apply-template):
+ * the resident model peeked without the engine lock when it is the one
+ * named (engine_peek: it never waits for a generation), else as
+ * llama_lock_model (a load waits for the engine lock). *peeked says which;
+ * llama_read_done gives it back with keep_ms (engine_unpeek or
+ * engine_release). */
+const engine_model *llama_read_model(engine *e, const json_value *body, serve_resp *resp, int64_t keep_ms,
+                                     int *peeked);
+void llama_read_done(engine *e, int peeked, int64_t keep_ms);
 /* The `model` an answer reports: --alias for the startup model, else the
  * model's path as given (llama-server reports -m's argument). */
 const char *llama_model_name(engine *e, const engine_model *m);

@@ -82,6 +82,29 @@ engine_model *llama_lock_model(engine *e, const json_value *body, serve_resp *re
     return m;
 }
 
+const engine_model *llama_read_model(engine *e, const json_value *body, serve_resp *resp, int64_t keep_ms,
+                                     int *peeked)
+{
+    const char *asked = NULL;
+    size_t al;
+    *peeked = 0;
+    if (body && body->type == JSON_OBJECT) json_as_str(json_get(body, "model"), &asked, &al);
+    long idx = router_refused(e, body, resp) ? -2 : find_named(e, asked);
+    const engine_model *m = idx >= 0 ? engine_peek(e, (size_t)idx, keep_ms) : NULL;
+    if (m) {
+        *peeked = 1;
+        return m;
+    }
+    if (idx == -2) return NULL;   /* answered */
+    return llama_lock_model(e, body, resp);   /* not resident, changed, or not found: as before */
+}
+
+void llama_read_done(engine *e, int peeked, int64_t keep_ms)
+{
+    if (peeked) engine_unpeek(e, keep_ms);
+    else engine_release(e, keep_ms);
+}
+
 const char *llama_model_name(engine *e, const engine_model *m)
 {
     engine_entry en;

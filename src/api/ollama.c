@@ -1299,9 +1299,7 @@ static void h_ps(serve_req *req, serve_resp *resp, void *ud)
     jbuf_init(&b);
     jbuf_puts(&b, "{\"models\":[");
     size_t n_ctx = 0;
-    engine_lock(ol.e);
-    long idx = engine_resident(ol.e, &left, &n_ctx);
-    engine_unlock(ol.e);
+    long idx = engine_resident(ol.e, &left, &n_ctx);   /* the residency lock only: never waits for a generation */
     if (idx >= 0) {
         engine_entry e;
         char ts[40], tag[300], digest[80], parent[300], sha[65] = "";

@@ -80,6 +80,7 @@ static void model_free(engine_model *m)
     free(m->eos_piece);
     sampler_params_free(&m->defaults);
     if (m->chat_state == 1 && m->chat_spec == CA_SPEC_NONE) chat_analysis_free(&m->chat);
+    pthread_mutex_destroy(&m->chat_mu);
     engine_vocab_free(m);
     engine_pc_clear(m);
     free(m);
@@ -111,6 +112,7 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
         engine_err(er, ENGINE_INTERNAL, "out of memory");
         return NULL;
     }
+    pthread_mutex_init(&m->chat_mu, NULL);
     if (pin_ident_of(path, &before) != 0) {
         engine_err(er, ENGINE_NOT_FOUND, "cannot read %s: %s", path, strerror(errno));
         free(m);
@@ -122,10 +124,14 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
         free(m);
         return NULL;
     }
+    char *vj = bankml_verified_json(m->ver), *old;
+    pthread_rwlock_wrlock(&e->res);   /* /bankml reads these under the residency lock */
     snprintf(e->last_sha, sizeof e->last_sha, "%s", bankml_verified_sha256(m->ver));
-    free(e->last_verified_json);
-    e->last_verified_json = bankml_verified_json(m->ver);
+    old = e->last_verified_json;
+    e->last_verified_json = vj;
     e->hashed_at = (int64_t)time(NULL);
+    pthread_rwlock_unlock(&e->res);
+    free(old);
     const gguf_header *h = &m->ver->report.header;
     char pg_label[300];
     const char *base = strrchr(path, '/');
@@ -187,7 +193,9 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
     memcpy(m->tmpl, t, tl);
     m->tmpl[tl] = 0;
     m->tmpl_len = tl;
+    pthread_rwlock_wrlock(&e->res);   /* /v1/models reads the meta under the residency lock */
     keep_meta(e, m, h, &hp);
+    pthread_rwlock_unlock(&e->res);
     m->no_jinja = e->o.no_jinja;
     m->legacy_fmt = m->no_jinja ? template_legacy_detect(m->tmpl) : -1;
     m->reasoning = !m->no_jinja && strstr(m->tmpl, "<think>") != NULL;
@@ -207,6 +215,8 @@ fail:
 
 
 /* ------------------------------------------------------------------ the handle */
+
+static int drop_resident(engine *e, int only_expired);
 
 /* llama_context's and llama-server's sizes from -c, -b, -ub, -np (b11669,
  * llama-context.cpp): n_batch = min(-c, -b) (causal attention), n_ubatch =
@@ -280,6 +290,7 @@ engine *engine_new(const engine_opts *o, engine_error *er)
     if (!e->o.llama_threads) e->o.llama_threads = 2;
     if (!e->o.threads) e->o.threads = engine_default_threads();
     pthread_mutex_init(&e->run, NULL);
+    pthread_rwlock_init(&e->res, NULL);
     pthread_mutex_init(&e->met_mu, NULL);
     e->met.t_start = (int64_t)time(NULL);
     e->pool = par_create(e->o.threads, why, sizeof why);
@@ -295,18 +306,18 @@ void engine_free(engine *e)
 {
     if (!e) return;
     if (e->have_reaper) {
-        e->stop_reaper = 1;
+        __atomic_store_n(&e->stop_reaper, 1, __ATOMIC_SEQ_CST);
         pthread_join(e->reaper, NULL);
     }
     pthread_mutex_lock(&e->run);
-    model_free(e->cur);
-    e->cur = NULL;
+    drop_resident(e, 0);
     pthread_mutex_unlock(&e->run);
     par_destroy(e->pool);
     engine_view_free(e);
     free(e->reg);
     free(e->last_verified_json);
     pthread_mutex_destroy(&e->run);
+    pthread_rwlock_destroy(&e->res);
     pthread_mutex_destroy(&e->met_mu);
     free(e);
 }
@@ -412,9 +423,16 @@ int engine_entry_get(const engine *e, size_t i, engine_entry *out)
 
 int engine_entry_meta(const engine *e, size_t i, engine_meta *out)
 {
-    if (i >= e->n_reg || !e->reg[i].has_meta) return -1;
-    *out = e->reg[i].meta;
-    return 0;
+    pthread_rwlock_t *res = (pthread_rwlock_t *)&e->res;   /* a load writes the meta under it */
+    int rc = -1;
+    if (i >= e->n_reg) return -1;
+    pthread_rwlock_rdlock(res);
+    if (e->reg[i].has_meta) {
+        *out = e->reg[i].meta;
+        rc = 0;
+    }
+    pthread_rwlock_unlock(res);
+    return rc;
 }
 
 long engine_find(const engine *e, const char *asked)
@@ -443,6 +461,34 @@ long engine_find(const engine *e, const char *asked)
 
 /* ------------------------------------------------------------------ residency */
 
+static int64_t expiry_get(const engine *e) { return __atomic_load_n(&e->expires_us, __ATOMIC_SEQ_CST); }
+static void expiry_set(engine *e, int64_t us) { __atomic_store_n(&e->expires_us, us, __ATOMIC_SEQ_CST); }
+
+/* The resident model unloaded (run held): cur cleared with the residency
+ * lock written, so every reader that holds the model has let it go first
+ * and none takes it after; then freed. only_expired: only when its expiry
+ * has passed (checked again under the lock: a reader may have refreshed
+ * it); 1 when it was unloaded. */
+static int drop_resident(engine *e, int only_expired)
+{
+    pthread_rwlock_wrlock(&e->res);
+    engine_model *m = e->cur;
+    int64_t x = expiry_get(e);
+    if (only_expired && !(m && x && bk_mono_us() > x)) m = NULL;
+    if (m) e->cur = NULL;
+    pthread_rwlock_unlock(&e->res);
+    if (m && only_expired) engine_log(e, "%s: keep-alive expired; unloaded", e->reg[m->idx].name);
+    model_free(m);
+    return m != NULL;
+}
+
+static void set_resident(engine *e, engine_model *m)
+{
+    pthread_rwlock_wrlock(&e->res);
+    e->cur = m;
+    pthread_rwlock_unlock(&e->res);
+}
+
 /* The model for registry entry idx, resident afterwards (the caller holds
  * the lock). The resident one is reused when its file is unchanged; any
  * other is dropped first. */
@@ -454,25 +500,24 @@ static engine_model *make_resident(engine *e, size_t idx, engine_error *er)
         if (pin_ident_of(r->path, &now) == 0 && pin_ident_same(&now, &e->cur->ident) &&
             gguf_map_unchanged(&e->cur->map, r->path))
             return e->cur;
-        model_free(e->cur);
-        e->cur = NULL;
+        drop_resident(e, 0);
         engine_err(er, ENGINE_UNAVAILABLE, "%s changed since bankml verified it: unloaded, and refused; the next "
                    "request verifies it again", r->file);
         return NULL;
     }
-    model_free(e->cur);
-    e->cur = NULL;
+    drop_resident(e, 0);
     if (!r->present) {
         engine_err(er, ENGINE_NOT_FOUND, "%s is pinned but not on this machine", r->file);
         return NULL;
     }
     engine_log(e, "%s: verifying (guard, sha256 pin); loading it", r->name);
-    e->cur = model_open(e, r->path, r->fork, er);
-    if (e->cur) {
-        e->cur->idx = idx;
-        engine_view_open(e, e->cur);
+    engine_model *m = model_open(e, r->path, r->fork, er);
+    if (m) {
+        m->idx = idx;
+        set_resident(e, m);
+        engine_view_open(e, m);
     }
-    return e->cur;
+    return m;
 }
 
 engine_model *engine_acquire(engine *e, size_t idx, int *loaded, engine_error *er)
@@ -496,15 +541,41 @@ void engine_release(engine *e, int64_t keep_alive_ms)
     if (keep_alive_ms == ENGINE_KEEP_DEFAULT) {
         /* --keep-alive: the reaper unloads after it, even when it is 0 */
         keep_alive_ms = e->o.keep_alive_ms;
-        e->expires_us = keep_alive_ms < 0 ? 0 : bk_mono_us() + keep_alive_ms * 1000;
+        expiry_set(e, keep_alive_ms < 0 ? 0 : bk_mono_us() + keep_alive_ms * 1000);
     } else if (keep_alive_ms == 0) {
         if (e->cur) engine_log(e, "%s: keep_alive 0; unloaded", e->reg[e->cur->idx].name);
-        model_free(e->cur);
-        e->cur = NULL;
+        drop_resident(e, 0);
     } else {
-        e->expires_us = keep_alive_ms < 0 ? 0 : bk_mono_us() + keep_alive_ms * 1000;
+        expiry_set(e, keep_alive_ms < 0 ? 0 : bk_mono_us() + keep_alive_ms * 1000);
     }
     pthread_mutex_unlock(&e->run);
+}
+
+/* A file's identity now against the one the resident model was verified
+ * with (make_resident's check; run or res held). */
+static int resident_unchanged(const engine *e, const engine_model *m)
+{
+    pin_ident now;
+    const reg_entry *r = &e->reg[m->idx];
+    return pin_ident_of(r->path, &now) == 0 && pin_ident_same(&now, &m->ident) && gguf_map_unchanged(&m->map, r->path);
+}
+
+const engine_model *engine_peek(engine *e, size_t idx, int64_t keep_alive_ms)
+{
+    if (keep_alive_ms == 0 || idx >= e->n_reg) return NULL;   /* an unload, or no such entry: engine_acquire's */
+    pthread_rwlock_rdlock(&e->res);
+    engine_model *m = e->cur;
+    if (m && m->idx == idx && resident_unchanged(e, m)) return m;
+    pthread_rwlock_unlock(&e->res);
+    return NULL;
+}
+
+void engine_unpeek(engine *e, int64_t keep_alive_ms)
+{
+    if (keep_alive_ms == ENGINE_KEEP_DEFAULT) keep_alive_ms = e->o.keep_alive_ms;
+    if (keep_alive_ms != ENGINE_KEEP_SAME && keep_alive_ms != 0)
+        expiry_set(e, keep_alive_ms < 0 ? 0 : bk_mono_us() + keep_alive_ms * 1000);
+    pthread_rwlock_unlock(&e->res);
 }
 
 void engine_lock(engine *e) { pthread_mutex_lock(&e->run); }
@@ -512,30 +583,30 @@ void engine_unlock(engine *e) { pthread_mutex_unlock(&e->run); }
 
 long engine_resident(const engine *e, int64_t *expires_in_ms, size_t *n_ctx)
 {
-    if (!e->cur) return -1;
-    if (n_ctx) *n_ctx = fw_n_ctx(e->cur->slots[0].fw);
-    if (expires_in_ms) {
-        if (!e->expires_us) {
-            *expires_in_ms = -1;
-        } else {
-            int64_t left = (e->expires_us - bk_mono_us()) / 1000;
-            *expires_in_ms = left > 0 ? left : 0;
+    pthread_rwlock_t *res = (pthread_rwlock_t *)&e->res;
+    long idx = -1;
+    pthread_rwlock_rdlock(res);
+    if (e->cur) {
+        int64_t x = expiry_get(e);
+        idx = (long)e->cur->idx;
+        if (n_ctx) *n_ctx = fw_n_ctx(e->cur->slots[0].fw);
+        if (expires_in_ms) {
+            int64_t left = x ? (x - bk_mono_us()) / 1000 : -1;
+            *expires_in_ms = !x ? -1 : left > 0 ? left : 0;
         }
     }
-    return (long)e->cur->idx;
+    pthread_rwlock_unlock(res);
+    return idx;
 }
 
 static void *reaper_main(void *arg)
 {
     engine *e = arg;
-    while (!e->stop_reaper) {
+    while (!__atomic_load_n(&e->stop_reaper, __ATOMIC_SEQ_CST)) {
         sleep(1);
         if (pthread_mutex_trylock(&e->run) != 0) continue;
-        if (e->cur && e->expires_us && bk_mono_us() > e->expires_us) {
-            engine_log(e, "%s: keep-alive expired; unloaded", e->reg[e->cur->idx].name);
-            model_free(e->cur);
-            e->cur = NULL;
-        }
+        int64_t x = expiry_get(e);
+        if (e->cur && x && bk_mono_us() > x) drop_resident(e, 1);
         pthread_mutex_unlock(&e->run);
     }
     return NULL;
@@ -550,12 +621,12 @@ int engine_start_reaper(engine *e)
 
 void engine_status_get(engine *e, engine_status_info *out)
 {
-    pthread_mutex_lock(&e->run);
+    pthread_rwlock_rdlock(&e->res);   /* never the engine lock: /bankml answers while a generation runs */
     out->verified_json = e->last_verified_json ? strdup(e->last_verified_json) : NULL;
     snprintf(out->last_sha, sizeof out->last_sha, "%s", e->last_sha);
     out->hashed_at = e->hashed_at;
     out->resident = e->cur ? (long)e->cur->idx : -1;
-    pthread_mutex_unlock(&e->run);
+    pthread_rwlock_unlock(&e->res);
 }
 
 /* ------------------------------------------------------------------ the resident model */
@@ -668,6 +739,8 @@ int engine_render_jinja(const engine_model *m, const json_value *messages, jbuf 
 
 const chat_analysis *engine_model_chat(engine_model *m, int *spec, const char **why)
 {
+    const chat_analysis *a;
+    pthread_mutex_lock(&m->chat_mu);
     if (!m->chat_state) {
         m->chat_spec = (int)chat_specialized(m->tmpl, m->tmpl_len);
         m->chat_state = 1;
@@ -678,7 +751,9 @@ const chat_analysis *engine_model_chat(engine_model *m, int *spec, const char **
     }
     *spec = m->chat_spec;
     *why = m->chat_state < 0 ? m->chat_err : NULL;
-    return m->chat_state > 0 && m->chat_spec == CA_SPEC_NONE ? &m->chat : NULL;
+    a = m->chat_state > 0 && m->chat_spec == CA_SPEC_NONE ? &m->chat : NULL;
+    pthread_mutex_unlock(&m->chat_mu);
+    return a;   /* filled once, never changed after: read without the mutex */
 }
 
 static int generation_prompt_of(const engine_model *m, const json_value *messages, template_opts o, jbuf *out,

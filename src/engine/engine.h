@@ -18,7 +18,27 @@
  * Locking: engine_acquire takes the engine lock and engine_release (or
  * engine_unlock) gives it back; every call that takes an engine_model needs
  * it held, so requests are served one at a time (over the -np slots), and
- * a model switch never has two models in memory.
+ * a model switch never has two models in memory. The exception is reading:
+ * engine_peek / engine_unpeek hold the resident model without the engine
+ * lock (the residency lock, a reader/writer lock, held to read), so the
+ * read-only routes answer while a generation runs; a reader may call only
+ * the calls that take a const engine_model * (the vocabulary, template,
+ * caps, defaults, pieces and sizes are fixed once the model is open).
+ *
+ * Lock order (a thread holding one may take only those after it):
+ *   1. the engine lock (run)               engine_acquire .. engine_release
+ *   2. the residency lock (res)            engine_peek .. engine_unpeek (read);
+ *                                          written only with 1 held, briefly:
+ *                                          the resident model set or cleared
+ *                                          (an unload waits for its readers),
+ *                                          the registry's meta, the last
+ *                                          verification (/bankml)
+ *   3. a model's chat mutex                engine_model_chat's lazy analysis
+ *   4. the counters' lock (met_mu)         engine_metrics_get, engine_task_ids,
+ *                                          GET /slots' views; a leaf
+ * A reader never takes the engine lock while it holds the residency lock
+ * (it lets the model go first, then engine_acquire), so a load that waits
+ * for readers cannot wait for itself.
  *
  * Errors: a call that can fail fills an engine_error: a kind the API layer
  * maps to a status (ENGINE_BAD_INPUT 400, ENGINE_NOT_FOUND 404,
@@ -179,11 +199,25 @@ engine_model *engine_acquire(engine *e, size_t idx, int *loaded, engine_error *e
  * engine's keep_alive_ms from now (the reaper unloads it then, also at 0). */
 #define ENGINE_KEEP_DEFAULT INT64_MIN
 void engine_release(engine *e, int64_t keep_alive_ms);
+/* The resident model to read without the engine lock: entry idx when it
+ * is resident and its file unchanged (make_resident's check), with the
+ * residency lock held to read; else NULL and nothing held -- not resident
+ * (loading it needs engine_acquire, which waits for the engine lock), its
+ * file changed (engine_acquire unloads it and says why), or keep_alive_ms
+ * 0 (the request unloads the model after: engine_acquire / engine_release).
+ * Never waits for a generation; waits only while a model is set or
+ * cleared. Only calls taking a const engine_model * may be made on it. */
+const engine_model *engine_peek(engine *e, size_t idx, int64_t keep_alive_ms);
+/* Lets the peeked model go; the expiry as engine_release sets it (never 0),
+ * or left as it is with ENGINE_KEEP_SAME. */
+#define ENGINE_KEEP_SAME (INT64_MIN + 1)
+void engine_unpeek(engine *e, int64_t keep_alive_ms);
 /* Takes or gives back the lock alone (the expiry stays as it is). */
 void engine_lock(engine *e);
 void engine_unlock(engine *e);
-/* With the lock held: the resident entry or -1, the ms until it expires
- * (-1 never) and its context cells (each out may be NULL). */
+/* The resident entry or -1, the ms until it expires (-1 never) and its
+ * context cells (each out may be NULL); takes the residency lock to read
+ * (never waits for a generation; not with the residency lock written). */
 long engine_resident(const engine *e, int64_t *expires_in_ms, size_t *n_ctx);
 /* Starts the thread that unloads an expired model (serve); 0 or -1. */
 int engine_start_reaper(engine *e);
@@ -241,7 +275,8 @@ int engine_model_jinja(const engine_model *m);
  * *why when the analysis failed (b11669 then refuses every Jinja chat:
  * "Unable to generate parser for this template. Automatic parser
  * generation failed: " + *why). NULL with *why NULL for a specialised
- * template. Lock held. */
+ * template. Lock held (the analysis itself is guarded by the model's
+ * chat mutex: filled once, then never changed). */
 const chat_analysis *engine_model_chat(engine_model *m, int *spec, const char **why);
 /* The generation prompt the template adds to that conversation (llama.cpp's
  * common_chat_template_generation_prompt: the render with it past the
@@ -562,7 +597,7 @@ void engine_metrics_get(engine *e, engine_metrics *out, int reset_window);
 /* tokens per second of a bucket (0 when empty) */
 double engine_bucket_rate(const engine_bucket *b);
 
-/* What /bankml reports of the engine (lock taken inside): the last
+/* What /bankml reports of the engine (the residency lock taken inside, to read; never the engine lock): the last
  * verification's JSON (malloc'd, the caller frees it; NULL before one), its
  * sha256 hex ("" before) and unix time (0 before), the resident entry. */
 typedef struct {

@@ -66,6 +66,8 @@ struct engine_model {
     size_t *piece_lens;
     gr_vocab *gvocab;          /* the grammar's view of the vocabulary (token_to_piece, special), built on
                                   first use, shared read-only by every slot */
+    pthread_mutex_t chat_mu;   /* guards chat_state, chat_spec, chat and chat_err (filled on first use; a leaf
+                                  lock, taken after the engine lock or the residency lock) */
     int chat_state;            /* engine_model_chat: 0 not analysed yet, 1 analysed, -1 failed (chat_err) */
     int chat_spec;             /* chat_specialized(tmpl) (a ca_specialized) */
     chat_analysis chat;        /* chat_analyze(tmpl) when chat_state is 1 and chat_spec is CA_SPEC_NONE */
@@ -83,16 +85,18 @@ struct engine {
     reg_entry *reg;
     size_t n_reg;
     size_t def;                /* the startup model */
-    engine_model *cur;
-    int64_t expires_us;        /* 0: never */
+    engine_model *cur;         /* written with run and res (write) held; read with either */
+    int64_t expires_us;        /* 0: never; __atomic loads and stores (a reader's keep-alive refreshes it) */
     pthread_mutex_t run;       /* the engine lock */
+    pthread_rwlock_t res;      /* the residency lock: readers (engine_peek) hold it to read; cur, the registry's
+                                  meta and the last verification are changed only with it written, after run */
     par_pool *pool;
-    int64_t hashed_at;
+    int64_t hashed_at;         /* hashed_at, last_sha, last_verified_json: written under res (write) */
     char last_sha[65];
     char *last_verified_json;
     pthread_t reaper;
     int have_reaper;
-    volatile int stop_reaper;
+    int stop_reaper;           /* __atomic: engine_free asks the reaper to end */
     pthread_mutex_t met_mu;    /* the counters' own lock */
     engine_metrics met;
     size_t met_head;           /* the ring's next record */
