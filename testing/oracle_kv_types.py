@@ -9,6 +9,9 @@ refusals (an unknown type's words, a quantized K on heads of 8: llama-server's l
 without flash attention); with iq4_nl, the greedy /completion and a seeded chat streamed too; a slot saved from a q8_0
 and from an iq4_nl cache byte-equal to llama-server's file for the same conversation, and restored.
 
+ORACLE_KV_ONLY=TYPE runs only the pairs and slot files naming that cache type (`ORACLE_KV_ONLY=iq4_nl`: 5 pairs,
+2 slot files, 42 checks), without the refusals and the --cache-ram cases.
+
 The bankml binary is BANKML_BIN or ./bankml. Standard library only."""
 import os, subprocess, sys, tempfile
 
@@ -130,13 +133,16 @@ def run_pair(path, k, v, env=None, tag=""):
         B.stop()
 
 
+ONLY = os.environ.get("ORACLE_KV_ONLY", "")
 for path, pairs in PAIRS.items():
     for k, v in pairs:
-        run_pair(path, k, v)
+        if not ONLY or ONLY in (k, v):
+            run_pair(path, k, v)
 
 # the rotation off: both servers read LLAMA_ATTN_ROT_DISABLE (the answers differ from the rotated ones)
 env = dict(os.environ, LLAMA_ATTN_ROT_DISABLE="1")
-run_pair(QWEN, "q8_0", "q4_0", env=env, tag=" LLAMA_ATTN_ROT_DISABLE=1")
+if not ONLY:
+    run_pair(QWEN, "q8_0", "q4_0", env=env, tag=" LLAMA_ATTN_ROT_DISABLE=1")
 
 
 def exit_words(argv, env=None):
@@ -154,7 +160,7 @@ REFUSALS = [
     (QWEN, ["-fa", "off", "-ctv", "q8_0"], "quantized V cache requires flash_attn to be enabled"),
     (QWEN, ["-ctk", "q9"], 'error while handling argument "-ctk": Unsupported cache type: q9'),
 ]
-for path, fl, words in REFUSALS:
+for path, fl, words in ([] if ONLY else REFUSALS):
     label = f"{os.path.basename(path)} {' '.join(fl)}"
     port = str(oracle.free_port())
     rl, ol = exit_words([kit.tool("llama-server"), "-m", path, "--host", "127.0.0.1", "--port", port, "-t", "2",
@@ -164,12 +170,13 @@ for path, fl, words in REFUSALS:
     S.check(f"{label}: bankml refuses with them", rb != 0 and words in ob, f"rc {rb}: {ob[-400:]}")
 rb, ob = exit_words([BIN, "serve", QWEN, "--fork", FORK, "--listen", "127.0.0.1:" + str(oracle.free_port()),
                      "--ctx", "512"], env=dict(os.environ, BANKML_CACHE_TYPE="q3_0"))
-S.check("BANKML_CACHE_TYPE=q3_0: refused with the types", rb != 0 and "BANKML_CACHE_TYPE=q3_0: Unsupported cache "
+ONLY or S.check("BANKML_CACHE_TYPE=q3_0: refused with the types", rb != 0 and "BANKML_CACHE_TYPE=q3_0: Unsupported cache "
         "type (allowed: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)" in ob, f"rc {rb}: {ob[-400:]}")
 
 # the host prompt cache counts each state's real bytes: with --cache-ram 1 (MiB) a state of ~600 cells fits as
 # q8_0 (1,088 bytes a cell on qwen3-e128) but not as f16 (2,048), so A's prompt comes back from the cache after B
-for fl, what in ((["-ctk", "q8_0", "-ctv", "q8_0"], "q8_0 (fits)"), (["-ctk", "f16", "-ctv", "f16"], "f16 (too big)")):
+for fl, what in () if ONLY else ((["-ctk", "q8_0", "-ctv", "q8_0"], "q8_0 (fits)"),
+                                 (["-ctk", "f16", "-ctv", "f16"], "f16 (too big)")):
     extra = [*fl, "--cache-ram", "1"]
     L = oracle.Server.llama(kit, QWEN, ctx=CTX, extra=extra)
     B = oracle.Server.bankml(QWEN, ctx=CTX, extra=["--fork", FORK, *extra])
@@ -190,6 +197,8 @@ for fl, what in ((["-ctk", "q8_0", "-ctv", "q8_0"], "q8_0 (fits)"), (["-ctk", "f
 # slot files of a q8_0 and an iq4_nl cache: the same conversation saved by both servers gives the same bytes; each
 # file restores in the other server, and a file of another cache type is refused with the reason
 for path, ct in ((QWEN, "q8_0"), (LLAMA, "q8_0"), (QWEN, "iq4_nl"), (LLAMA, "iq4_nl")):
+    if ONLY and ct != ONLY:
+        continue
     base = os.path.basename(path)
     dl, db = tempfile.mkdtemp(prefix="kvt-l-", dir=tmp), tempfile.mkdtemp(prefix="kvt-b-", dir=tmp)
     fl = ["-ctk", ct, "-ctv", ct]

@@ -215,7 +215,7 @@ void kvq_from_float(kvq_type t, const float *x, uint8_t *y, size_t n)
     case KVQ_Q4_1: kvq_quant_asym(x, y, n / 32, 0); break;
     case KVQ_Q5_1: kvq_quant_asym(x, y, n / 32, 1); break;
     case KVQ_IQ4_NL: kvq_quant_iq4nl(x, y, n / 32); break;
-    default: memset(y, 0, kvq_row_bytes(t, n)); break;   /* not played: refused before */
+    default: memset(y, 0, kvq_row_bytes(t, n)); break;   /* not a cache type */
     }
 }
 
