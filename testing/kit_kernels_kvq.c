@@ -6,8 +6,10 @@
  *
  *   from_float  kvq_from_float against the CPU type traits' from_float (what
  *               set_rows writes into the cache) for f32, f16, bf16, q8_0,
- *               q4_0, q4_1, q5_0, q5_1: random rows of many scales, zeros,
- *               ties, one large value among small ones;
+ *               q4_0, q4_1, q5_0, q5_1, iq4_nl: random rows of many scales,
+ *               zeros, ties, one large value among small ones, a zero block
+ *               and a block below 1e-15 after non-zero ones, exact ties
+ *               between iq4_nl's values;
  *   to_float    kvq_to_float against ggml-base's to_float (v_to_float);
  *   fwht        kvq_fwht against a ggml_mul_mat graph hinted
  *               GGML_HINT_SRC0_IS_HADAMARD (llama_mul_mat_hadamard), n = 64,
@@ -121,7 +123,8 @@ static long cmp_bytes(const char *name, const uint8_t *got, const uint8_t *want,
     return bad;
 }
 
-static const kvq_type playing[] = {KVQ_F32, KVQ_F16, KVQ_BF16, KVQ_Q8_0, KVQ_Q4_0, KVQ_Q4_1, KVQ_Q5_0, KVQ_Q5_1};
+static const kvq_type playing[] = {KVQ_F32,  KVQ_F16,  KVQ_BF16, KVQ_Q8_0,  KVQ_Q4_0,
+                                   KVQ_Q4_1, KVQ_Q5_0, KVQ_Q5_1, KVQ_IQ4_NL};
 #define N_PLAYING (sizeof playing / sizeof playing[0])
 
 /* A row of n floats of one of several shapes. */
@@ -136,6 +139,30 @@ static void fill_row(float *x, size_t n, int shape)
         for (size_t i = 0; i < n; i += 32) x[i + next64() % 32] = (next64() & 1 ? -1.0f : 1.0f) * 1000.0f * scale;
     if (shape == 4)   /* all equal within a block */
         for (size_t i = 0; i < n; i++) x[i] = 0.25f;
+    if (shape == 5) {   /* a zero block and a block below 1e-15 after non-zero ones */
+        memset(x + 64, 0, 32 * sizeof *x);
+        for (size_t i = 160; i < 192; i++) x[i] = gauss() * 1e-17f;
+    }
+    if (shape == 6) {   /* iq4_nl's ties: -127 * 2^e leads each block, so x * id is exact, the rest midpoints */
+        static const int8_t v[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+        const float p2 = ldexpf(1.0f, (int)(next64() % 7) - 3);
+        for (size_t i = 0; i < n; i++) {
+            const int k = (int)(next64() % 15);
+            x[i] = i % 32 == 0 ? -127.0f * p2 : 0.5f * (float)(v[k] + v[k + 1]) * p2;
+        }
+    }
+}
+
+/* iq4_nl leaves a block below 1e-15 with the codes its previous block left
+ * in quantize_row_iq4_nl_ref's array, and its first block with the stack's:
+ * on an all-zero row (shape 1) only each block's d (0) is ggml's to compare. */
+static long cmp_row(kvq_type t, int shape, const uint8_t *got, const uint8_t *want, size_t rb)
+{
+    const kvq_info *in = kvq_info_of(t);
+    if (t != KVQ_IQ4_NL || shape != 1) return cmp_bytes(in->name, got, want, rb);
+    long bad = 0;
+    for (size_t b = 0; b < rb; b += in->bytes) bad += cmp_bytes("iq4_nl d", got + b, want + b, 2);
+    return bad;
 }
 
 static void check_rows(void)
@@ -147,14 +174,14 @@ static void check_rows(void)
         const kvq_info *in = kvq_info_of(playing[t]);
         const enum ggml_type gt = (enum ggml_type)in->ggml;
         const size_t rb = kvq_row_bytes(playing[t], n);
-        for (int shape = 0; shape < 5; shape++) {
+        for (int shape = 0; shape < 7; shape++) {
             long bad = 0, badf = 0;
             for (int rep = 0; rep < 40; rep++) {
                 fill_row(x, n, shape);
                 kvq_from_float(playing[t], x, ours, n);
                 if (traits_cpu(gt)->from_float) traits_cpu(gt)->from_float(x, theirs, (int64_t)n);
                 else memcpy(theirs, x, rb);   /* f32: set_rows copies */
-                bad += cmp_bytes(in->name, ours, theirs, rb) != 0;
+                bad += cmp_row(playing[t], shape, ours, theirs, rb) != 0;
                 kvq_to_float(playing[t], theirs, y, n);
                 if (ggml_get_type_traits(gt)->to_float) ggml_get_type_traits(gt)->to_float(theirs, yw, (int64_t)n);
                 else memcpy(yw, theirs, n * sizeof(float));   /* f32: read as it is */
@@ -263,7 +290,8 @@ static void check_attention(ggml_backend_t be, par_pool *pool)
 {
     static const kvq_type pairs[][2] = {{KVQ_Q8_0, KVQ_Q8_0}, {KVQ_Q4_0, KVQ_Q4_1}, {KVQ_Q5_0, KVQ_Q5_1},
                                         {KVQ_Q4_1, KVQ_F16}, {KVQ_F16, KVQ_Q5_0}, {KVQ_BF16, KVQ_BF16},
-                                        {KVQ_BF16, KVQ_Q8_0}, {KVQ_F16, KVQ_BF16}, {KVQ_F16, KVQ_F16}};
+                                        {KVQ_BF16, KVQ_Q8_0}, {KVQ_F16, KVQ_BF16}, {KVQ_F16, KVQ_F16},
+                                        {KVQ_IQ4_NL, KVQ_IQ4_NL}, {KVQ_IQ4_NL, KVQ_F16}, {KVQ_Q8_0, KVQ_IQ4_NL}};
     for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++)
         for (int hc = 0; hc < 2; hc++) {
             const size_t hd = hc ? 128 : 64, nh = hc ? 4 : 6, nkv = 2;

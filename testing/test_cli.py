@@ -281,10 +281,13 @@ def tests(tmp):
     # --- bench: arguments checked, and the gates run before anything is measured ---
     expect("bench with a bad -p", ["bench", q1, "-p", "x"], 1, out="",
            err="bankml bench: -p takes a whole number from 0 to 1048576, not x\n"
-               "usage: bankml bench MODEL [-p N] [-n N] [-t N] [-r N] [--fork F.json]\n")
+               "usage: bankml bench MODEL [-p N] [-n N] [-t N] [-r N] [-ctk TYPE] [-ctv TYPE] [--fork F.json]\n")
     expect("bench with -t 0", ["bench", q1, "-t", "0"], 1, out="",
            err="bankml bench: -t takes a whole number from 1 to 256, not 0\n"
-               "usage: bankml bench MODEL [-p N] [-n N] [-t N] [-r N] [--fork F.json]\n")
+               "usage: bankml bench MODEL [-p N] [-n N] [-t N] [-r N] [-ctk TYPE] [-ctv TYPE] [--fork F.json]\n")
+    expect("bench with an unknown cache type", ["bench", q1, "-ctv", "q9"], 1, out="",
+           err="bankml bench: -ctv q9: Unsupported cache type (allowed: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, "
+               "q5_0, q5_1)\n")
     expect("bench refuses an unpinned model", ["bench", b8, "--fork", forkjson], 2, out="",
            err="bankml bench: refuse: Bonsai-8B.gguf has no sha256 record in FORK.json: unpinned, refused (if it is "
                f"the file you mean to run, pin it: bankml pin {b8} --fork {forkjson} --write)\n")
@@ -319,6 +322,13 @@ def tests(tmp):
         except (ValueError, IndexError, KeyError):
             ok = False
         check("bench on the demo model ends with its JSON line", ok, (rc, out, err))
+        rc, out, err = run("bench", demo, "-p", "0", "-n", "2", "-r", "1", "-t", "1", "-ctk", "iq4_nl", "-ctv", "q8_0")
+        try:
+            j = json.loads(out.splitlines()[-1])
+            ok = rc == 0 and (j["type_k"], j["type_v"], j["n_prompt"]) == ("iq4_nl", "q8_0", 0) and j["tg_tps"] > 0
+        except (ValueError, IndexError, KeyError):
+            ok = False
+        check("bench -ctk iq4_nl -ctv q8_0 names its cache types", ok, (rc, out, err))
         def gen(args):
             p = subprocess.run([BIN, "generate", demo, *args], input=b"hi", capture_output=True, timeout=60)
             return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")

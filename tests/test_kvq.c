@@ -37,7 +37,6 @@ TEST(kvq_table_names_and_row_bytes)
         CHECK_U64(kvq_row_bytes((kvq_type)i, 128), want[i]);
         CHECK_U64(kvq_info_of((kvq_type)i)->ggml, ggml[i]);
         CHECK_INT(kvq_of_ggml(ggml[i]), i);
-        CHECK_INT(kvq_info_of((kvq_type)i)->plays, i != KVQ_IQ4_NL);
         CHECK_INT(kvq_info_of((kvq_type)i)->quantized, i >= KVQ_Q8_0);
     }
     CHECK_U64(kvq_row_bytes(KVQ_Q8_0, 40), 0);   /* not whole blocks */
@@ -143,6 +142,36 @@ TEST(kvq_reference_quantizers_by_hand)
     CHECK(rd16(b) == 0x8000 && b[2] == 0x88 && b[17] == 0x88);
 }
 
+/* iq4_nl (quantize_row_iq4_nl_ref: ntry -1, no scale searched): x = the
+ * values themselves, so max = -127, d = -127 / -127 = 1, every code its own
+ * index and d = sum(x^4) / sum(x^4) = 1; a tie between two values takes the
+ * upper one; a zero block after it keeps its codes with d = 0. */
+TEST(kvq_iq4_nl_by_hand)
+{
+    static const int v[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    float x[64] = {0}, y[64];
+    uint8_t b[36];
+    for (int j = 0; j < 32; j++) x[j] = (float)v[j % 16] * 0.5f;
+    kvq_from_float(KVQ_IQ4_NL, x, b, 64);
+    CHECK_INT(rd16(b), 0x3800);   /* d = 0.5 */
+    int bad = 0;
+    for (int j = 0; j < 16; j++) bad += b[2 + j] != (j | j << 4);
+    CHECK_INT(bad, 0);
+    CHECK_INT(rd16(b + 18), 0);                  /* the zero block: d = +0 ... */
+    CHECK(memcmp(b + 20, b + 2, 16) == 0);       /* ... and the codes block 0 left */
+    kvq_to_float(KVQ_IQ4_NL, b, y, 64);
+    bad = 0;
+    for (int j = 0; j < 64; j++) bad += y[j] != x[j];
+    CHECK_INT(bad, 0);
+    /* 7 is halfway between 1 and 13: the search gives 13 (code 9); -4.5 halfway between -10 and 1: code 8 */
+    x[1] = 7.0f * 0.5f;
+    x[2] = -4.5f * 0.5f;
+    kvq_from_float(KVQ_IQ4_NL, x, b, 32);
+    CHECK_INT(b[3] & 15, 9);
+    CHECK_INT(b[4] & 15, 8);
+    CHECK_INT(b[2] & 15, 0);
+}
+
 TEST(kv_typed_cache_bytes_and_round_trip)
 {
     kv_cache kv;
@@ -170,7 +199,9 @@ TEST(kv_typed_cache_bytes_and_round_trip)
     free(buf);
     kv_free(&kv);
     kv_free(&kv2);
-    CHECK_INT(kv_init(&kv, 2, 256, 128, KVQ_IQ4_NL, KVQ_F16), -1);   /* not written here */
+    CHECK_INT(kv_init(&kv, 2, 256, 128, KVQ_IQ4_NL, KVQ_F16), 0);
+    CHECK_U64(kv_bytes(&kv, 3), 2 * 3 * (72 + 256));
+    kv_free(&kv);
     CHECK_INT(kv_init(&kv, 2, 256, 40, KVQ_Q8_0, KVQ_F16), -1);      /* 40 is not whole blocks */
     CHECK_INT(kv_init(&kv, 2, 256, 40, KVQ_BF16, KVQ_F32), 0);
     CHECK_U64(kv_bytes(&kv, 1), 2 * (80 + 160));
@@ -186,7 +217,7 @@ TEST(attn_typed_one_cell_is_its_v_row)
     CHECK(pool != NULL);
     if (!pool) return;
     attn_scratch *s = attn_scratch_new(1, 64);
-    const kvq_type vt[] = {KVQ_Q8_0, KVQ_Q4_0, KVQ_Q4_1, KVQ_Q5_0, KVQ_Q5_1, KVQ_BF16, KVQ_F16};
+    const kvq_type vt[] = {KVQ_Q8_0, KVQ_Q4_0, KVQ_Q4_1, KVQ_Q5_0, KVQ_Q5_1, KVQ_IQ4_NL, KVQ_BF16, KVQ_F16};
     float q[128], att[128], vrow[64], want[64];
     for (int i = 0; i < 128; i++) q[i] = (float)((i * 37) % 11) - 5.0f;
     for (int i = 0; i < 64; i++) vrow[i] = (float)((i * 13) % 17) * 0.37f - 2.0f;

@@ -19,6 +19,7 @@
 #include "base/base.h"
 #include "graph/arch.h"
 #include "graph/forward.h"
+#include "ops/kvq.h"
 #include "file/gguf.h"
 #include "base/json.h"
 #include "cli/commands.h"
@@ -441,10 +442,15 @@ static const arg_opt bench_opts[] = {
     {"-n", NULL, "N", NULL, "128", "tokens per generation run", ARG_OWN, NULL, NULL},
     {"-t", NULL, "N", NULL, "2", "threads", ARG_OWN, NULL, NULL},
     {"-r", NULL, "N", NULL, "5", "repetitions after one warm-up", ARG_OWN, NULL, NULL},
+    {"-ctk --cache-type-k", NULL, "TYPE", NULL, "f16",
+     "KV cache type for K, as llama-bench -ctk (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1); "
+     "LLAMA_ATTN_ROT_DISABLE is read as llama.cpp reads it", ARG_OWN, NULL, NULL},
+    {"-ctv --cache-type-v", NULL, "TYPE", NULL, "f16", "KV cache type for V, as -ctk (always flash attention, "
+     "as llama-bench -fa 1)", ARG_OWN, NULL, NULL},
     {"--fork", NULL, "F.json", NULL, "models.FORK.json", "the pin file", ARG_OWN, NULL, NULL},
 };
 static const command_spec bench_spec = {
-    "bench", "bench MODEL [-p N] [-n N] [-t N] [-r N] [--fork F.json]",
+    "bench", "bench MODEL [-p N] [-n N] [-t N] [-r N] [-ctk TYPE] [-ctv TYPE] [--fork F.json]",
     "prompt and generation speed, as llama-bench measures them", 1, 0, ARGS_TABLE(bench_opts)};
 
 /* Option name as an integer in [lo, hi], def when absent; -1 after
@@ -464,10 +470,32 @@ static void mean_sd(const double *x, int n, double *mean, double *sd)
     *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
 }
 
+/* The bench's cache types (-ctk / -ctv, llama-bench's names) into fo. 0,
+ * or -1 after printing why. */
+static int bench_cache_types(const parsed_args *a, fw_opts *fo)
+{
+    const char *flag[2] = {"--cache-type-k", "--cache-type-v"};
+    int *dst[2] = {&fo->kv_type_k, &fo->kv_type_v};
+    for (int i = 0; i < 2; i++) {
+        const char *v = args_opt(a, flag[i]);
+        kvq_type t = KVQ_F16;
+        if (v && kvq_parse(v, &t)) {
+            fprintf(stderr, "bankml bench: %s %s: Unsupported cache type (allowed: %s)\n", i ? "-ctv" : "-ctk", v,
+                    kvq_names());
+            return -1;
+        }
+        *dst[i] = (int)t;
+    }
+    const char *rd = getenv("LLAMA_ATTN_ROT_DISABLE");
+    fo->kv_rot_off = rd && atoi(rd) != 0;
+    return 0;
+}
+
 /* Like llama-bench: prompt processing (one batch of -p random tokens into an
  * empty cache) and text generation (-n single-token steps from an empty
- * cache), each -r times after one warm-up, on -t threads. The model passes
- * the guard and the pin first, as everywhere. */
+ * cache), each -r times after one warm-up, on -t threads, over a cache of
+ * the -ctk / -ctv types. The model passes the guard and the pin first, as
+ * everywhere. */
 static int cmd_bench(int argc, char **argv)
 {
     parsed_args a;
@@ -492,6 +520,8 @@ static int cmd_bench(int argc, char **argv)
         (t = int_opt(&bench_spec, &a, "-t", 2, 1, 256)) < 0 ||
         (r = int_opt(&bench_spec, &a, "-r", 5, 1, 64)) < 0)
         return BANKML_EXIT_IO;
+    memset(&fo, 0, sizeof fo);
+    if (bench_cache_types(&a, &fo)) return BANKML_EXIT_IO;
     fork = args_opt(&a, "--fork");
     rc = bankml_verify(a.pos[0], fork ? fork : "models.FORK.json", BANKML_ENGINE_MAINLINE, &v, err, sizeof err);
     if (rc != BANKML_OK) {
@@ -509,7 +539,6 @@ static int cmd_bench(int argc, char **argv)
         rc = BANKML_REFUSE;
         goto done;
     }
-    memset(&fo, 0, sizeof fo);
     fo.llama_threads = (int)t;
     fo.n_threads = (int)t;
     if (fw_weights_open(&fw, &map, &h, &fo, err, sizeof err) != 0 ||
@@ -565,8 +594,10 @@ static int cmd_bench(int argc, char **argv)
         jbuf_free(&b);
     }
     printf(", \"n_prompt\": %ld, \"n_gen\": %ld, \"threads\": %ld, \"reps\": %ld, "
+           "\"type_k\": \"%s\", \"type_v\": \"%s\", "
            "\"pp_tps\": %.3f, \"pp_tps_sd\": %.3f, \"tg_tps\": %.3f, \"tg_tps_sd\": %.3f}\n",
-           p, n, t, r, ppm, pps, tgm, tgs);
+           p, n, t, r, kvq_info_of((kvq_type)fo.kv_type_k)->name, kvq_info_of((kvq_type)fo.kv_type_v)->name, ppm, pps,
+           tgm, tgs);
     rc = BANKML_OK;
     goto done;
 eval_fail:

@@ -149,8 +149,8 @@ static const arg_opt serve_opts[] = {
      "skip the host buffer",
      ARG_INERT, "a CPU build has no device to place it on: all weights and the KV cache stay in RAM either way", NULL},
     {"-ctk --cache-type-k", NULL, "TYPE", "LLAMA_ARG_CACHE_TYPE_K", "f16 (or BANKML_CACHE_TYPE)",
-     "KV cache type for K: f16, f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, with b11669's "
-     "Hadamard rotation of a quantized K (LLAMA_ATTN_ROT_DISABLE=1: none); iq4_nl is refused at load",
+     "KV cache type for K: f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1, with b11669's "
+     "Hadamard rotation of a quantized K (LLAMA_ATTN_ROT_DISABLE=1: none)",
      ARG_SAME, NULL, NULL},
     {"-ctv --cache-type-v", NULL, "TYPE", "LLAMA_ARG_CACHE_TYPE_V", "f16 (or BANKML_CACHE_TYPE)",
      "KV cache type for V: as -ctk (a quantized V needs flash attention, bankml's only path)",

@@ -781,7 +781,7 @@ void fw_kv_info_of(const fw_weights *w, fw_kv_info *out) { *out = w->kvi; }
 
 /* The cache types of opts, with llama-server b11669's load-time rules
  * (llama_init_from_model: a quantized type's block must divide the head
- * size) and what bankml does not reproduce. 0, or -1 with the reason. */
+ * size). 0, or -1 with the reason. */
 static int fw_kv_types_open(fw_weights *w, const fw_opts *opts, char *err, size_t errlen)
 {
     const int tk = opts ? opts->kv_type_k : 0, tv = opts ? opts->kv_type_v : 0;
@@ -799,11 +799,6 @@ static int fw_kv_types_open(fw_weights *w, const fw_opts *opts, char *err, size_
     if (iv->quantized && hd % iv->blk) {
         bk_err(err, errlen, "V cache type %s with block size %zu does not divide n_embd_head_v=%zu",
                iv->name, iv->blk, hd);
-        return -1;
-    }
-    if (!ik->plays || !iv->plays) {
-        bk_err(err, errlen, "-ct%c %s is refused: %s", !ik->plays ? 'k' : 'v', !ik->plays ? ik->name : iv->name,
-               !ik->plays ? ik->why_not : iv->why_not);
         return -1;
     }
     w->kvi.tk = (kvq_type)tk;

@@ -10,7 +10,7 @@ int kv_init(kv_cache *kv, size_t n_layer, size_t n_ctx, size_t kv_dim, kvq_type 
 {
     memset(kv, 0, sizeof *kv);
     const kvq_info *ik = kvq_info_of(tk), *iv = kvq_info_of(tv);
-    if (!ik || !iv || !ik->plays || !iv->plays) return -1;
+    if (!ik || !iv) return -1;
     const size_t kr = kvq_row_bytes(tk, kv_dim), vr = kvq_row_bytes(tv, kv_dim);
     if (kv_dim && (!kr || !vr)) return -1;
     size_t cells = n_layer * n_ctx;   /* n_layer <= 512, n_ctx <= 2^24: no overflow */

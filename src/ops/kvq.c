@@ -11,21 +11,20 @@
 #include <string.h>
 
 #include "ops/f16.h"
+#include "ops/iq4.h"
 #include "ops/q4_0.h"
 #include "ops/q8_0.h"
 
 static const kvq_info kvq_table[KVQ_COUNT] = {
-    [KVQ_F16] = {"f16", 1, 1, 2, 0, 1, NULL},
-    [KVQ_F32] = {"f32", 0, 1, 4, 0, 1, NULL},
-    [KVQ_BF16] = {"bf16", 30, 1, 2, 0, 1, NULL},
-    [KVQ_Q8_0] = {"q8_0", 8, 32, 34, 1, 1, NULL},
-    [KVQ_Q4_0] = {"q4_0", 2, 32, 18, 1, 1, NULL},
-    [KVQ_Q4_1] = {"q4_1", 3, 32, 20, 1, 1, NULL},
-    [KVQ_IQ4_NL] = {"iq4_nl", 20, 32, 18, 1, 0,
-                    "bankml does not write iq4_nl rows yet (ggml's quantize_row_iq4_nl_ref searches "
-                    "scales; not reproduced)"},
-    [KVQ_Q5_0] = {"q5_0", 6, 32, 22, 1, 1, NULL},
-    [KVQ_Q5_1] = {"q5_1", 7, 32, 24, 1, 1, NULL},
+    [KVQ_F16] = {"f16", 1, 1, 2, 0},
+    [KVQ_F32] = {"f32", 0, 1, 4, 0},
+    [KVQ_BF16] = {"bf16", 30, 1, 2, 0},
+    [KVQ_Q8_0] = {"q8_0", 8, 32, 34, 1},
+    [KVQ_Q4_0] = {"q4_0", 2, 32, 18, 1},
+    [KVQ_Q4_1] = {"q4_1", 3, 32, 20, 1},
+    [KVQ_IQ4_NL] = {"iq4_nl", 20, 32, 18, 1},
+    [KVQ_Q5_0] = {"q5_0", 6, 32, 22, 1},
+    [KVQ_Q5_1] = {"q5_1", 7, 32, 24, 1},
 };
 /* llama-server's list order (common/arg.cpp's kv_cache_types) */
 static const kvq_type kvq_order[KVQ_COUNT] = {KVQ_F32, KVQ_F16, KVQ_BF16, KVQ_Q8_0, KVQ_Q4_0,
@@ -154,6 +153,56 @@ static void kvq_quant_asym(const float *x, uint8_t *y, size_t nb, int five)
     }
 }
 
+/* The nearest of the 16 iq4_nl values to x (ggml's best_index_int8: a
+ * binary search, a tie going to the upper value). */
+static int kvq_iq4_index(const int8_t *val, float x)
+{
+    if (x <= (float)val[0]) return 0;
+    if (x >= (float)val[15]) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (x < (float)val[mid]) hi = mid;
+        else lo = mid;
+    }
+    return x - (float)val[hi - 1] < (float)val[hi] - x ? hi - 1 : hi;
+}
+
+/* iq4_nl: ggml-base's quantize_row_iq4_nl_ref, which runs
+ * quantize_row_iq4_nl_impl with no importance weights and ntry = -1, so no
+ * scale is searched: per block of 32, the largest magnitude's signed value
+ * max, codes of x * (1 / (max / -127)), then d = sum(w q x) / sum(w q q) with
+ * w = x * x (SSE, in order, no FMA), stored as f16. A block whose largest
+ * magnitude is below 1e-15 gets d = 0 and keeps the codes the previous block
+ * of the row left in ggml's array (its first block: whatever the stack held;
+ * zeros here). */
+static void kvq_quant_iq4nl(const float *x, uint8_t *y, size_t nb)
+{
+    const int8_t *val = iq4_values();
+    uint8_t L[32] = {0};
+    for (size_t i = 0; i < nb; i++, x += 32, y += IQ4_NL_BYTES) {
+        float amax = 0.0f, max = 0.0f, d = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (fabsf(x[j]) > amax) {
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        if (amax >= 1e-15f) {
+            const float id = 1.0f / (max / (float)val[0]);
+            float sumqx = 0.0f, sumq2 = 0.0f;
+            for (int j = 0; j < 32; j++) {
+                L[j] = (uint8_t)kvq_iq4_index(val, id * x[j]);
+                const float q = (float)val[L[j]], w = x[j] * x[j];
+                sumqx += w * q * x[j];
+                sumq2 += w * q * q;
+            }
+            d = sumq2 > 0.0f ? sumqx / sumq2 : 0.0f;
+        }
+        kvq_put16(y, f32_to_f16(d));
+        for (int j = 0; j < 16; j++) y[2 + j] = (uint8_t)(L[j] | L[16 + j] << 4);
+    }
+}
+
 void kvq_from_float(kvq_type t, const float *x, uint8_t *y, size_t n)
 {
     switch (t) {
@@ -165,7 +214,8 @@ void kvq_from_float(kvq_type t, const float *x, uint8_t *y, size_t n)
     case KVQ_Q5_0: kvq_quant_sym(x, y, n / 32, 1); break;
     case KVQ_Q4_1: kvq_quant_asym(x, y, n / 32, 0); break;
     case KVQ_Q5_1: kvq_quant_asym(x, y, n / 32, 1); break;
-    default: memset(y, 0, kvq_row_bytes(t, n)); break;   /* not played: refused before */
+    case KVQ_IQ4_NL: kvq_quant_iq4nl(x, y, n / 32); break;
+    default: memset(y, 0, kvq_row_bytes(t, n)); break;   /* not a cache type */
     }
 }
 
@@ -181,6 +231,7 @@ void kvq_to_float(kvq_type t, const uint8_t *x, float *y, size_t n)
     case KVQ_Q4_1: q4_1_dequantize(x, len, n, y, NULL, 0); break;
     case KVQ_Q5_0: q5_0_dequantize(x, len, n, y, NULL, 0); break;
     case KVQ_Q5_1: q5_1_dequantize(x, len, n, y, NULL, 0); break;
+    case KVQ_IQ4_NL: iq4_nl_dequantize(x, len, n, y, NULL, 0); break;
     default: memset(y, 0, n * sizeof *y); break;
     }
 }
@@ -215,6 +266,7 @@ float kvq_dot(kvq_type t, const uint8_t *k, const uint8_t *q, size_t n)
     case KVQ_Q4_1: return q4_1_vec_dot(k, q, n / 32);
     case KVQ_Q5_0: return q5_0_vec_dot(k, q, n / 32);
     case KVQ_Q5_1: return q5_1_vec_dot(k, q, n / 32);
+    case KVQ_IQ4_NL: return iq4_nl_vec_dot(k, q, n / 32);
     case KVQ_F32: return f16_vec_dot(F16_T_F32, k, (const float *)(const void *)q, n);
     case KVQ_BF16: return f16_vec_dot(F16_T_BF16, k, (const float *)(const void *)q, n);
     case KVQ_F16: return f16_vec_dot(F16_T_F16, k, (const float *)(const void *)q, n);

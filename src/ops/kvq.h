@@ -8,19 +8,19 @@
  *     AVX2 quantize_row_q8_0 (q8_0.h), q4_0/q4_1/q5_0/q5_1 ggml-base's
  *     quantize_row_*_ref (scalar: the largest magnitude's signed value over
  *     -8 or -16, or (max - min) over 15 or 31; q = (int8_t)(x*id + 8.5) and
- *     the like, truncated);
+ *     the like, truncated), iq4_nl ggml-base's quantize_row_iq4_nl_ref (no
+ *     importance weights, no scale searched: codes of the nearest value to
+ *     x / (max / -127), then the least-squares d weighted by x*x);
  *   - reading a V row (flash attention's v_to_float): ggml-base's
- *     dequantize_row_* (q8_0.h, q4_0.h);
+ *     dequantize_row_* (q8_0.h, q4_0.h, iq4.h);
  *   - a K row's dot product with a query (flash attention's kq_vec_dot): the
  *     query converted once per row to the K type's vec_dot_type (f32 as is,
- *     f16/bf16 rounded, q8_0 for q8_0/q4_0/q5_0, q8_1 for q4_1/q5_1), then
+ *     f16/bf16 rounded, q8_0 for q8_0/q4_0/q5_0/iq4_nl, q8_1 for q4_1/q5_1), then
  *     ggml_vec_dot_<K>_<vec_dot_type>;
  *   - the Hadamard rotation b11669 puts around a quantized cache
  *     (llama_mul_mat_hadamard, which the CPU backend runs as
  *     ggml_compute_forward_fwht): each run of n values scaled by 1/sqrtf(n),
  *     then butterflies (u + v, u - v) of width 1, 2, 4, ... n/2.
- *
- * iq4_nl rows are not written here yet (kvq_info.plays == 0, with why).
  */
 #ifndef BANKML_KVQ_H
 #define BANKML_KVQ_H
@@ -47,8 +47,6 @@ typedef struct {
     uint32_t ggml;           /* ggml / GGUF type id (slot files record it) */
     size_t blk, bytes;       /* values and bytes per block */
     int quantized;           /* ggml_is_quantized: rotation, and V needs flash attention */
-    int plays;               /* 1: rows written and read here bit for bit */
-    const char *why_not;     /* when plays == 0: the reason, for refusals */
 } kvq_info;
 
 /* The row of a type (t < KVQ_COUNT), else NULL. */
@@ -64,7 +62,7 @@ const char *kvq_names(void);
 /* Bytes of one row of n values (n a multiple of the block; 0 otherwise). */
 size_t kvq_row_bytes(kvq_type t, size_t n);
 /* Writes n floats (n a multiple of the block) as one row of type t (a type
- * that plays). */
+ * of the table). */
 void kvq_from_float(kvq_type t, const float *x, uint8_t *y, size_t n);
 /* Reads n values of a row of type t into floats (v_to_float). */
 void kvq_to_float(kvq_type t, const uint8_t *x, float *y, size_t n);
