@@ -204,7 +204,7 @@ def t_template(label, tpl):
         st_b, a_b = B.post(CHAT, body)
         msg = a_b.get("error", {}).get("message", "") if isinstance(a_b, dict) else str(a_b)
         S.equal(f"{label}: an assistant prefill beside tools: b11669 answers, bankml refuses with the reason",
-                [st_l, st_b, msg[:60]], [200, 400, "a continued final message (continue_final_message, or an as"])
+                [st_l, st_b, msg[:60]], [200, 400, "a continued final message (continue_final_message, or an ass"])
     finally:
         L.stop()
         B.stop()
