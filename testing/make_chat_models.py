@@ -6,6 +6,7 @@ user-defined tokens (Qwen3's <think>, </think>, <tool_call>, </tool_call>; Llama
 <|eom_id|>), as real GGUFs of those families carry them.
 
     gguf-py testing/make_chat_models.py OUTDIR      # writes chat-qwen, chat-llama, chat-harmony and chat-mistral .gguf (if missing)
+    gguf-py testing/make_chat_models.py OUTDIR qwen # only chat-qwen.gguf (testing/oracle_clients_tools.py)
 
 The weights come from make_models.py's splitmix64 generator (the same bits everywhere). Standard library,
 numpy and gguf-py."""
@@ -72,8 +73,11 @@ def main():
     shared = os.environ.get("BANKML_SHARED") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                              "shared")
     os.makedirs(out, exist_ok=True)
+    only = sys.argv[2:]
     for which, arch, seed in (("qwen", "qwen3", 41), ("llama", "llama", 42), ("harmony", "qwen3", 43),
                              ("mistral", "llama", 44)):
+        if only and which not in only:
+            continue
         path = os.path.join(out, f"chat-{which}.gguf")
         if os.path.exists(path):
             continue
