@@ -4,8 +4,9 @@ chat layer against llama-server b11669, side by side with the same flags (-t 2 -
 
   Qwen3's template (reasoning in <think>, hermes-style <tool_call>) and Llama 3.1's (JSON calls, on the Llama
   vocabulary model), each request asked not streamed and streamed:
-  tools with input_schema, tool_choice {type: auto | any | tool | none}, logit_bias steering the random model
-  into a call or a thinking block, a tool_use / tool_result history (a string, text blocks, is_error, a result
+  tools with input_schema, tool_choice {type: auto | any | tool | none}, a server-wide logit bias (-l, as the
+  route passes no logit_bias) steering the random model into a call, DeepSeek R1's template (its generation
+  prompt opens <think>) for thinking blocks, a tool_use / tool_result history (a string, text blocks, is_error, a result
   with no content), thinking blocks in the history, thinking {type: enabled, budget_tokens}, stop_sequences
   beside tools; an image in a tool_result (b11669's 500) and count_tokens of the same conversations.
 
@@ -58,7 +59,7 @@ def cases(think):
         ("plain", dict(g, messages=ASK, max_tokens=10)),
         ("tools auto", dict(g, messages=ASK, tools=[WEATHER, PING], max_tokens=24)),
         ("tool_choice any", dict(g, messages=ASK, tools=[UNIT, PING], tool_choice={"type": "any"}, max_tokens=48)),
-        ("tool_choice tool seeded", dict(temperature=0.8, top_k=40, messages=ASK, tools=[UNIT, PING],
+        ("tool_choice tool, top_k 1", dict(temperature=0.8, top_k=1, messages=ASK, tools=[UNIT, PING],
                                          tool_choice={"type": "tool", "name": "ping"}, max_tokens=40)),
         ("tool_choice auto", dict(g, messages=ASK, tools=[UNIT], tool_choice={"type": "auto"}, max_tokens=24)),
         ("tool_choice none (b11669: auto)", dict(g, messages=ASK, tools=[UNIT], tool_choice={"type": "none"},
@@ -93,11 +94,12 @@ def cases(think):
     return out
 
 
-# (name, model, template file, opens a reasoning block)
+# (name, model, template file, opens a reasoning block, the text a server-wide logit bias (-l) steers the model
+# to: b11669's translation passes no logit_bias through, so both servers are started with -l ID+15)
 TEMPLATES = [
-    ("qwen3", "chat-qwen", "Qwen-Qwen3-0.6B.jinja", False),
-    ("deepseek-r1-qwen", "chat-qwen", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", True),
-    ("llama-3.1", "chat-llama", "meta-llama-Llama-3.1-8B-Instruct.jinja", False),
+    ("qwen3", "chat-qwen", "Qwen-Qwen3-0.6B.jinja", False, "<tool_call>"),
+    ("deepseek-r1-qwen", "chat-qwen", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", True, None),
+    ("llama-3.1", "chat-llama", "meta-llama-Llama-3.1-8B-Instruct.jinja", False, "{"),
 ]
 stats = {"tool_use": 0, "stop tool_use": 0, "thinking": 0, "input_json_delta": 0, "errors": 0}
 
@@ -161,8 +163,18 @@ def models():
     return paths, oracle.pinned_fork(list(paths.values()), prefix="oracle-anthropic-tools-")
 
 
-def t_template(paths, fork, name, model, tpl, think):
+def token_id(model, text):
+    p = subprocess.run([os.environ.get("BANKML_BIN") or os.path.join(oracle.ROOT, "bankml"), "tokenize",
+                        model], input=text, stdout=subprocess.PIPE, text=True, check=True)
+    ids = json.loads(p.stdout)["tokens"]
+    assert len(ids) == 1, (text, ids)
+    return ids[0]
+
+
+def t_template(paths, fork, name, model, tpl, think, steer):
     t = ["--chat-template-file", os.path.join(TPL, tpl)]
+    if steer:
+        t += ["-l", f"{token_id(paths[model], steer)}+15"]
     L = oracle.Server.llama(kit, paths[model], ctx=1024, extra=t)
     B = oracle.Server.bankml(paths[model], ctx=1024, extra=["--fork", fork] + t)
     oracle.start_both(L, B)
@@ -176,8 +188,8 @@ def t_template(paths, fork, name, model, tpl, think):
 
 def main():
     paths, fork = models()
-    for name, model, tpl, think in TEMPLATES:
-        S.run(f"{name}: the pair ran", t_template, paths, fork, name, model, tpl, think)
+    for name, model, tpl, think, steer in TEMPLATES:
+        S.run(f"{name}: the pair ran", t_template, paths, fork, name, model, tpl, think, steer)
     print("reached:", json.dumps(stats))
     S.check("the cases reached tool_use blocks", stats["tool_use"] >= 4, json.dumps(stats))
     S.check("the cases reached stop_reason tool_use", stats["stop tool_use"] >= 2, json.dumps(stats))
