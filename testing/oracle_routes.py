@@ -7,7 +7,8 @@ sent the same requests in the same order (so their slots, and cache_n, move alik
   n > 1, a bad logprobs type);
 - /v1/messages (Anthropic) and /v1/messages/count_tokens: system as a string and as blocks, content blocks,
   stop_sequences (stop_reason, stop_sequence), max_tokens absent (4096), messages not an array, streamed
-  events (message_start ... message_stop), '"messages" is required' (500); bankml's 400s for tools;
+  events (message_start ... message_stop), '"messages" is required' (500), tools, a tool_result, tool_choice and
+  thinking through the chat layer;
 - /v1/responses: input as a string and as items (merged assistant output), instructions, max_output_tokens,
   streamed events, and its 400s; bankml's 400s for function tools and function_call items;
 - the 501s b11669 answers on one model without their flags: /v1/embeddings, /embedding, /embeddings,
@@ -175,6 +176,15 @@ MSGS = [
     ("not an object", "[1]"),
     ("bad JSON", "{"),
     ("a bad role type", {"max_tokens": 3, "messages": [{"role": 5, "content": "x"}]}),
+    # the chat layer (testing/oracle_anthropic_tools.py has the templates that call tools)
+    ("tools", {"max_tokens": 2, "temperature": 0, "messages": HI,
+               "tools": [{"name": "f", "input_schema": {"type": "object"}}]}),
+    ("a tool_result alone", {"max_tokens": 2, "temperature": 0, "messages": [{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t", "content": "x"}]}]}),
+    ("tool_choice any without tools", {"max_tokens": 2, "temperature": 0, "messages": HI,
+                                       "tool_choice": {"type": "any"}}),
+    ("thinking enabled", {"max_tokens": 2, "temperature": 0, "messages": HI,
+                          "thinking": {"type": "enabled", "budget_tokens": 10}}),
 ]
 RESP = [
     ("input string", {"model": "gpt-4o-mini", "input": "hi", "max_output_tokens": 4, "temperature": 0}),
@@ -213,15 +223,6 @@ REFUSED = [("/v1/embeddings", {"input": "a"}), ("/embedding", {"content": "a"}),
            ("/props", {"n_ctx": 8}), ("/slots/0?action=save", {"filename": "x.bin"}),
            ("/slots/0?action=restore", {"filename": "x.bin"}), ("/slots/0?action=erase", {})]
 BANKML_400 = [
-    ("/v1/messages", {"max_tokens": 2, "messages": HI, "tools": [{"name": "f", "input_schema": {"type": "object"}}]},
-     "'tools' is refused: bankml does not reproduce tool calls yet"),
-    ("/v1/messages", {"max_tokens": 2, "messages": [{"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "t", "content": "x"}]}]},
-     "content blocks of type 'tool_result' are refused: bankml does not reproduce tool calls yet"),
-    ("/v1/messages", {"max_tokens": 2, "messages": HI, "tool_choice": {"type": "any"}},
-     "'tool_choice' is refused: bankml does not reproduce tool calls yet"),
-    ("/v1/messages", {"max_tokens": 2, "messages": HI, "thinking": {"type": "enabled", "budget_tokens": 10}},
-     "'thinking' with type 'enabled' is refused: bankml does not reproduce llama-server's thinking budget yet"),
     ("/v1/responses", {"input": "hi", "tools": [{"type": "function", "name": "f"}]},
      "function 'tools' are refused: bankml does not reproduce tool calls yet"),
     ("/v1/responses", {"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]},

@@ -43,6 +43,8 @@ typedef struct {
     const int32_t *ids;        /* the prompt */
     size_t n_ids;
     const json_value *vfields; /* response_fields for __verbose, or NULL */
+    llama_chat *cl;            /* Messages: the chat layer (cl->active: the answer is parsed) */
+    llama_anthropic_state ast; /* Messages through the chat layer: the stream's block state */
 } cx;
 
 /* ------------------------------------------------------------------ events */
@@ -90,17 +92,68 @@ static int content_delta(cx *c, const char **d, size_t *dn)
     return 1;
 }
 
+/* message_start's data into c->ev. */
+static void anthropic_start(cx *c, const engine_result *g)
+{
+    jbuf_reset(&c->ev);
+    jbuf_printf(&c->ev, "{\"type\":\"message_start\",\"message\":{\"id\":\"%s\",\"type\":\"message\","
+                        "\"role\":\"assistant\",\"content\":[],\"model\":", c->id);
+    json_put_cstr_nl(&c->ev, c->model_name);
+    jbuf_printf(&c->ev, ",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"cache_read_input_tokens\":%zu,"
+                        "\"input_tokens\":%zu,\"output_tokens\":0}}}", g->n_cached, g->n_prompt - g->n_cached);
+}
+
+/* The stream's error event when the chat layer's parse throws (b11669's exception while it reads a result):
+ * format_error_response's server error as the data of an `error` event; the stream ends. */
+static int anthropic_error_event(cx *c, const char *msg)
+{
+    jbuf_reset(&c->ev);
+    jbuf_puts(&c->ev, "{\"code\":500,\"message\":");
+    json_put_cstr_nl(&c->ev, msg);
+    jbuf_puts(&c->ev, ",\"type\":\"server_error\"}");
+    cx_send(c, "error");
+    return -1;
+}
+
+/* Framed events (llama_anthropic.c's) as they are. */
+static int cx_write(cx *c, const jbuf *f)
+{
+    if (f->oom) return -1;
+    if (!f->len) return 0;
+    if (cx_begin(c) != 0) return -1;
+    return serve_stream_write(c->resp, f->p, f->len);
+}
+
+/* A partial through the chat layer: the answer so far parsed (an exception: the error event), message_start on
+ * the first token, then the deltas' content-block events. */
+static int anthropic_chat_partial(cx *c, const engine_result *g)
+{
+    chat_msg_delta *d = NULL;
+    size_t nd = 0;
+    char err[512];
+    if (llama_chat_update(c->cl, c->raw.p, c->raw.len, 1, &d, &nd, err, sizeof err) != 0)
+        return anthropic_error_event(c, err);
+    int rc = 0;
+    if (g->n_decoded == 1) {
+        anthropic_start(c, g);
+        rc = cx_send(c, "message_start");
+    }
+    jbuf f;
+    jbuf_init(&f);
+    llama_anthropic_partial(&f, &c->ast, &c->cl->msg, d, nd);
+    if (rc == 0) rc = cx_write(c, &f);
+    jbuf_free(&f);
+    chat_msg_deltas_free(d, nd);
+    return rc;
+}
+
 static int anthropic_partial(cx *c, const engine_result *g)
 {
     const char *d;
     size_t dn;
+    if (c->cl && c->cl->active) return anthropic_chat_partial(c, g);
     if (g->n_decoded == 1) {
-        jbuf_reset(&c->ev);
-        jbuf_printf(&c->ev, "{\"type\":\"message_start\",\"message\":{\"id\":\"%s\",\"type\":\"message\","
-                            "\"role\":\"assistant\",\"content\":[],\"model\":", c->id);
-        json_put_cstr_nl(&c->ev, c->model_name);
-        jbuf_printf(&c->ev, ",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"cache_read_input_tokens\":%zu,"
-                            "\"input_tokens\":%zu,\"output_tokens\":0}}}", g->n_cached, g->n_prompt - g->n_cached);
+        anthropic_start(c, g);
         if (cx_send(c, "message_start") != 0) return -1;
     }
     if (!content_delta(c, &d, &dn)) return 0;
@@ -341,10 +394,36 @@ static void cmpl_final(cx *c, const engine_result *g)
 
 static void anthropic_final(cx *c, const engine_result *g)
 {
-    const char *reason = g->stop == ENGINE_STOP_WORD || g->stop == ENGINE_STOP_EOS ? "end_turn" : "max_tokens";
+    int ended = g->stop == ENGINE_STOP_WORD || g->stop == ENGINE_STOP_EOS;
+    const char *reason = ended ? "end_turn" : "max_tokens";
+    int chat = c->cl && c->cl->active;
+    if (chat) {   /* the final result's update: the whole answer parsed (is_partial false) */
+        chat_msg_delta *d = NULL;
+        size_t nd = 0;
+        char err[512];
+        const char *text = c->rq->stream ? c->raw.p : g->text.p;
+        size_t tn = c->rq->stream ? c->raw.len : g->text.len;
+        if (llama_chat_update(c->cl, text, tn, 0, &d, &nd, err, sizeof err) != 0) {
+            if (c->rq->stream) anthropic_error_event(c, err);
+            else llama_reply_err(c->resp, 500, err);
+            return;
+        }
+        if (ended && c->cl->msg.ncalls) reason = "tool_use";
+        if (c->rq->stream) {
+            jbuf f;
+            jbuf_init(&f);
+            llama_anthropic_stream_blocks(&f, &c->cl->msg, d, nd);
+            int rc = cx_write(c, &f);
+            jbuf_free(&f);
+            chat_msg_deltas_free(d, nd);
+            if (rc != 0) return;
+        } else {
+            chat_msg_deltas_free(d, nd);
+        }
+    }
     jbuf_reset(&c->ev);
     if (c->rq->stream) {
-        if (c->text_started) {
+        if (!chat && c->text_started) {
             jbuf_puts(&c->ev, "{\"type\":\"content_block_stop\",\"index\":0}");
             if (cx_send(c, "content_block_stop") != 0) return;
             jbuf_reset(&c->ev);
@@ -360,12 +439,16 @@ static void anthropic_final(cx *c, const engine_result *g)
     }
     const char *s;
     size_t n;
-    final_content(c, g, &s, &n);
     jbuf_printf(&c->ev, "{\"id\":\"%s\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[", c->id);
-    if (n) {
-        jbuf_puts(&c->ev, "{\"type\":\"text\",\"text\":");
-        json_put_str_nl(&c->ev, s, n);
-        jbuf_putc(&c->ev, '}');
+    if (chat) {
+        llama_anthropic_blocks(&c->ev, &c->cl->msg, g->text.p ? g->text.p : "", g->text.len);
+    } else {
+        final_content(c, g, &s, &n);
+        if (n) {
+            jbuf_puts(&c->ev, "{\"type\":\"text\",\"text\":");
+            json_put_str_nl(&c->ev, s, n);
+            jbuf_putc(&c->ev, '}');
+        }
     }
     jbuf_puts(&c->ev, "],\"model\":");
     json_put_cstr_nl(&c->ev, c->model_name);
@@ -581,9 +664,11 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
     llama_prompts ps;
     engine_model *m;
     jbuf tparams;
+    llama_chat layer;
     memset(&ps, 0, sizeof ps);
     jbuf_init(&tparams);
     engine_request_init(&rq);
+    llama_chat_init(&layer);
     if (llama_read_pre(body, kind != CX_CMPL, &pre, &status, err, sizeof err) != 0) {
         llama_reply_err(resp, status, err);
         goto out;
@@ -598,6 +683,8 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
         llama_reply_err(resp, 400, "a conversation ending with an assistant message (prefill) is not reproduced on "
                                    "this route yet with Jinja (b11669's answer parser starts the content with the "
                                    "prefill); /v1/chat/completions answers it");
+    } else if (kind == CX_ANTHROPIC && llama_chat_prepare(m, lo, body, &pre, &rq, &layer, &status, err, sizeof err) != 0) {
+        llama_reply_err(resp, status, err);   /* the chat layer's reading (oaicompat_chat_params_parse's) */
     } else if (llama_prompt_list(m, &pre, resp, &ps) != 0) {
         /* answered */
     } else if (count_only) {
@@ -627,6 +714,7 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
         llama_random_id(c.item_id + 4, 33);
         c.pre = &pre;
         c.vfields = llama_response_fields(body);
+        c.cl = &layer;
         cx_tasks(e, m, &pre, &rq, &ps, &c, &tparams);
         jbuf_free(&c.raw);
         jbuf_free(&c.sent);
@@ -635,6 +723,7 @@ static void cx_run(engine *e, const llama_api_opts *lo, serve_req *req, serve_re
     engine_release(e, lo->keep_ms);
 out:
     engine_request_free(&rq);
+    llama_chat_free(&layer);
     jbuf_free(&tparams);
     llama_prompts_free(&ps);
 }
@@ -674,175 +763,7 @@ static void put_members_but(jbuf *b, const json_value *o, const char *const *ski
     }
 }
 
-/* Anthropic's billing header: its cch stamp made constant, as b11669 does
- * (normalize_anthropic_billing_header), so the prompt cache gets past it. */
-static void put_system_text(jbuf *b, const char *s, size_t n)
-{
-    static const char head[] = "x-anthropic-billing-header:";
-    size_t h = sizeof head - 1, at = b->len;
-    jbuf_put(b, s, n);
-    if (n < h || memcmp(s, head, h) || b->oom) return;
-    for (size_t i = h; i + 4 <= n; i++)
-        if (!memcmp(s + i, "cch=", 4)) {
-            if (i + 4 + 5 < n && s[i + 9] == ';') memset(b->p + at + i + 4, 'f', 5);
-            return;
-        }
-}
-
 #define BANKML_NO_TOOLS "bankml does not reproduce tool calls yet"
-
-/* One Anthropic message's content blocks as an OpenAI message (b11669's
- * server_chat_convert_anthropic_to_oai). 0, or -1 with the refusal. */
-static int anthropic_blocks(jbuf *o, const json_value *msg, const json_value *content, int *first, char *err,
-                            size_t errlen)
-{
-    jbuf parts, reasoning;
-    size_t n_parts = 0;
-    jbuf_init(&parts);
-    jbuf_init(&reasoning);
-    for (size_t i = 0; i < content->n; i++) {
-        const json_value *bl = content->items[i];
-        const json_value *ty = bl->type == JSON_OBJECT ? json_get(bl, "type") : NULL;
-        const char *s;
-        size_t n;
-        if (cx_str_is(ty, "text")) {
-            if (n_parts++) jbuf_putc(&parts, ',');
-            json_put_value(&parts, bl);
-        } else if (cx_str_is(ty, "thinking")) {
-            jstr_or_empty(bl, "thinking", &s, &n);
-            jbuf_put(&reasoning, s, n);
-        } else if (cx_str_is(ty, "image")) {
-            const json_value *src = json_get(bl, "source");
-            const json_value *st = src && src->type == JSON_OBJECT ? json_get(src, "type") : NULL;
-            if (!cx_str_is(st, "base64") && !cx_str_is(st, "url")) continue;
-            if (n_parts++) jbuf_putc(&parts, ',');
-            jbuf_puts(&parts, "{\"type\":\"image_url\",\"image_url\":{\"url\":");
-            jbuf url;
-            jbuf_init(&url);
-            if (cx_str_is(st, "base64")) {
-                const json_value *mt = json_get(src, "media_type");
-                jbuf_puts(&url, "data:");
-                if (mt && mt->type == JSON_STRING) jbuf_put(&url, mt->str, mt->len);
-                else jbuf_puts(&url, "image/jpeg");
-                jbuf_puts(&url, ";base64,");
-                jstr_or_empty(src, "data", &s, &n);
-            } else {
-                jstr_or_empty(src, "url", &s, &n);
-            }
-            jbuf_put(&url, s, n);
-            json_put_str(&parts, url.p ? url.p : "", url.len);
-            jbuf_free(&url);
-            jbuf_puts(&parts, "}}");
-        } else if (cx_str_is(ty, "tool_use") || cx_str_is(ty, "tool_result")) {
-            bk_err(err, errlen, "content blocks of type '%.*s' are refused: " BANKML_NO_TOOLS, (int)ty->len, ty->str);
-            jbuf_free(&parts);
-            jbuf_free(&reasoning);
-            return -1;
-        }
-    }
-    if (n_parts || reasoning.len) {
-        const char *role;
-        size_t rl;
-        jstr_or_empty(msg, "role", &role, &rl);
-        jbuf_puts(o, *first ? "{\"role\":" : ",{\"role\":");
-        *first = 0;
-        json_put_str(o, role, rl);
-        jbuf_puts(o, ",\"content\":");
-        if (n_parts) {
-            jbuf_putc(o, '[');
-            jbuf_put(o, parts.p, parts.len);
-            jbuf_putc(o, ']');
-        } else {
-            jbuf_puts(o, "\"\"");
-        }
-        if (reasoning.len) {
-            jbuf_puts(o, ",\"reasoning_content\":");
-            json_put_str(o, reasoning.p, reasoning.len);
-        }
-        jbuf_putc(o, '}');
-    }
-    jbuf_free(&parts);
-    jbuf_free(&reasoning);
-    return 0;
-}
-
-/* An Anthropic Messages request as the chat request b11669 makes of it.
- * 0, or -1 with the status and message. */
-static int anthropic_to_chat(const json_value *b, jbuf *o, int *status, char *err, size_t errlen)
-{
-    static const char *const pass[] = {"temperature", "top_p", "top_k", "stream", "chat_template_kwargs"};
-    const json_value *sys = json_get(b, "system"), *msgs = json_get(b, "messages"), *v;
-    int first = 1;
-    *status = 400;
-    jbuf_puts(o, "{\"messages\":[");
-    if (sys && sys->type != JSON_NULL) {
-        first = 0;
-        jbuf sc;
-        jbuf_init(&sc);
-        if (sys->type == JSON_STRING) put_system_text(&sc, sys->str, sys->len);
-        for (size_t i = 0; sys->type == JSON_ARRAY && i < sys->n; i++) {
-            const char *s;
-            size_t n;
-            if (!cx_str_is(sys->items[i]->type == JSON_OBJECT ? json_get(sys->items[i], "type") : NULL, "text")) continue;
-            jstr_or_empty(sys->items[i], "text", &s, &n);
-            put_system_text(&sc, s, n);
-        }
-        jbuf_puts(o, "{\"role\":\"system\",\"content\":");
-        json_put_str(o, sc.p ? sc.p : "", sc.len);
-        jbuf_putc(o, '}');
-        jbuf_free(&sc);
-    }
-    if (!msgs) {
-        *status = 500;
-        bk_err(err, errlen, "'messages' is required");
-        return -1;
-    }
-    for (size_t i = 0; msgs->type == JSON_ARRAY && i < msgs->n; i++) {
-        const json_value *m = msgs->items[i];
-        const json_value *ct = m->type == JSON_OBJECT ? json_get(m, "content") : NULL;
-        if (!ct && cx_str_is(m->type == JSON_OBJECT ? json_get(m, "role") : NULL, "assistant")) continue;
-        if (!ct || ct->type != JSON_ARRAY) {
-            if (!first) jbuf_putc(o, ',');
-            first = 0;
-            json_put_value(o, m);
-        } else if (anthropic_blocks(o, m, ct, &first, err, errlen) != 0) {
-            return -1;
-        }
-    }
-    jbuf_putc(o, ']');
-    if ((v = json_get(b, "tools")) && v->type == JSON_ARRAY && v->n) {
-        bk_err(err, errlen, "'tools' is refused: " BANKML_NO_TOOLS);
-        return -1;
-    }
-    v = json_get(b, "tool_choice");
-    if (v && v->type == JSON_OBJECT) {
-        const json_value *t = json_get(v, "type");
-        if (cx_str_is(t, "auto") || cx_str_is(t, "any") || cx_str_is(t, "tool")) {
-            bk_err(err, errlen, "'tool_choice' is refused: " BANKML_NO_TOOLS);
-            return -1;
-        }
-    }
-    v = json_get(b, "thinking");
-    if (v && v->type == JSON_OBJECT && cx_str_is(json_get(v, "type"), "enabled")) {
-        bk_err(err, errlen, "'thinking' with type 'enabled' is refused: bankml does not reproduce llama-server's "
-                            "thinking budget yet");
-        return -1;
-    }
-    if ((v = json_get(b, "stop_sequences"))) {
-        jbuf_puts(o, ",\"stop\":");
-        json_put_value(o, v);
-    }
-    jbuf_puts(o, ",\"max_tokens\":");
-    if ((v = json_get(b, "max_tokens"))) json_put_value(o, v);
-    else jbuf_puts(o, "4096");
-    for (size_t k = 0; k < sizeof pass / sizeof pass[0]; k++)
-        if ((v = json_get(b, pass[k]))) {
-            jbuf_printf(o, ",\"%s\":", pass[k]);
-            json_put_value(o, v);
-        }
-    jbuf_putc(o, '}');
-    return 0;
-}
 
 /* The messages a Responses request makes, kept apart so that an output
  * message can be merged into the assistant message before it. */
@@ -1036,7 +957,7 @@ static void translated(compat *api, serve_req *req, serve_resp *resp, cx_kind ki
         else llama_reply_err(resp, 400, "'input' is required");
         goto out;
     }
-    if ((kind == CX_ANTHROPIC ? anthropic_to_chat(body, &t, &status, err, sizeof err)
+    if ((kind == CX_ANTHROPIC ? llama_anthropic_to_chat(body, &t, &status, err, sizeof err)
                               : responses_to_chat(body, &t, err, sizeof err)) != 0) {
         llama_reply_err(resp, status, err);
         goto out;

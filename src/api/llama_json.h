@@ -239,6 +239,48 @@ void llama_chat_put_delta(jbuf *b, const chat_msg_delta *d);
  * message answers the raw text as its content. */
 void llama_chat_put_message(jbuf *b, const chat_msg *m, const char *raw, size_t raw_len);
 
+/* ---- the Anthropic Messages route (llama_anthropic.c) ---- */
+
+/* server_chat_convert_anthropic_to_oai: an Anthropic Messages body b as
+ * the chat request b11669 makes of it, written to o as JSON: system (a
+ * string, or its text blocks joined; the billing header's cch stamp made
+ * constant), each message (content blocks: text as they are, images as
+ * image_url parts, thinking joined into reasoning_content, tool_use as
+ * tool_calls with the input dumped into arguments, tool_result as the tool
+ * messages after it), tools (input_schema the parameters), tool_choice
+ * (auto; any and tool "required"; other values absent), stop_sequences as
+ * stop, max_tokens (4096 when absent), temperature, top_p, top_k, stream,
+ * chat_template_kwargs, and thinking {type: enabled} as
+ * thinking_budget_tokens (budget_tokens, 10000 by default). 0, or -1 with
+ * the status (500 for "'messages' is required") and message. */
+int llama_anthropic_to_chat(const json_value *b, jbuf *o, int *status, char *err, size_t errlen);
+
+/* The stream's block state (task_result_state's thinking_block_started,
+ * text_block_started); zero it before the first partial. */
+typedef struct {
+    int thinking_started, text_started;
+} llama_anthropic_state;
+/* A partial's content-block events (to_json_anthropic of a partial, after
+ * message_start), framed as SSE ("event: NAME\ndata: JSON\n\n"), appended
+ * to out: for the deltas d[0..nd) of llama_chat_update, msg the message
+ * parsed so far: thinking at index 0, text at 1 when msg has reasoning
+ * (else 0), tool_use at that plus the text block when started plus the
+ * call's index (content_block_start when the delta names the call, then
+ * input_json_delta); st updated. */
+void llama_anthropic_partial(jbuf *out, llama_anthropic_state *st, const chat_msg *msg, const chat_msg_delta *d,
+                             size_t nd);
+/* The final result's content-block events (to_json_anthropic_stream before
+ * message_delta): the final parse's deltas with each block started afresh
+ * (the indices from the whole message), then the empty signature_delta and
+ * the stops: thinking, text, each tool call. Appended to out. */
+void llama_anthropic_stream_blocks(jbuf *out, const chat_msg *msg, const chat_msg_delta *d, size_t nd);
+/* The content array's blocks of a final answer, comma-separated (no
+ * brackets): thinking (with an empty signature), text, then each tool_use
+ * (id, name, the arguments parsed as its input, {} when they are not
+ * JSON); an empty message gives the raw text as one text block (none when
+ * raw is empty). */
+void llama_anthropic_blocks(jbuf *out, const chat_msg *msg, const char *raw, size_t raw_len);
+
 /* ---- writing (llama_out.c) ---- */
 
 /* response_fields (server-common.cpp json_get_nested_values): out, a final
