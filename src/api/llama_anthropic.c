@@ -386,6 +386,22 @@ static void an_stop(jbuf *b, size_t index)
     jbuf_printf(b, "{\"type\":\"content_block_stop\",\"index\":%zu}\n\n", index);
 }
 
+/* One delta's reasoning and content: the thinking block (index 0) and the text block (index text_at), each
+ * started at its first piece (*th, *tx remember it), then its delta event. */
+static void an_text_deltas(jbuf *out, const chat_msg_delta *x, size_t text_at, int *th, int *tx)
+{
+    if (x->reasoning_delta.len) {
+        if (!*th) an_block_start(out, 0, "thinking", "thinking");
+        *th = 1;
+        an_delta(out, 0, "thinking_delta", "thinking", &x->reasoning_delta);
+    }
+    if (x->content_delta.len) {
+        if (!*tx) an_block_start(out, text_at, "text", "text");
+        *tx = 1;
+        an_delta(out, text_at, "text_delta", "text", &x->content_delta);
+    }
+}
+
 void llama_anthropic_partial(jbuf *out, llama_anthropic_state *st, const chat_msg *msg, const chat_msg_delta *d,
                              size_t nd)
 {
@@ -393,16 +409,7 @@ void llama_anthropic_partial(jbuf *out, llama_anthropic_state *st, const chat_ms
     int th = st->thinking_started, tx = st->text_started;
     for (size_t i = 0; i < nd; i++) {
         const chat_msg_delta *x = &d[i];
-        if (x->reasoning_delta.len) {
-            if (!th) an_block_start(out, 0, "thinking", "thinking");
-            th = 1;
-            an_delta(out, 0, "thinking_delta", "thinking", &x->reasoning_delta);
-        }
-        if (x->content_delta.len) {
-            if (!tx) an_block_start(out, reasoned, "text", "text");
-            tx = 1;
-            an_delta(out, reasoned, "text_delta", "text", &x->content_delta);
-        }
+        an_text_deltas(out, x, reasoned, &th, &tx);
         if (x->tool_index != PEG_INVALID) {
             size_t idx = reasoned + (size_t)tx + x->tool_index;
             if (x->call.name.len) an_tool_start(out, idx, &x->call.id, &x->call.name);
@@ -424,16 +431,7 @@ void llama_anthropic_stream_blocks(jbuf *out, const chat_msg *msg, const chat_ms
     }
     for (size_t i = 0; i < nd; i++) {
         const chat_msg_delta *x = &d[i];
-        if (x->reasoning_delta.len) {
-            if (!th) an_block_start(out, 0, "thinking", "thinking");
-            th = 1;
-            an_delta(out, 0, "thinking_delta", "thinking", &x->reasoning_delta);
-        }
-        if (x->content_delta.len) {
-            if (!tx) an_block_start(out, has_thinking, "text", "text");
-            tx = 1;
-            an_delta(out, has_thinking, "text_delta", "text", &x->content_delta);
-        }
+        an_text_deltas(out, x, has_thinking, &th, &tx);
         if (x->tool_index != PEG_INVALID && x->tool_index < msg->ncalls) {
             size_t idx = has_thinking + has_text + x->tool_index;
             if (!started[x->tool_index]) {   /* the whole call's id and name, once per call in these deltas */
