@@ -520,3 +520,16 @@ def compare_records(suite, label, got, want, key="id", ignore=()):
             bad += 1
     print(f"{label}: {same} match, {bad} differ", flush=True)
     return same, bad
+
+
+def stream_view(events):
+    """Each streamed event without the values that differ by nature (ids, times, bankml's receipt): the timings
+    keep cache_n, prompt_n and predicted_n."""
+    out = []
+    for e in events:
+        if isinstance(e, dict):
+            e = {k: v for k, v in e.items() if k not in ("created", "id", "system_fingerprint", "bankml_receipt")}
+            if "timings" in e:
+                e["timings"] = {k: e["timings"][k] for k in ("cache_n", "prompt_n", "predicted_n")}
+        out.append(e)
+    return out

@@ -63,21 +63,9 @@ def chat_view(body):
             "timings": {k: body["timings"][k] for k in ("cache_n", "prompt_n", "predicted_n")}}
 
 
-def stream_view(events):
-    """Each streamed event without the values that differ by nature (ids, times, bankml's receipt)."""
-    out = []
-    for e in events:
-        if isinstance(e, dict):
-            e = {k: v for k, v in e.items() if k not in ("created", "id", "system_fingerprint", "bankml_receipt")}
-            if "timings" in e:
-                e["timings"] = {k: e["timings"][k] for k in ("cache_n", "prompt_n", "predicted_n")}
-        out.append(e)
-    return out
-
-
 def same_stream(L, B, label, path, body):
     (sl, el), (sb, eb) = L.stream(path, body), B.stream(path, body)
-    S.equal(label, [sb, stream_view(eb)], [sl, stream_view(el)])
+    S.equal(label, [sb, oracle.stream_view(eb)], [sl, oracle.stream_view(el)])
 
 
 def same(L, B, label, path, body, view):

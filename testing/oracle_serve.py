@@ -53,18 +53,6 @@ def chat_view(body):
             "keys": [k for k in body if k not in ("bankml_receipt",)]}
 
 
-def stream_view(events):
-    """Each event with values that differ by nature removed, and the receipt bankml adds to the last chunk."""
-    out = []
-    for e in events:
-        if isinstance(e, dict):
-            e = {k: v for k, v in e.items() if k not in ("created", "id", "system_fingerprint", "bankml_receipt")}
-            if "timings" in e:
-                e["timings"] = {k: e["timings"][k] for k in ("cache_n", "prompt_n", "predicted_n")}
-        out.append(e)
-    return out
-
-
 def both(name, fn):
     """Runs fn(server) on llama-server then bankml and compares."""
     return fn(L), fn(B)
@@ -79,7 +67,7 @@ def conversation(label, turns, extra, stream=False):
         if stream:
             body["stream"] = True
             (sl, el), (sb, eb) = L.stream("/v1/chat/completions", body), B.stream("/v1/chat/completions", body)
-            eq(f"{label} turn {i + 1} (streamed)", [sb, stream_view(eb)], [sl, stream_view(el)])
+            eq(f"{label} turn {i + 1} (streamed)", [sb, oracle.stream_view(eb)], [sl, oracle.stream_view(el)])
             if sb == 200:
                 last = [e for e in eb if e != "[DONE]"][-1:]
                 S.check(f"{label} turn {i + 1} (streamed) receipt in the last chunk, which has choices",
@@ -114,7 +102,7 @@ def interleaved(label, convs, extra, stream=False):
                 body["stream"] = True
                 body["stream_options"] = {"include_usage": True}
                 (sl, el), (sb, eb) = L.stream("/v1/chat/completions", body), B.stream("/v1/chat/completions", body)
-                eq(f"{name} (streamed)", [sb, stream_view(eb)], [sl, stream_view(el)])
+                eq(f"{name} (streamed)", [sb, oracle.stream_view(eb)], [sl, oracle.stream_view(el)])
                 text = "".join(((e.get("choices") or [{}])[0].get("delta") or {}).get("content") or ""
                                for e in el if isinstance(e, dict) and "choices" in e)
                 tm = [e["timings"] for e in el if isinstance(e, dict) and "timings" in e]
@@ -170,8 +158,8 @@ for path in MODELS:
                                 "stream": st}
                         if st:
                             (sl, el), (sb, eb) = L.stream("/completion", body), B.stream("/completion", body)
-                            eq(f"{base} stop {stop!r} across tokens (streamed)", (sb, stream_view(eb)),
-                                    (sl, stream_view(el)), ignore=IGN)
+                            eq(f"{base} stop {stop!r} across tokens (streamed)", (sb, oracle.stream_view(eb)),
+                                    (sl, oracle.stream_view(el)), ignore=IGN)
                         else:
                             (sl, jl), (sb, jb) = L.post("/completion", body), B.post("/completion", body)
                             eq(f"{base} stop {stop!r} across tokens", [sb, jb], [sl, jl], ignore=IGN)
@@ -203,7 +191,7 @@ for path in MODELS:
             eq(f"{base} logprobs", [sb, chat_view(jb)], [sl, chat_view(jl)])
             (sl, el), (sb, eb) = L.stream("/v1/chat/completions", dict(lp, stream=True)), \
                 B.stream("/v1/chat/completions", dict(lp, stream=True))
-            eq(f"{base} logprobs streamed", [sb, stream_view(eb)], [sl, stream_view(el)])
+            eq(f"{base} logprobs streamed", [sb, oracle.stream_view(eb)], [sl, oracle.stream_view(el)])
             # a context overflow: llama-server's 400 body exactly
             big = {"messages": [{"role": "user", "content": "hello " * (CTX + 10)}], "max_tokens": 4}
             eq(f"{base} context overflow", B.post("/v1/chat/completions", big),
