@@ -48,12 +48,15 @@ SMALL = [
          tied=False, extra=0, types=["F16", "BF16", "Q8_0", "Q1_0", "Q2_0"], seed=5),
 ]
 
-# make bench-models: real models' shapes. The F16 (or F32) step is deleted when only quantized files are wanted.
+# make bench-models: real models' shapes. BENCH_MIXES are made as users get them (llama-quantize's mix, not
+# --pure: SmolLM2's rows of 576 fall back, Q4_K to Q5_0 and Q6_K to Q8_0), the rest --pure. The F16 (or F32)
+# step is deleted when only quantized files are wanted.
+BENCH_MIXES = ["Q4_K_M", "Q6_K", "Q4_0"]
 BENCH = [
     dict(name="smollm2-135m-shape", arch="llama", pre="smollm", E=576, L=30, H=9, KV=3, hd=64, FF=1536,
-         tied=True, extra=0, types=["F16"], seed=11, direct="F16"),
+         tied=True, extra=0, types=["F16"] + BENCH_MIXES, mix=BENCH_MIXES, seed=11, direct="F16"),
     dict(name="bonsai-1.7b-shape", arch="qwen3", E=2048, L=28, H=16, KV=8, hd=128, FF=6144,
-         tied=True, extra=0, types=["Q1_0", "Q2_0"], seed=12, direct="F16"),
+         tied=True, extra=0, types=["Q1_0", "Q2_0"] + BENCH_MIXES, mix=BENCH_MIXES, seed=12, direct="F16"),
 ]
 
 # make quant-models (testing/oracle_quant_models.py): llama-quantize's mixes, NOT --pure, as users get them. A type
@@ -317,7 +320,7 @@ def make_model(spec, outdir, shared, kit_bin, cache, want, pure=True):
         os.replace(tmp, base)
     for t in todo:
         if t != base_t:
-            quantize(kit_bin, base, os.path.join(outdir, fname(spec, t)), t, pure)
+            quantize(kit_bin, base, os.path.join(outdir, fname(spec, t)), t, pure and t not in spec.get("mix", ()))
         print(f"  {fname(spec, t)}", flush=True)
     if not keep_base:
         os.remove(base)

@@ -288,6 +288,7 @@ static void normalize(rt *R, val *ms, tmpl_caps c) {
 }
 
 static int has(const char *src, const char *s) { return strstr(src, s) != NULL; }
+static const char *handler_of(const char *src);
 
 static val *text_block(rt *R, const char *type, const char *key, val *text) {
     val *p = tpl_mk_obj(R);
@@ -480,7 +481,7 @@ static void render_chat(rt *R, const char *tmpl, size_t tmpl_len, const json_val
         cont_empty = continue_is_empty(last);
         if (cont == TEMPLATE_CONTINUE_AUTO) cont = continue_auto(last);
         ms->u.a.n--;
-        const char *h = template_handler(src, strlen(src));
+        const char *h = handler_of(src);
         if (!cont_empty && (h || guess_reasoning(src)))
             tpl_fail(R, "continuing a final message (continue_final_message, or a final assistant message) on %s "
                         "needs b11669's analysis of the template (where its reasoning starts and ends), which "
@@ -493,7 +494,7 @@ static void render_chat(rt *R, const char *tmpl, size_t tmpl_len, const json_val
                 tpl_obj_set_s(R, ms->u.a.v[i], "role", tpl_mk_str(R, "system"));
         }
     if (c.supports_object_arguments) args_to_objects(R, ms);
-    const char *handler = template_handler(src, strlen(src));
+    const char *handler = handler_of(src);
     if (handler && !strcmp(handler, "Gemma4") && !has(src, "{#- OpenAI Chat Completions:"))
         for (size_t i = 0; i < ms->u.a.n; i++)
             if (tpl_obj_get_s(ms->u.a.v[i], "tool_calls"))
@@ -699,8 +700,7 @@ int template_continuation(const json_value *messages, template_opts *o, char *er
     return 0;
 }
 
-const char *template_handler(const char *src, size_t len) {
-    (void)len;
+static const char *handler_of(const char *src) {
     if (has(src, "[SYSTEM_PROMPT]") && has(src, "[TOOL_CALLS]") && has(src, "[ARGS]") && !has(src, "[CALL_ID]"))
         return "Ministral/Magistral Large 3";
     if (has(src, "<|channel|>")) return "GPT-OSS";
@@ -725,9 +725,22 @@ const char *template_handler(const char *src, size_t len) {
     return NULL;
 }
 
+/* the public entry points take a length: the text need not end in a NUL
+ * (a fuzzer's buffer, a slice of a GGUF string), so they search a copy */
+const char *template_handler(const char *src, size_t len) {
+    char *z = strndup(src, len);
+    if (!z) return NULL;
+    const char *h = handler_of(z);
+    free(z);
+    return h;
+}
+
 int template_thinking_default(const char *tmpl, size_t len) {
-    (void)len;
-    return guess_thinking(tmpl);
+    char *z = strndup(tmpl, len);
+    if (!z) return 0;
+    int t = guess_thinking(z);
+    free(z);
+    return t;
 }
 
 int template_continued_content(const json_value *messages, const template_opts *o, jbuf *out) {
