@@ -771,7 +771,27 @@ static void check_repack(const RK *p, ggml_backend_t be, par_pool *pool2)
 typedef struct {
     const Kind *t;
     float (*tiled)(const uint8_t *, const uint8_t *, size_t);
+    k_tile_fn (*tile)(void); /* NULL, or the K_TILE_ROWS x K_TILE_COLS kernel bankml's product runs */
 } TK;
+
+/* The product as src/ops/wtype.c's vec_dot driver walks it with a tile
+ * kernel: whole tiles, then the leftover columns and rows one output each. */
+static void tiles_product(k_tile_fn tile, float (*dot)(const uint8_t *, const uint8_t *, size_t), const uint8_t *w,
+                          size_t w_row, size_t rows, const uint8_t *act, size_t arow, size_t cols, size_t nb, float *y)
+{
+    size_t r = 0;
+    for (; r + K_TILE_ROWS <= rows; r += K_TILE_ROWS) {
+        size_t c = 0;
+        for (; c + K_TILE_COLS <= cols; c += K_TILE_COLS)
+            tile(w + r * w_row, w_row, act + c * arow, arow, nb, y + c * rows + r, rows);
+        for (; c < cols; c++)
+            for (size_t i = 0; i < K_TILE_ROWS; i++)
+                y[c * rows + r + i] = dot(w + (r + i) * w_row, act + c * arow, nb);
+    }
+    for (; r < rows; r++)
+        for (size_t c = 0; c < cols; c++)
+            y[c * rows + r] = dot(w + r * w_row, act + c * arow, nb);
+}
 
 static void tiled_case(const TK *p, ggml_backend_t be, int nt, size_t rows, size_t nb, size_t cols, int wmode,
                        int amode)
@@ -818,6 +838,13 @@ static void tiled_case(const TK *p, ggml_backend_t be, int nt, size_t rows, size
             for (size_t r = 0; r < rows; r++)
                 yy[c * rows + r] = (cols >= 8 ? p->tiled : t->vec_dot)(w + r * nb * t->bytes, act + c * arow, nb);
         verdict(name, cmp_f32(name, yy, (const float *)Y->data, rows * cols), (long)(rows * cols));
+        k_tile_fn tile = cols >= 8 && p->tile ? p->tile() : NULL;
+        if (tile) {
+            char tname[200];
+            snprintf(tname, sizeof tname, "%s, %dx%d tiles", name, K_TILE_ROWS, K_TILE_COLS);
+            tiles_product(tile, p->tiled, w, nb * t->bytes, rows, act, arow, cols, nb, yy);
+            verdict(tname, cmp_f32(tname, yy, (const float *)Y->data, rows * cols), (long)(rows * cols));
+        }
         free(yy);
     }
     free(act);
@@ -826,8 +853,9 @@ static void tiled_case(const TK *p, ggml_backend_t be, int nt, size_t rows, size
 
 static void check_tiled(ggml_backend_t be)
 {
-    const TK tks[] = {{&kinds[0], q4_k_tiled_dot}, {&kinds[1], q5_k_tiled_dot}, {&kinds[2], q6_k_tiled_dot},
-                      {&kinds[7], q2_k_tiled_dot}, {&kinds[8], q3_k_tiled_dot}};
+    const TK tks[] = {{&kinds[0], q4_k_tiled_dot, NULL}, {&kinds[1], q5_k_tiled_dot, NULL},
+                      {&kinds[2], q6_k_tiled_dot, q6_k_tiled_tile}, {&kinds[7], q2_k_tiled_dot, NULL},
+                      {&kinds[8], q3_k_tiled_dot, NULL}};
     const size_t shapes[][2] = {{12, 1}, {33, 3}, {300, 8}}; /* rows (not in eights), super-blocks */
     const size_t cols_list[] = {7, 8, 9, 13, 16, 17, 31, 64, 65};
     for (size_t i = 0; i < sizeof tks / sizeof *tks; i++)

@@ -555,6 +555,95 @@ static float q6k_tiled_avx2(const float *h16, const uint8_t *w, const uint8_t *a
 }
 #endif
 
+#if Q8_X86
+/* Eight int32 vectors summed lane-wise into one: lane j is the sum of a[j]'s
+ * eight lanes (integer adds: exact in any order). */
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline __m256i kt_hsum8x8(const __m256i a[8])
+{
+    const __m256i t0 = _mm256_hadd_epi32(a[0], a[1]), t1 = _mm256_hadd_epi32(a[2], a[3]);
+    const __m256i t2 = _mm256_hadd_epi32(a[4], a[5]), t3 = _mm256_hadd_epi32(a[6], a[7]);
+    const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+/* Two rows by four columns of q6_k_tiled_dot at once. Each weight chunk is
+ * decoded once for the four columns and each activation chunk loaded once for
+ * the two rows; s1 takes the -32 offset from the codes, as the one-output
+ * kernel does (never from the bsums), and the float steps run
+ * in eight independent lanes, one output each, as the one-output kernel runs
+ * them: r = d * (float)s1, acc = fma(r, d8, acc) from +0, blocks in order. */
+__attribute__((target("avx2,f16c,fma")))
+static void q6k_tile24_avx2(const uint8_t *w, size_t w_row, const uint8_t *act, size_t a_row, size_t nb, float *y,
+                            size_t ys)
+{
+    const float *h16 = q8_f16_table();
+    const __m256i m15 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3), b32 = _mm256_set1_epi8(32);
+    __m256 accf = _mm256_setzero_ps();
+    for (size_t i = 0; i < nb; i++) {
+        const uint8_t *wr[2] = { w + i * Q6_K_BYTES, w + w_row + i * Q6_K_BYTES };
+        const uint8_t *ac[4];
+        for (int c = 0; c < 4; c++)
+            ac[c] = act + c * a_row + i * Q8_K_BYTES;
+        __m128i sc[2];
+        __m256i acc[8];
+        for (int r = 0; r < 2; r++)
+            sc[r] = _mm_loadu_si128((const __m128i *)(wr[r] + 192));
+        for (int j = 0; j < 8; j++)
+            acc[j] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int hf = 0; hf < 2; hf++)
+#pragma GCC unroll 4
+            for (int ch = 0; ch < 4; ch++) {
+                const int k = 8 * hf + 2 * ch; /* scales k and k+1 */
+                const __m128i pick = _mm_set_epi64x((long long)(0x0101010101010101ULL * (uint64_t)(k + 1)),
+                                                    (long long)(0x0101010101010101ULL * (uint64_t)k));
+                __m256i v[2], s16[2];
+#pragma GCC unroll 2
+                for (int r = 0; r < 2; r++) {
+                    const __m256i b = _mm256_loadu_si256((const __m256i *)(wr[r] + 64 * hf + 32 * (ch & 1)));
+                    const __m256i bh = _mm256_loadu_si256((const __m256i *)(wr[r] + 128 + 32 * hf));
+                    const __m256i lo = ch < 2 ? _mm256_and_si256(b, m15) : _mm256_and_si256(_mm256_srli_epi16(b, 4), m15);
+                    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bh, 2 * ch), m3);
+                    v[r] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+                    s16[r] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc[r], pick));
+                }
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    const __m256i q8 = _mm256_loadu_si256((const __m256i *)(ac[c] + 4 + 128 * hf + 32 * ch));
+                    const __m256i off = _mm256_maddubs_epi16(b32, q8); /* 32 * (pair sums of q8) */
+#pragma GCC unroll 2
+                    for (int r = 0; r < 2; r++) {
+                        /* (q - 32) . q8 per pair: within int16 (|31 * 128 * 2| and 32 * 128 * 2 apart) */
+                        const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(v[r], q8), off);
+                        acc[4 * r + c] = _mm256_add_epi32(acc[4 * r + c], _mm256_madd_epi16(s16[r], p));
+                    }
+                }
+            }
+        const __m256i s1 = kt_hsum8x8(acc);
+        const float d0 = h16[q8_rd16(wr[0] + 208)], d1 = h16[q8_rd16(wr[1] + 208)];
+        const __m256 dv = _mm256_setr_ps(d0, d0, d0, d0, d1, d1, d1, d1);
+        const __m256 d8 = _mm256_setr_ps(rd_f32(ac[0]), rd_f32(ac[1]), rd_f32(ac[2]), rd_f32(ac[3]), rd_f32(ac[0]),
+                                         rd_f32(ac[1]), rd_f32(ac[2]), rd_f32(ac[3]));
+        accf = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_cvtepi32_ps(s1)), d8, accf);
+    }
+    float out[8];
+    _mm256_storeu_ps(out, accf);
+    for (int r = 0; r < 2; r++)
+        for (int c = 0; c < 4; c++)
+            y[c * ys + r] = out[4 * r + c];
+}
+#endif
+
+k_tile_fn q6_k_tiled_tile(void)
+{
+#if Q8_X86
+    if (q8_simd())
+        return q6k_tile24_avx2;
+#endif
+    return NULL;
+}
+
 float q4_k_tiled_dot(const uint8_t *w, const uint8_t *act, size_t nblocks)
 {
 #if Q8_X86

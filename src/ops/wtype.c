@@ -132,7 +132,18 @@ static void wt_vd_rows(void *ctx, size_t r0, size_t r1, int worker)
 {
     const wt_vd_mm *m = ctx;
     (void)worker;
-    for (size_t r = r0; r < r1; r++) {
+    size_t r = r0;
+    if (m->tile)
+        for (; r + K_TILE_ROWS <= r1; r += K_TILE_ROWS) {
+            const uint8_t *w = m->w + r * m->w_row;
+            size_t c = 0;
+            for (; c + K_TILE_COLS <= m->ncols; c += K_TILE_COLS)
+                m->tile(w, m->w_row, m->act + c * m->a_row, m->a_row, m->nb, m->y + c * m->rows + r, m->rows);
+            for (; c < m->ncols; c++)
+                for (size_t i = 0; i < K_TILE_ROWS; i++)
+                    m->y[c * m->rows + r + i] = m->dot(w + i * m->w_row, m->act + c * m->a_row, m->nb);
+        }
+    for (; r < r1; r++) {
         const uint8_t *w = m->w + r * m->w_row;
         for (size_t c = 0; c < m->ncols; c++)
             m->y[c * m->rows + r] = m->dot(w, m->act + c * m->a_row, m->nb);
@@ -144,7 +155,7 @@ static void wt_vd_rows(void *ctx, size_t r0, size_t r1, int worker)
 static int wt_vd_init(wt_mm *mm, par_job *job, const wt_matrix *w, const uint8_t *act,
                       size_t act_len, size_t n, float *y, size_t blk, size_t bytes,
                       size_t abytes, float (*dot)(const uint8_t *, const uint8_t *, size_t),
-                      char *err, size_t errlen)
+                      k_tile_fn tile, char *err, size_t errlen)
 {
     char tb[16];
     if (w->k == 0 || w->k % blk != 0) {
@@ -159,7 +170,7 @@ static int wt_vd_init(wt_mm *mm, par_job *job, const wt_matrix *w, const uint8_t
                wt_type_name(w->type, tb), w->rows, w->k, n);
         return -1;
     }
-    mm->v = (wt_vd_mm){ dot, w->data, w_row, w->rows, nb, act, a_row, n, y };
+    mm->v = (wt_vd_mm){ dot, w->data, w_row, w->rows, nb, act, a_row, n, y, tile };
     job->fn = wt_vd_rows;
     job->ctx = &mm->v;
     job->rows = w->rows;
@@ -178,23 +189,26 @@ static int wt_vd_init(wt_mm *mm, par_job *job, const wt_matrix *w, const uint8_t
  * / Q5_1 products keep vec_dot's bits at any column count.) */
 #define WT_TILED_MIN_COLS 8
 
-#define VD_JOB(name, blk, bytes, abytes, dot, tiled_dot)                                       \
+#define VD_JOB_T(name, blk, bytes, abytes, dot, tiled_dot, tile_of)                            \
     static int name(wt_mm *mm, par_job *job, const wt_matrix *w, const uint8_t *act,           \
                     size_t act_len, size_t n, float *y, const par_pool *pool, char *err,       \
                     size_t errlen)                                                             \
     {                                                                                          \
         float (*tdot_)(const uint8_t *, const uint8_t *, size_t) = tiled_dot;                  \
+        k_tile_fn (*tile_)(void) = tile_of;                                                    \
+        const int tiled = tdot_ && n >= WT_TILED_MIN_COLS;                                     \
         (void)pool;                                                                            \
         return wt_vd_init(mm, job, w, act, act_len, n, y, blk, bytes, abytes,                  \
-                          tdot_ && n >= WT_TILED_MIN_COLS ? tdot_ : dot, err, errlen);         \
+                          tiled ? tdot_ : dot, tiled && tile_ ? tile_() : NULL, err, errlen);  \
     }
+#define VD_JOB(name, blk, bytes, abytes, dot, tiled_dot) VD_JOB_T(name, blk, bytes, abytes, dot, tiled_dot, NULL)
 VD_JOB(q4_0_job, Q4_0_BLOCK, Q4_0_BYTES, Q8_0_BYTES, q4_0_vec_dot, NULL)
 VD_JOB(q4_1_job, Q4_0_BLOCK, Q4_1_BYTES, Q8_1_BYTES, q4_1_vec_dot, NULL)
 VD_JOB(q5_0_job, Q4_0_BLOCK, Q5_0_BYTES, Q8_0_BYTES, q5_0_vec_dot, NULL)
 VD_JOB(q5_1_job, Q4_0_BLOCK, Q5_1_BYTES, Q8_1_BYTES, q5_1_vec_dot, NULL)
 VD_JOB(q4_k_job, QK_K_BLOCK, Q4_K_BYTES, Q8_K_BYTES, q4_k_vec_dot, q4_k_tiled_dot)
 VD_JOB(q5_k_job, QK_K_BLOCK, Q5_K_BYTES, Q8_K_BYTES, q5_k_vec_dot, q5_k_tiled_dot)
-VD_JOB(q6_k_job, QK_K_BLOCK, Q6_K_BYTES, Q8_K_BYTES, q6_k_vec_dot, q6_k_tiled_dot)
+VD_JOB_T(q6_k_job, QK_K_BLOCK, Q6_K_BYTES, Q8_K_BYTES, q6_k_vec_dot, q6_k_tiled_dot, q6_k_tiled_tile)
 VD_JOB(q2_k_job, QK_K_BLOCK, Q2_K_BYTES, Q8_K_BYTES, q2_k_vec_dot, q2_k_tiled_dot)
 VD_JOB(q3_k_job, QK_K_BLOCK, Q3_K_BYTES, Q8_K_BYTES, q3_k_vec_dot, q3_k_tiled_dot)
 /* IQ4_XS: vec_dot below 8 columns, b11669's tiled kernel from 8 (its

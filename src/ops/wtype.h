@@ -21,6 +21,7 @@
 
 #include "base/par.h"
 #include "ops/f16.h"
+#include "ops/q4_k.h"
 #include "ops/q8_0.h"
 #include "ops/repack.h"
 
@@ -56,6 +57,7 @@ typedef struct {
     const uint8_t *act;
     size_t a_row, ncols;         /* bytes per activation row, columns */
     float *y;                    /* y[c*rows + r] */
+    k_tile_fn tile;              /* NULL, or K_TILE_ROWS x K_TILE_COLS outputs of dot at once */
 } wt_vd_mm;
 
 /* One product's state during a pool wake (whichever kind fills it). */
