@@ -23,18 +23,6 @@
 /* ---------------------------------------------------------------- helpers */
 
 
-void k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t mn[8])
-{
-    for (int j = 0; j < 4; j++) {
-        sc[j] = q[j] & 63;
-        mn[j] = q[j + 4] & 63;
-    }
-    for (int j = 4; j < 8; j++) {
-        sc[j] = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        mn[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
-
 /* ---------------------------------------------------------------- Q8_K quantizer */
 
 /* ggml's nearest_int: add 1.5*2^23 and read the low mantissa bits (the sum

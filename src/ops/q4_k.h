@@ -29,6 +29,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define Q4_K_TYPE 12
 #define Q5_K_TYPE 13
@@ -99,7 +100,24 @@ typedef void (*k_tile_fn)(const uint8_t *w, size_t w_row, const uint8_t *act, si
 k_tile_fn q6_k_tiled_tile(void);
 
 /* The 8 six-bit scales (sc[0..7]) and mins (mn[0..7]) of a Q4_K/Q5_K
- * super-block's 12 scale bytes (ggml's get_scale_min_k4 for j = 0..7). */
-void k4_scales(const uint8_t *s12, uint8_t sc[8], uint8_t mn[8]);
+ * super-block's 12 scale bytes (ggml's get_scale_min_k4 for j = 0..7),
+ * four bytes at a time: bytes 0-3 hold scales 0-3 (low 6 bits) and the top
+ * bits of scales 4-7, bytes 4-7 the same for the mins, bytes 8-11 the low
+ * nibbles of scales 4-7 and (high nibbles) of mins 4-7. */
+static inline void k4_scales(const uint8_t *s12, uint8_t sc[8], uint8_t mn[8])
+{
+    uint32_t u0, u1, u2, t;
+    memcpy(&u0, s12, 4);
+    memcpy(&u1, s12 + 4, 4);
+    memcpy(&u2, s12 + 8, 4);
+    t = u0 & 0x3f3f3f3fu;
+    memcpy(sc, &t, 4);
+    t = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
+    memcpy(sc + 4, &t, 4);
+    t = u1 & 0x3f3f3f3fu;
+    memcpy(mn, &t, 4);
+    t = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
+    memcpy(mn + 4, &t, 4);
+}
 
 #endif

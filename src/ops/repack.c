@@ -146,6 +146,29 @@ static void q4k_gemv_portable(const uint8_t *wr, size_t rows, size_t nb, const u
  * meets four rows' chunks (rows 0-3 and 4-7 in two registers); 16-bit sums
  * over the 4 chunks (at most 4*2*15*128 = 15360), times the row's scale into
  * 32 bits, then each row's two 32-bit halves are added. */
+/* The 8 rows' scales of one sub-block as the 16-bit multipliers of the
+ * rows' four 16-bit sums: s03 = [sc0 x4 | sc1 x4 | sc2 x4 | sc3 x4], s47 the
+ * same for rows 4-7. */
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline void x8_scale_vecs(const uint8_t sc[8], __m256i *s03, __m256i *s47)
+{
+    const __m256i w = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+    *s03 = _mm256_shuffle_epi8(w, _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3,
+                                                   4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7));
+    *s47 = _mm256_shuffle_epi8(w, _mm256_setr_epi8(8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11,
+                                                   12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14, 15));
+}
+
+/* The rows' 16-bit sums (p03: rows 0-3, four lanes each; p47) times their
+ * scales into one int32 per row, rows 0..7 in order (exact). */
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline __m256i x8_scaled_sum(__m256i p03, __m256i p47, __m256i s03, __m256i s47)
+{
+    /* hadd gives [r0 r1 r4 r5 | r2 r3 r6 r7]; the permute puts r0..r7 in order */
+    const __m256i h = _mm256_hadd_epi32(_mm256_madd_epi16(p03, s03), _mm256_madd_epi16(p47, s47));
+    return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+}
+
 __attribute__((target("avx2,f16c,fma"), always_inline))
 static inline __m256i x8_subdot_avx2(const uint8_t *blk, const uint8_t *q8, size_t cstride, int s,
                                      const uint8_t sc[8])
@@ -163,12 +186,9 @@ static inline __m256i x8_subdot_avx2(const uint8_t *blk, const uint8_t *q8, size
         p03 = _mm256_add_epi16(p03, _mm256_maddubs_epi16(w03, av));
         p47 = _mm256_add_epi16(p47, _mm256_maddubs_epi16(w47, av));
     }
-    const long long one4 = 0x0001000100010001LL;
-    const __m256i s03 = _mm256_setr_epi64x(sc[0] * one4, sc[1] * one4, sc[2] * one4, sc[3] * one4);
-    const __m256i s47 = _mm256_setr_epi64x(sc[4] * one4, sc[5] * one4, sc[6] * one4, sc[7] * one4);
-    /* hadd gives [r0 r1 r4 r5 | r2 r3 r6 r7]; the permute puts r0..r7 in order */
-    const __m256i h = _mm256_hadd_epi32(_mm256_madd_epi16(p03, s03), _mm256_madd_epi16(p47, s47));
-    return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+    __m256i s03, s47;
+    x8_scale_vecs(sc, &s03, &s47);
+    return x8_scaled_sum(p03, p47, s03, s47);
 }
 
 __attribute__((target("avx2,f16c,fma")))
@@ -178,18 +198,22 @@ static void q4k_gemv_avx2(const uint8_t *wr, size_t rows, size_t nb, const uint8
         __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
         for (size_t b = 0; b < nb; b++) {
             const uint8_t *blk = wr + (g * nb + b) * Q4_KX8_BYTES, *a = act + b * Q8_K_BYTES;
-            uint8_t sc[8][8];
-            int32_t imin[8];
-            x8_mins(blk, a, imin, sc);
-            __m256i isum = _mm256_setzero_si256();
-            for (int s = 0; s < 8; s++)
+            uint8_t sc[8][8], mn[8][8]; /* [sub-block][row] */
+            __m256i isum = _mm256_setzero_si256(), imin = _mm256_setzero_si256();
+            for (int s = 0; s < 8; s++) {
+                k4_scales(blk + X8_SCALES + 12 * s, sc[s], mn[s]);
+                /* x8_mins' integers: the 16-bit pair sum of the bsums times each row's min (exact in int32) */
+                const int16_t q8s = (int16_t)(uint16_t)((uint16_t)rd_i16(a + 260 + 4 * s) +
+                                                         (uint16_t)rd_i16(a + 262 + 4 * s));
+                imin = _mm256_add_epi32(imin, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn[s])),
+                                                                 _mm256_set1_epi32(q8s)));
                 isum = _mm256_add_epi32(isum, x8_subdot_avx2(blk, a + 4, 8, s, sc[s]));
+            }
             const __m256 ad = _mm256_set1_ps(rd_f32(a));
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + X8_D)));
             const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + X8_DMIN)));
             acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, ad), acc);
-            accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)imin)),
-                                   _mm256_mul_ps(dm, ad), accm);
+            accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(dm, ad), accm);
         }
         _mm256_storeu_ps(y, _mm256_sub_ps(acc, accm));
     }
@@ -407,9 +431,13 @@ static void gemm_portable(const uint8_t *wr, size_t rows, size_t nb, const uint8
 }
 
 #if Q8_X86
+/* Each sub-block's weights are decoded once for the four columns (chunk by
+ * chunk), and its scales widened once; the integers are x8_subdot_avx2's
+ * (exact), the float steps ggml_gemm_q4_K_8x8_q8_K's, column by column. */
 __attribute__((target("avx2,f16c,fma")))
 static void gemm_avx2(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y, size_t ys)
 {
+    const __m256i m4 = _mm256_set1_epi8(0xF);
     for (size_t g = 0; g < rows / 8; g++) {
         __m256 acc[4], accm[4];
         for (int c = 0; c < 4; c++)
@@ -421,20 +449,50 @@ static void gemm_avx2(const uint8_t *wr, size_t rows, size_t nb, const uint8_t *
                 k4_scales(blk + X8_SCALES + 12 * s, sc[s], mn[s]);
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + X8_D)));
             const __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + X8_DMIN)));
+            __m256 ad[4];
+            for (int c = 0; c < 4; c++)
+                ad[c] = _mm256_set1_ps(rd_f32(a4 + 4 * c));
             for (int sb = 0; sb < 4; sb++) {
+                __m256i isb[4];
+                for (int h = 0; h < 2; h++) {
+                    const int s = 2 * sb + h, shift = 4 * h;
+                    const uint8_t *q = blk + X8_QS + 256 * sb;
+                    __m256i p03[4], p47[4];
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; c++)
+                        p03[c] = p47[c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                    for (int ch = 0; ch < 4; ch++) {
+                        const __m256i w03 = _mm256_and_si256(
+                            _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(q + 64 * ch)), shift), m4);
+                        const __m256i w47 = _mm256_and_si256(
+                            _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(q + 64 * ch + 32)), shift), m4);
+#pragma GCC unroll 4
+                        for (int c = 0; c < 4; c++) {
+                            long long a8;
+                            memcpy(&a8, a4 + 16 + 8 * c + 32 * (size_t)(4 * s + ch), 8);
+                            const __m256i av = _mm256_set1_epi64x(a8);
+                            p03[c] = _mm256_add_epi16(p03[c], _mm256_maddubs_epi16(w03, av));
+                            p47[c] = _mm256_add_epi16(p47[c], _mm256_maddubs_epi16(w47, av));
+                        }
+                    }
+                    __m256i s03, s47;
+                    x8_scale_vecs(sc[s], &s03, &s47);
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; c++) {
+                        const __m256i v = x8_scaled_sum(p03[c], p47[c], s03, s47);
+                        isb[c] = h ? _mm256_add_epi32(isb[c], v) : v;
+                    }
+                }
                 const __m256i m0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn[2 * sb]));
                 const __m256i m1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn[2 * sb + 1]));
                 for (int c = 0; c < 4; c++) {
-                    const uint8_t *q8 = a4 + 16 + 8 * c;
-                    const __m256i isb = _mm256_add_epi32(x8_subdot_avx2(blk, q8, 32, 2 * sb, sc[2 * sb]),
-                                                         x8_subdot_avx2(blk, q8, 32, 2 * sb + 1, sc[2 * sb + 1]));
                     int16_t q8s[2];
                     x4_q8s(a4, c, sb, q8s);
                     const __m256i imin = _mm256_add_epi32(_mm256_mullo_epi32(m0, _mm256_set1_epi32(q8s[0])),
                                                           _mm256_mullo_epi32(m1, _mm256_set1_epi32(q8s[1])));
-                    const __m256 ad = _mm256_set1_ps(rd_f32(a4 + 4 * c));
-                    acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isb), _mm256_mul_ps(d, ad), acc[c]);
-                    accm[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(dm, ad), accm[c]);
+                    acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isb[c]), _mm256_mul_ps(d, ad[c]), acc[c]);
+                    accm[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(dm, ad[c]), accm[c]);
                 }
             }
         }
@@ -591,7 +649,8 @@ static void q40_gemm_portable(const int8_t *lut, const uint8_t *wr, size_t rows,
  * gemv's vpsignb on the weight (an activation of -128 against a negative
  * weight wraps), else the gemm's on the activation (exact). */
 __attribute__((target("avx2,f16c,fma"), always_inline))
-static inline __m256i q40x8_dot_avx2(__m256i lut, const uint8_t *blk, const uint8_t *a, size_t cstride, int wsign)
+static inline __m256i q40x8_dot_avx2(__m256i lut, const uint8_t *blk, const uint8_t *a, size_t cstride, int wsign,
+                                     int narrow)
 {
     const __m256i m4 = _mm256_set1_epi8(0xF), ones = _mm256_set1_epi16(1);
     __m256i s03 = _mm256_setzero_si256(), s47 = _mm256_setzero_si256();
@@ -613,22 +672,32 @@ static inline __m256i q40x8_dot_avx2(__m256i lut, const uint8_t *blk, const uint
             p03 = _mm256_maddubs_epi16(_mm256_sign_epi8(av, av), _mm256_sign_epi8(w03, av));
             p47 = _mm256_maddubs_epi16(_mm256_sign_epi8(av, av), _mm256_sign_epi8(w47, av));
         }
-        s03 = _mm256_add_epi32(s03, _mm256_madd_epi16(p03, ones));
-        s47 = _mm256_add_epi32(s47, _mm256_madd_epi16(p47, ones));
+        if (narrow) { /* Q4_0's codes: 16-bit sums over the 4 chunks, at most 4 * 2 * 8 * 128 = 8192 (exact) */
+            s03 = _mm256_add_epi16(s03, p03);
+            s47 = _mm256_add_epi16(s47, p47);
+        } else {
+            s03 = _mm256_add_epi32(s03, _mm256_madd_epi16(p03, ones));
+            s47 = _mm256_add_epi32(s47, _mm256_madd_epi16(p47, ones));
+        }
+    }
+    if (narrow) {
+        s03 = _mm256_madd_epi16(s03, ones);
+        s47 = _mm256_madd_epi16(s47, ones);
     }
     const __m256i h = _mm256_hadd_epi32(s03, s47);
     return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
 }
 
-__attribute__((target("avx2,f16c,fma")))
-static void q40_gemv_avx2(const int8_t *lt, const float *h, const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y)
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline void q40_gemv_avx2_(const int8_t *lt, const float *h, const uint8_t *wr, size_t rows, size_t nb,
+                                  const uint8_t *act, float *y, int narrow)
 {
     const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lt));
     for (size_t g = 0; g < rows / 8; g++) {
         __m256 acc = _mm256_setzero_ps();
         for (size_t b = 0; b < nb; b++) {
             const uint8_t *blk = wr + (g * nb + b) * Q4_0X8_BYTES, *a = act + b * 34;
-            const __m256i isum = q40x8_dot_avx2(lut, blk, a + 2, 8, 1);
+            const __m256i isum = q40x8_dot_avx2(lut, blk, a + 2, 8, 1, narrow);
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
             acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(h[q8_rd16(a)])), acc);
         }
@@ -636,11 +705,15 @@ static void q40_gemv_avx2(const int8_t *lt, const float *h, const uint8_t *wr, s
     }
 }
 
-__attribute__((target("avx2,f16c,fma")))
-static void q40_gemm_avx2(const int8_t *lt, const float *h, const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y,
-                          size_t ys)
+/* The gemm: each chunk of weights decoded once for the four columns; the
+ * integers are q40x8_dot_avx2's (exact), the float steps per column. */
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline void q40_gemm_avx2_(const int8_t *lt, const float *h, const uint8_t *wr, size_t rows, size_t nb,
+                                  const uint8_t *act4, float *y, size_t ys, int narrow)
 {
     const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lt));
+    const __m256i m4 = _mm256_set1_epi8(0xF), ones = _mm256_set1_epi16(1);
+    const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
     for (size_t g = 0; g < rows / 8; g++) {
         __m256 acc[4];
         for (int c = 0; c < 4; c++)
@@ -648,8 +721,39 @@ static void q40_gemm_avx2(const int8_t *lt, const float *h, const uint8_t *wr, s
         for (size_t b = 0; b < nb; b++) {
             const uint8_t *blk = wr + (g * nb + b) * Q4_0X8_BYTES, *a4 = act4 + b * Q8_0X4_BYTES;
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+            __m256i s03[4], s47[4];
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++)
+                s03[c] = s47[c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int ch = 0; ch < 4; ch++) {
+                const uint8_t *q = blk + Q40X8_QS + 64 * (ch & 1);
+                const int shift = (ch >> 1) * 4;
+                const __m256i w03 = _mm256_shuffle_epi8(
+                    lut, _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)q), shift), m4));
+                const __m256i w47 = _mm256_shuffle_epi8(
+                    lut, _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(q + 32)), shift), m4));
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    long long a8;
+                    memcpy(&a8, a4 + 8 + 8 * c + 32 * (size_t)ch, 8);
+                    const __m256i av = _mm256_set1_epi64x(a8), aa = _mm256_sign_epi8(av, av);
+                    const __m256i p03 = _mm256_maddubs_epi16(aa, _mm256_sign_epi8(w03, av));
+                    const __m256i p47 = _mm256_maddubs_epi16(aa, _mm256_sign_epi8(w47, av));
+                    if (narrow) { /* as q40x8_dot_avx2 */
+                        s03[c] = _mm256_add_epi16(s03[c], p03);
+                        s47[c] = _mm256_add_epi16(s47[c], p47);
+                    } else {
+                        s03[c] = _mm256_add_epi32(s03[c], _mm256_madd_epi16(p03, ones));
+                        s47[c] = _mm256_add_epi32(s47[c], _mm256_madd_epi16(p47, ones));
+                    }
+                }
+            }
+#pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
-                const __m256i isum = q40x8_dot_avx2(lut, blk, a4 + 8 + 8 * c, 32, 0);
+                const __m256i hs = narrow ? _mm256_hadd_epi32(_mm256_madd_epi16(s03[c], ones), _mm256_madd_epi16(s47[c], ones))
+                                          : _mm256_hadd_epi32(s03[c], s47[c]);
+                const __m256i isum = _mm256_permutevar8x32_epi32(hs, order);
                 const __m256 da = _mm256_set1_ps(h[q8_rd16(a4 + 2 * c)]);
                 acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, da), acc[c]);
             }
@@ -657,6 +761,27 @@ static void q40_gemm_avx2(const int8_t *lt, const float *h, const uint8_t *wr, s
         for (int c = 0; c < 4; c++)
             _mm256_storeu_ps(y + (size_t)c * ys + 8 * g, acc[c]);
     }
+}
+
+/* Q4_0's codes (-8..7) keep 16-bit sums over a block; IQ4_NL's (up to
+ * +-127) take them to 32 bits chunk by chunk. */
+__attribute__((target("avx2,f16c,fma")))
+static void q40_gemv_avx2(const int8_t *lt, const float *h, const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act, float *y)
+{
+    if (lt == x8_lut_q40)
+        q40_gemv_avx2_(lt, h, wr, rows, nb, act, y, 1);
+    else
+        q40_gemv_avx2_(lt, h, wr, rows, nb, act, y, 0);
+}
+
+__attribute__((target("avx2,f16c,fma")))
+static void q40_gemm_avx2(const int8_t *lt, const float *h, const uint8_t *wr, size_t rows, size_t nb, const uint8_t *act4, float *y,
+                          size_t ys)
+{
+    if (lt == x8_lut_q40)
+        q40_gemm_avx2_(lt, h, wr, rows, nb, act4, y, ys, 1);
+    else
+        q40_gemm_avx2_(lt, h, wr, rows, nb, act4, y, ys, 0);
 }
 #endif
 
