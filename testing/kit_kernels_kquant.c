@@ -772,6 +772,7 @@ typedef struct {
     const Kind *t;
     float (*tiled)(const uint8_t *, const uint8_t *, size_t);
     k_tile_fn (*tile)(void); /* NULL, or the K_TILE_ROWS x K_TILE_COLS kernel bankml's product runs */
+    size_t min_tiled_cols;   /* 8: b11669's tiled kernel from 8 columns; 0: vec_dot at every count */
 } TK;
 
 /* The product as src/ops/wtype.c's vec_dot driver walks it with a tile
@@ -797,7 +798,7 @@ static void tiled_case(const TK *p, ggml_backend_t be, int nt, size_t rows, size
                        int amode)
 {
     const Kind *t = p->t;
-    const size_t k = nb * 256, wb = rows * nb * t->bytes, arow = nb * Q8_K_BYTES;
+    const size_t k = nb * t->blk, wb = rows * nb * t->bytes, arow = nb * t->act_bytes;
     size_t mem = wb + cols * (k * sizeof(float) + arow) + rows * cols * sizeof(float) +
                  4 * ggml_tensor_overhead() + ggml_graph_overhead() + 65536;
     struct ggml_init_params ip = {mem, NULL, false};
@@ -814,20 +815,24 @@ static void tiled_case(const TK *p, ggml_backend_t be, int nt, size_t rows, size
         X = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, (int64_t)k, (int64_t)cols);
         for (size_t c = 0; c < cols; c++) {
             fill_floats((float *)X->data + c * k, k);
-            q8_k_quantize((const float *)X->data + c * k, k, act + c * arow, arow, NULL, 0);
+            if (t->act_type == GGML_TYPE_Q8_K)
+                q8_k_quantize((const float *)X->data + c * k, k, act + c * arow, arow, NULL, 0);
+            else
+                q8_0_quantize((const float *)X->data + c * k, k, act + c * arow, arow, NULL, 0);
         }
     } else {
-        X = ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_K, (int64_t)k, (int64_t)cols);
-        make_act(GGML_TYPE_Q8_K, act, nb * cols, 1, 0);
+        X = ggml_new_tensor_2d(ctx, t->act_type, (int64_t)k, (int64_t)cols);
+        make_act(t->act_type, act, nb * cols, 1, 0);
         memcpy(X->data, act, cols * arow);
     }
     struct ggml_tensor *Y = ggml_mul_mat(ctx, W, X);
     struct ggml_cgraph *g = ggml_new_graph(ctx);
     ggml_build_forward_expand(g, Y);
     char name[160];
-    snprintf(name, sizeof name, "%s tiled mul_mat %s weights, %s %zux%zu cols=%zu threads=%d %s", t->name,
-             wmode == 0 ? "quantized" : wmode == 1 ? "raw" : "special scales",
-             amode ? "hostile Q8_K(-128, raw bsums)" : "f32", rows, k, cols, nt, mode_name());
+    snprintf(name, sizeof name, "%s %s mul_mat %s weights, %s %zux%zu cols=%zu threads=%d %s", t->name,
+             p->min_tiled_cols ? "tiled" : "plain", wmode == 0 ? "quantized" : wmode == 1 ? "raw" : "special scales",
+             amode ? (t->act_type == GGML_TYPE_Q8_K ? "hostile Q8_K(-128, raw bsums)" : "hostile Q8_0(-128)") : "f32",
+             rows, k, cols, nt, mode_name());
     set_n_threads(be, nt);
     if (ggml_backend_graph_compute(be, g) != GGML_STATUS_SUCCESS) {
         failed++;
@@ -836,13 +841,14 @@ static void tiled_case(const TK *p, ggml_backend_t be, int nt, size_t rows, size
         float *yy = malloc(rows * cols * sizeof(float));
         for (size_t c = 0; c < cols; c++)
             for (size_t r = 0; r < rows; r++)
-                yy[c * rows + r] = (cols >= 8 ? p->tiled : t->vec_dot)(w + r * nb * t->bytes, act + c * arow, nb);
+                yy[c * rows + r] = (p->min_tiled_cols && cols >= p->min_tiled_cols ? p->tiled : t->vec_dot)(
+                    w + r * nb * t->bytes, act + c * arow, nb);
         verdict(name, cmp_f32(name, yy, (const float *)Y->data, rows * cols), (long)(rows * cols));
-        k_tile_fn tile = cols >= 8 && p->tile ? p->tile() : NULL;
+        k_tile_fn tile = cols >= (p->min_tiled_cols ? p->min_tiled_cols : K_TILE_COLS) && p->tile ? p->tile() : NULL;
         if (tile) {
             char tname[200];
             snprintf(tname, sizeof tname, "%s, %dx%d tiles", name, K_TILE_ROWS, K_TILE_COLS);
-            tiles_product(tile, p->tiled, w, nb * t->bytes, rows, act, arow, cols, nb, yy);
+            tiles_product(tile, p->min_tiled_cols ? p->tiled : t->vec_dot, w, nb * t->bytes, rows, act, arow, cols, nb, yy);
             verdict(tname, cmp_f32(tname, yy, (const float *)Y->data, rows * cols), (long)(rows * cols));
         }
         free(yy);
@@ -853,11 +859,14 @@ static void tiled_case(const TK *p, ggml_backend_t be, int nt, size_t rows, size
 
 static void check_tiled(ggml_backend_t be)
 {
-    const TK tks[] = {{&kinds[0], q4_k_tiled_dot, NULL}, {&kinds[1], q5_k_tiled_dot, NULL},
-                      {&kinds[2], q6_k_tiled_dot, q6_k_tiled_tile}, {&kinds[7], q2_k_tiled_dot, NULL},
-                      {&kinds[8], q3_k_tiled_dot, NULL}};
+    /* Q4_0 (plain: rows not in eights) and Q5_0 keep vec_dot's bits at every column count; bankml runs
+     * their 2x4 tiles from 4 columns */
+    const TK tks[] = {{&kinds[0], q4_k_tiled_dot, NULL, 8}, {&kinds[1], q5_k_tiled_dot, NULL, 8},
+                      {&kinds[2], q6_k_tiled_dot, q6_k_tiled_tile, 8}, {&kinds[7], q2_k_tiled_dot, NULL, 8},
+                      {&kinds[8], q3_k_tiled_dot, NULL, 8}, {&kinds[3], NULL, q4_0_tile, 0},
+                      {&kinds[5], NULL, q5_0_tile, 0}};
     const size_t shapes[][2] = {{12, 1}, {33, 3}, {300, 8}}; /* rows (not in eights), super-blocks */
-    const size_t cols_list[] = {7, 8, 9, 13, 16, 17, 31, 64, 65};
+    const size_t cols_list[] = {4, 5, 7, 8, 9, 13, 16, 17, 31, 64, 65};
     for (size_t i = 0; i < sizeof tks / sizeof *tks; i++)
         for (int nt = 1; nt <= 2; nt++)
             for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)

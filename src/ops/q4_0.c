@@ -290,6 +290,65 @@ static inline float dot_min_avx2(const float *h, size_t bytes, size_t qs_at, siz
     return q8_hsum8_avx(acc) + _mm_cvtss_f32(summs);
 }
 
+/* dot_signed_avx2 for two rows by four columns: each block's weights
+ * decoded once for the columns, each activation block loaded once for the
+ * rows; every output keeps its own 8 lanes, the same fma per block and the
+ * same final sum as the one-output kernel. */
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline void tile24_signed_avx2(size_t bytes, size_t qs_at, size_t qh_at, const uint8_t *w, size_t w_row,
+                                      const uint8_t *a, size_t a_row, size_t nb, float *y, size_t ys)
+{
+    const float *h = q8_f16_table();
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[8];
+    for (int j = 0; j < 8; j++)
+        acc[j] = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        __m256i x[2], ax[2];
+        float dw[2];
+#pragma GCC unroll 2
+        for (int r = 0; r < 2; r++) {
+            const uint8_t *wb = w + r * w_row + b * bytes;
+            dw[r] = h[q8_rd16(wb)];
+            x[r] = nibbles32(wb + qs_at);
+            if (qh_at)
+                x[r] = _mm256_or_si256(x[r], _mm256_andnot_si256(bits32(wb + qh_at), _mm256_set1_epi8((char)0xF0)));
+            else
+                x[r] = _mm256_sub_epi8(x[r], _mm256_set1_epi8(8));
+            ax[r] = _mm256_sign_epi8(x[r], x[r]);
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *ab = a + c * a_row + b * Q8_0_BYTES;
+            const float da = h[q8_rd16(ab)];
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)(ab + 2));
+#pragma GCC unroll 2
+            for (int r = 0; r < 2; r++) {
+                const __m256i p = _mm256_maddubs_epi16(ax[r], _mm256_sign_epi8(yv, x[r]));
+                acc[4 * r + c] = _mm256_fmadd_ps(_mm256_set1_ps(dw[r] * da), _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)),
+                                                 acc[4 * r + c]);
+            }
+        }
+    }
+    for (int r = 0; r < 2; r++)
+        for (int c = 0; c < 4; c++)
+            y[c * ys + r] = q8_hsum8_avx(acc[4 * r + c]);
+}
+
+__attribute__((target("avx2,f16c,fma")))
+static void q4_0_tile24_avx2(const uint8_t *w, size_t w_row, const uint8_t *a, size_t a_row, size_t nb, float *y,
+                             size_t ys)
+{
+    tile24_signed_avx2(Q4_0_BYTES, 2, 0, w, w_row, a, a_row, nb, y, ys);
+}
+
+__attribute__((target("avx2,f16c,fma")))
+static void q5_0_tile24_avx2(const uint8_t *w, size_t w_row, const uint8_t *a, size_t a_row, size_t nb, float *y,
+                             size_t ys)
+{
+    tile24_signed_avx2(Q5_0_BYTES, 6, 2, w, w_row, a, a_row, nb, y, ys);
+}
+
 __attribute__((target("avx2,f16c,fma")))
 static float q4_0_avx2(const float *h, const uint8_t *w, const uint8_t *a, size_t nb)
 {
@@ -349,4 +408,22 @@ float q5_1_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks)
         return q5_1_avx2(q8_f16_table(), w, act, nblocks);
 #endif
     return dot_min(Q5_1_BYTES, 8, 4, w, act, nblocks);
+}
+
+k_tile_fn q4_0_tile(void)
+{
+#if Q8_X86
+    if (q8_simd())
+        return q4_0_tile24_avx2;
+#endif
+    return NULL;
+}
+
+k_tile_fn q5_0_tile(void)
+{
+#if Q8_X86
+    if (q8_simd())
+        return q5_0_tile24_avx2;
+#endif
+    return NULL;
 }

@@ -36,6 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/q8_0.h"
+
 #define Q4_0_TYPE 2
 #define Q4_1_TYPE 3
 #define Q5_0_TYPE 6
@@ -75,6 +77,11 @@ int q5_1_dequantize(const uint8_t *w, size_t w_len, size_t n, float *y, char *er
 float q4_0_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks);
 float q4_1_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks);
 float q5_0_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks);
+
+/* Two-row by four-column tiles of q4_0_vec_dot / q5_0_vec_dot (each output
+ * their bits), or NULL without AVX2 (k_tile_fn: q8_0.h). */
+k_tile_fn q4_0_tile(void);
+k_tile_fn q5_0_tile(void);
 float q5_1_vec_dot(const uint8_t *w, const uint8_t *act, size_t nblocks);
 
 #endif

@@ -31,6 +31,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ops/q8_0.h"
+
 #define Q4_K_TYPE 12
 #define Q5_K_TYPE 13
 #define Q6_K_TYPE 14
@@ -89,14 +91,8 @@ float q4_k_tiled_dot(const uint8_t *w, const uint8_t *act, size_t nblocks);
 float q5_k_tiled_dot(const uint8_t *w, const uint8_t *act, size_t nblocks);
 float q6_k_tiled_dot(const uint8_t *w, const uint8_t *act, size_t nblocks);
 
-/* A tile of the tiled product: y[c*y_stride + r] for rows r < 2 (w, then
- * w + w_row) and columns c < 4 (act + c*a_row), each output the same bits as
- * the *_tiled_dot of its row and column. */
-typedef void (*k_tile_fn)(const uint8_t *w, size_t w_row, const uint8_t *act, size_t a_row, size_t nblocks,
-                          float *y, size_t y_stride);
-#define K_TILE_ROWS 2
-#define K_TILE_COLS 4
-/* Q6_K's tile kernel, or NULL where only the one-output kernel runs (no AVX2). */
+/* Q6_K's tile kernel (k_tile_fn: q8_0.h; each output the bits of
+ * q6_k_tiled_dot), or NULL where only the one-output kernel runs (no AVX2). */
 k_tile_fn q6_k_tiled_tile(void);
 
 /* The 8 six-bit scales (sc[0..7]) and mins (mn[0..7]) of a Q4_K/Q5_K

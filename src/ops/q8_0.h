@@ -98,6 +98,15 @@ int q8_0_matmul(par_pool *p, const uint8_t *w, size_t w_len, size_t rows,
 /* Shared by q8_0.c, q1_0.c and q2_0.c: 1 when the AVX2+F16C+FMA kernels run
  * (CPU support, unless switched off), 0 for the portable C (same bits). */
 int q8_simd(void);
+
+/* A tile of a product through a one-output kernel dot(w, act, nblocks):
+ * y[c*y_stride + r] for rows r < K_TILE_ROWS (w + r*w_row) and columns
+ * c < K_TILE_COLS (act + c*a_row), each output the same bits as dot of its
+ * row and column (the weight type's *_tile() names its dot). */
+typedef void (*k_tile_fn)(const uint8_t *w, size_t w_row, const uint8_t *act, size_t a_row, size_t nblocks,
+                          float *y, size_t y_stride);
+#define K_TILE_ROWS 2
+#define K_TILE_COLS 4
 /* Test/bench hook: on = 0 forces the portable C; on = 1 allows SIMD again
  * (only if the CPU has it). Not for use while kernels run on other threads. */
 void q8_set_simd(int on);

@@ -202,9 +202,20 @@ static int wt_vd_init(wt_mm *mm, par_job *job, const wt_matrix *w, const uint8_t
                           tiled ? tdot_ : dot, tiled && tile_ ? tile_() : NULL, err, errlen);  \
     }
 #define VD_JOB(name, blk, bytes, abytes, dot, tiled_dot) VD_JOB_T(name, blk, bytes, abytes, dot, tiled_dot, NULL)
-VD_JOB(q4_0_job, Q4_0_BLOCK, Q4_0_BYTES, Q8_0_BYTES, q4_0_vec_dot, NULL)
+/* A type whose products keep vec_dot's bits at every column count, with a
+ * tile kernel of those bits (used from K_TILE_COLS columns). */
+#define VD_JOB_V(name, blk, bytes, abytes, dot, tile_of)                                       \
+    static int name(wt_mm *mm, par_job *job, const wt_matrix *w, const uint8_t *act,           \
+                    size_t act_len, size_t n, float *y, const par_pool *pool, char *err,       \
+                    size_t errlen)                                                             \
+    {                                                                                          \
+        (void)pool;                                                                            \
+        return wt_vd_init(mm, job, w, act, act_len, n, y, blk, bytes, abytes, dot,             \
+                          n >= K_TILE_COLS ? tile_of() : NULL, err, errlen);                   \
+    }
+VD_JOB_V(q4_0_job, Q4_0_BLOCK, Q4_0_BYTES, Q8_0_BYTES, q4_0_vec_dot, q4_0_tile)
 VD_JOB(q4_1_job, Q4_0_BLOCK, Q4_1_BYTES, Q8_1_BYTES, q4_1_vec_dot, NULL)
-VD_JOB(q5_0_job, Q4_0_BLOCK, Q5_0_BYTES, Q8_0_BYTES, q5_0_vec_dot, NULL)
+VD_JOB_V(q5_0_job, Q4_0_BLOCK, Q5_0_BYTES, Q8_0_BYTES, q5_0_vec_dot, q5_0_tile)
 VD_JOB(q5_1_job, Q4_0_BLOCK, Q5_1_BYTES, Q8_1_BYTES, q5_1_vec_dot, NULL)
 VD_JOB(q4_k_job, QK_K_BLOCK, Q4_K_BYTES, Q8_K_BYTES, q4_k_vec_dot, q4_k_tiled_dot)
 VD_JOB(q5_k_job, QK_K_BLOCK, Q5_K_BYTES, Q8_K_BYTES, q5_k_vec_dot, q5_k_tiled_dot)
