@@ -861,7 +861,7 @@ static void check_tiled(ggml_backend_t be)
 {
     /* Q4_0 (plain: rows not in eights) and Q5_0 keep vec_dot's bits at every column count; bankml runs
      * their 2x4 tiles from 4 columns */
-    const TK tks[] = {{&kinds[0], q4_k_tiled_dot, NULL, 8}, {&kinds[1], q5_k_tiled_dot, NULL, 8},
+    const TK tks[] = {{&kinds[0], q4_k_tiled_dot, q4_k_tiled_tile, 8}, {&kinds[1], q5_k_tiled_dot, q5_k_tiled_tile, 8},
                       {&kinds[2], q6_k_tiled_dot, q6_k_tiled_tile, 8}, {&kinds[7], q2_k_tiled_dot, NULL, 8},
                       {&kinds[8], q3_k_tiled_dot, NULL, 8}, {&kinds[3], NULL, q4_0_tile, 0},
                       {&kinds[5], NULL, q5_0_tile, 0}};

@@ -623,6 +623,118 @@ static void q6k_tile24_avx2(const uint8_t *w, size_t w_row, const uint8_t *act, 
 }
 #endif
 
+#if Q8_X86
+/* Two rows by four columns of q4_k_tiled_dot / q5_k_tiled_dot at once: each
+ * 32-value piece of a row decoded once for the four columns, each activation
+ * piece loaded once for the two rows; s1 and s2 the one-output kernel's exact
+ * integers (s2: the mins against the bsum pairs, widened to 32 bits), the
+ * float steps of kt_step in eight independent lanes. */
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline void q45k_tile24_avx2(const uint8_t *w, size_t w_row, const uint8_t *act, size_t a_row, size_t nb,
+                                    float *y, size_t ys, int five)
+{
+    const float *h16 = q8_f16_table();
+    const size_t wb = five ? Q5_K_BYTES : Q4_K_BYTES;
+    const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
+    const __m128i mpairs = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+    __m256 accf = _mm256_setzero_ps();
+    for (size_t i = 0; i < nb; i++) {
+        const uint8_t *wr[2] = { w + i * wb, w + w_row + i * wb };
+        const uint8_t *ac[4];
+        for (int c = 0; c < 4; c++)
+            ac[c] = act + c * a_row + i * Q8_K_BYTES;
+        __m256i scales[2], mins2[2], hb[2];
+        for (int r = 0; r < 2; r++) {
+            uint8_t u[16];
+            k4_pack(wr[r] + 4, u);
+            const __m128i uv = _mm_loadu_si128((const __m128i *)u);
+            scales[r] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(uv));
+            mins2[r] = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(uv, mpairs));
+            hb[r] = five ? _mm256_loadu_si256((const __m256i *)(wr[r] + 16)) : _mm256_setzero_si256();
+        }
+        __m256i acc[8], accm[8];
+        for (int j = 0; j < 8; j++)
+            acc[j] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++)
+#pragma GCC unroll 2
+            for (int half = 0; half < 2; half++) {
+                const int lo_ = 4 * g + 2 * half;
+                const __m256i pick = _mm256_set1_epi16((short)((lo_ + 1) << 8 | lo_));
+                __m256i v[2], sv[2];
+#pragma GCC unroll 2
+                for (int r = 0; r < 2; r++) {
+                    const __m256i bits = _mm256_loadu_si256((const __m256i *)(wr[r] + (five ? 48 : 16) + 32 * g));
+                    v[r] = half ? _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4) : _mm256_and_si256(bits, m4);
+                    if (five)
+                        v[r] = _mm256_add_epi8(v[r], _mm256_slli_epi16(
+                                                         _mm256_and_si256(_mm256_srli_epi16(hb[r], 2 * g + half), one), 4));
+                    sv[r] = _mm256_shuffle_epi8(scales[r], pick);
+                }
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    const __m256i q8 = _mm256_loadu_si256((const __m256i *)(ac[c] + 4 + 64 * g + 32 * half));
+#pragma GCC unroll 2
+                    for (int r = 0; r < 2; r++)
+                        acc[4 * r + c] = _mm256_add_epi32(acc[4 * r + c],
+                                                          _mm256_madd_epi16(sv[r], _mm256_maddubs_epi16(v[r], q8)));
+                }
+            }
+        for (int c = 0; c < 4; c++) {
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)(ac[c] + 260));
+            for (int r = 0; r < 2; r++)
+                accm[4 * r + c] = _mm256_madd_epi16(bs, mins2[r]);
+        }
+        const __m256 s1 = _mm256_cvtepi32_ps(kt_hsum8x8(acc)), s2 = _mm256_cvtepi32_ps(kt_hsum8x8(accm));
+        const float d0 = h16[q8_rd16(wr[0])], d1 = h16[q8_rd16(wr[1])];
+        const float m0 = h16[q8_rd16(wr[0] + 2)], m1 = h16[q8_rd16(wr[1] + 2)];
+        const __m256 dv = _mm256_setr_ps(d0, d0, d0, d0, d1, d1, d1, d1);
+        const __m256 mv = _mm256_setr_ps(m0, m0, m0, m0, m1, m1, m1, m1);
+        const __m256 d8 = _mm256_setr_ps(rd_f32(ac[0]), rd_f32(ac[1]), rd_f32(ac[2]), rd_f32(ac[3]), rd_f32(ac[0]),
+                                         rd_f32(ac[1]), rd_f32(ac[2]), rd_f32(ac[3]));
+        const __m256 rr = _mm256_fnmadd_ps(mv, s2, _mm256_mul_ps(dv, s1));
+        accf = _mm256_fmadd_ps(rr, d8, accf);
+    }
+    float out[8];
+    _mm256_storeu_ps(out, accf);
+    for (int r = 0; r < 2; r++)
+        for (int c = 0; c < 4; c++)
+            y[c * ys + r] = out[4 * r + c];
+}
+
+__attribute__((target("avx2,f16c,fma")))
+static void q4k_tile24_avx2(const uint8_t *w, size_t w_row, const uint8_t *act, size_t a_row, size_t nb, float *y,
+                            size_t ys)
+{
+    q45k_tile24_avx2(w, w_row, act, a_row, nb, y, ys, 0);
+}
+
+__attribute__((target("avx2,f16c,fma")))
+static void q5k_tile24_avx2(const uint8_t *w, size_t w_row, const uint8_t *act, size_t a_row, size_t nb, float *y,
+                            size_t ys)
+{
+    q45k_tile24_avx2(w, w_row, act, a_row, nb, y, ys, 1);
+}
+#endif
+
+k_tile_fn q4_k_tiled_tile(void)
+{
+#if Q8_X86
+    if (q8_simd())
+        return q4k_tile24_avx2;
+#endif
+    return NULL;
+}
+
+k_tile_fn q5_k_tiled_tile(void)
+{
+#if Q8_X86
+    if (q8_simd())
+        return q5k_tile24_avx2;
+#endif
+    return NULL;
+}
+
 k_tile_fn q6_k_tiled_tile(void)
 {
 #if Q8_X86

@@ -94,6 +94,9 @@ float q6_k_tiled_dot(const uint8_t *w, const uint8_t *act, size_t nblocks);
 /* Q6_K's tile kernel (k_tile_fn: q8_0.h; each output the bits of
  * q6_k_tiled_dot), or NULL where only the one-output kernel runs (no AVX2). */
 k_tile_fn q6_k_tiled_tile(void);
+/* The same for plain Q4_K (rows not in eights) and Q5_K. */
+k_tile_fn q4_k_tiled_tile(void);
+k_tile_fn q5_k_tiled_tile(void);
 
 /* The 8 six-bit scales (sc[0..7]) and mins (mn[0..7]) of a Q4_K/Q5_K
  * super-block's 12 scale bytes (ggml's get_scale_min_k4 for j = 0..7),
