@@ -153,7 +153,7 @@ static int class_match(char c, const char *p, const char *end)
 
 static int glob_at(const char *p, const char *s, long *budget, int depth)
 {
-    if (--*budget < 0 || depth > 8192) return -1;
+    if (--*budget < 0 || depth > 4096) return -1;
     if (*p == 0) return *s == 0;
     if (p[0] == '*' && p[1] == '*') {
         int r = glob_at(p + 2, s, budget, depth + 1);

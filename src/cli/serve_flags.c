@@ -670,7 +670,7 @@ static const arg_opt serve_opts[] = {
      ARG_REFUSED, "MCP is not reproduced", NULL},
     {"-ag --agent", "-no-ag --no-agent", NULL, "LLAMA_ARG_AGENT", "disabled",
      "CORS proxy and built-in tools",
-     ARG_SOME, "tools are not reproduced", "-"},
+     ARG_SOME, "its CORS proxy (/cors-proxy) is not reproduced; --tools all gives the built-in tools", "-"},
     {"--ui --webui", "--no-ui --no-webui", NULL, "LLAMA_ARG_UI", "enabled",
      "the web UI",
      ARG_INERT, "no answer depends on it: --no-ui turns bankml's own chat page at / off (a browser then gets "
