@@ -188,6 +188,14 @@ CASES = [
         {"old_text": "say \"hello\"", "new_text": "say 'bye'"}]}), CWD, True),
     ("edit_file fuzzy dash", tool("edit_file", {"path": "smart.txt", "edits": [
         {"old_text": "it's - fine", "new_text": "ok"}]}), CWD, True),
+    ("edit_file fuzzy, two lines", tool("edit_file", {"path": "smart.txt", "edits": [
+        {"old_text": "say \"hello\"", "new_text": "A"}, {"old_text": "- fine", "new_text": "B"}]}), CWD, True),
+    ("edit_file fuzzy, one line twice", tool("edit_file", {"path": "smart.txt", "edits": [
+        {"old_text": "say", "new_text": "A"}, {"old_text": "\"hello\"", "new_text": "B"}]}), CWD, True),
+    ("edit_file fuzzy, across lines", tool("edit_file", {"path": "smart.txt", "edits": [
+        {"old_text": "\"hello\"\nit's", "new_text": "C"}]}), CWD, True),
+    ("edit_file fuzzy beside an exact one", tool("edit_file", {"path": "smart.txt", "edits": [
+        {"old_text": "fine", "new_text": "F"}, {"old_text": "it's -", "new_text": "G"}]}), CWD, True),
     ("edit_file no change", tool("edit_file", {"path": "a.txt", "edits": [{"old_text": "beta", "new_text": "beta"}]}),
      CWD, True),
     ("edit_file empty old_text", tool("edit_file", {"path": "a.txt", "edits": [
@@ -218,6 +226,11 @@ CASES = [
     ("grep_search missing path", tool("grep_search", {"path": "nowhere", "pattern": "x"}), CWD, False),
     ("grep_search no pattern", tool("grep_search", {"path": "."}), CWD, False),
     ("grep_search invalid UTF-8 lines", tool("grep_search", {"path": "bad.bin", "pattern": "ok|MARK"}), CWD, False),
+    ("grep_search exclude with a class", tool("grep_search", {"path": FX, "pattern": "MARK", "exclude": "[b-r]*"}),
+     None, False),
+    ("grep_search include and exclude with /", tool("grep_search", {"path": FX, "pattern": "MARK",
+                                                                    "include": "src/**", "exclude": "util/*"}),
+     None, False),
     # file_glob_search
     ("glob files (walk)", tool("file_glob_search", {"path": "."}), CWD, False),
     ("glob dirs", tool("file_glob_search", {"path": FX, "type": "dir"}), None, False),
@@ -260,6 +273,9 @@ CASES = [
     ("exec stream no command", tool("exec_shell_command", {}, stream=True), None, False),
     ("exec stream bad runtime", tool("exec_shell_command", {"command": "echo x"}, stream=True),
      {"x-tool-runtime": "nope"}, False),
+    ("exec stream stderr and exit", tool("exec_shell_command", {"command": "echo e 1>&2; exit 2"}, stream=True),
+     None, False),
+    ("exec stream in x-tool-cwd", tool("exec_shell_command", {"command": "pwd"}, stream=True), CWD, False),
     ("exec stream false", tool("exec_shell_command", {"command": "echo y"}, stream=False), None, False),
     # get_info
     ("get_info", tool("get_info", {}), None, False),
