@@ -16,7 +16,7 @@ import oracle
 
 S = oracle.Suite("oracle_tools_builtin")
 kit = oracle.kit_or_skip(S)
-BIN = os.environ.get("BANKML_BIN") or os.path.join(oracle.ROOT, "bankml")
+BIN = os.path.abspath(os.environ.get("BANKML_BIN") or os.path.join(oracle.ROOT, "bankml"))
 if not shutil.which("git"):
     oracle.skip_all("git is not installed (file_glob_search and grep_search list files with git ls-files)", S)
 
