@@ -16,6 +16,7 @@
 #include "api/llama.h"
 #include "api/ollama.h"
 #include "api/status.h"
+#include "api/tools.h"
 #include "bankml.h"
 #include "base/par.h"
 #include "cli/args.h"
@@ -47,6 +48,7 @@ static const char *const sampling_flags[][2] = {
 typedef struct {
     const char *model, *fork, *dir, *listen, *upstream;
     char listen_buf[300];
+    void *tools;               /* --tools: GET/POST /tools (api/tools.h) */
     int jinja;
     jbuf tmpl;                 /* --chat-template(-file)'s text */
     int have_tmpl;
@@ -63,6 +65,7 @@ typedef struct {
 
 static void cfg_free(serve_cfg *c)
 {
+    tools_free(c->tools);
     jbuf_free(&c->tmpl);
     jbuf_free(&c->keys);
     jbuf_free(&c->grammar);
@@ -778,7 +781,14 @@ static serve_server *open_server(engine *e, serve_cfg *c, const parsed_args *a, 
     so.json_posts_only = 0;
     so.api_keys = c->keys.len ? c->keys.p : NULL;
     so.allow_origins = args_opt(a, "--allow-origin");
-    so.cors_origins = args_opt(a, "--cors-origins");
+    /* --tools: b11669 checks the names at start ("tools setup failed") and, without an explicit
+     * --cors-origins, answers CORS for localhost origins only */
+    unsigned tools = 0;
+    if (args_opt(a, "--tools") && tools_parse_list(args_opt(a, "--tools"), &tools, err, sizeof err) != 0) {
+        fprintf(stderr, "bankml serve: tools setup failed: %s\n", err);
+        return NULL;
+    }
+    so.cors_origins = args_opt(a, "--cors-origins") ? args_opt(a, "--cors-origins") : tools ? "localhost" : NULL;
     so.cors_methods = args_opt(a, "--cors-methods");
     so.cors_headers = args_opt(a, "--cors-headers");
     so.cors_no_credentials = !args_bool(a, "--cors-credentials", 1);
@@ -796,6 +806,11 @@ static serve_server *open_server(engine *e, serve_cfg *c, const parsed_args *a, 
         return NULL;
     }
     if (!*la || !*sa || ollama_register(srv, e, c->dir) != 0) {
+        fprintf(stderr, "bankml serve: out of memory\n");
+        serve_free(srv);
+        return NULL;
+    }
+    if (!(c->tools = tools_register(srv, tools))) {
         fprintf(stderr, "bankml serve: out of memory\n");
         serve_free(srv);
         return NULL;
