@@ -616,6 +616,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
     llama_chat_init(&layer);
     jbuf_init(&tparams);
     engine_request_init(&rq);
+    rq.plain_prompt = !chat;   /* /completion: no message spans (engine.h) */
     if (body->type != JSON_OBJECT) {
         llama_reply_err(resp, 400, chat ? "'messages' is required" : "[json.exception.out_of_range.403] key 'prompt' not found");
         goto out;

@@ -167,6 +167,7 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
     o.kv_type_k = e->o.kv_type_k;
     o.kv_type_v = e->o.kv_type_v;
     o.kv_rot_off = e->o.kv_rot_off;
+    o.swa_small = !e->o.swa_full;   /* llama-server's default window cache (a window model only) */
     m->n_slots = e->o.n_parallel;
     m->slots = calloc((size_t)m->n_slots, sizeof *m->slots);
     if (!m->slots || fw_weights_open(&m->fw_w, &m->map, h, &o, why, sizeof why) != 0) {

@@ -37,6 +37,8 @@ typedef struct {
     int32_t *toks;             /* tokens held in the KV cache (fw_n_past of them) */
     size_t n, cap;
     int64_t t_last_used;       /* the model's use clock at its last request; -1 never */
+    int swa_diverged;          /* a window model without --swa-full refused a request here: what llama-server's
+                                  slot holds is unknown until a request without cache_prompt resets it */
 } engine_slot;
 
 /* One loaded model: everything the slot needs, verified and mapped. */

@@ -294,12 +294,66 @@ static int slot_progress(run_state *r, size_t processed)
  * failed. */
 static int prefill_calls(run_state *r, size_t n_past, int pg, engine_error *er);
 
+/* A window model without --swa-full (fw_swa_state answers): what bankml
+ * does not reproduce of llama-server's default refused, before anything is
+ * evaluated. A chat's prompt (b11669 also cuts it at each user message's
+ * start, by the template's message delimiters) and a cached prefix that
+ * b11669 would resume only through a context checkpoint (its window cache's
+ * lowest position at or above pos_next - n_swa - 1: a checkpoint restored,
+ * or the prompt re-evaluated when none fits). 0, or -1 with er set. */
+static int swa_check(run_state *r, size_t n_past, engine_error *er)
+{
+    const engine_request *rq = r->rq;
+    int32_t pmin, pmax;
+    if (!fw_swa_state(r->sl->fw, &pmin, &pmax)) return 0;
+    const unsigned n_swa = fw_weights_hp(r->m->fw_w)->n_swa;
+    if (r->sl->swa_diverged && rq->cache_prompt && n_past > 0) {
+        engine_err(er, ENGINE_BAD_INPUT, "a sliding-window model (window of %u) without --swa-full: an earlier "
+                   "request on this slot was refused, so what llama-server's slot would hold is unknown; send "
+                   "\"cache_prompt\": false once to start it afresh", n_swa);
+        return -1;
+    }
+    if (!rq->cache_prompt || n_past == 0) r->sl->swa_diverged = 0;
+    r->sl->swa_diverged = 1;   /* until this request passes the checks below */
+    if (!rq->plain_prompt) {
+        engine_err(er, ENGINE_BAD_INPUT, "a sliding-window model (window of %u) without --swa-full: llama-server "
+                   "cuts a chat's prompt at its user messages for context checkpoints, which bankml does not "
+                   "reproduce; use /completion (bankml generate renders a chat), or start both servers with --swa-full", n_swa);
+        return -1;
+    }
+    const long thold = (long)n_past - (long)n_swa - 1;
+    if (n_past > 0 && pmin >= 0 && (long)pmin >= (thold > 0 ? thold : 0)) {
+        engine_err(er, ENGINE_BAD_INPUT, "a sliding-window model (window of %u) without --swa-full: the slot's "
+                   "cached %zu tokens would resume from a context checkpoint (its window cache starts at "
+                   "position %d), which bankml does not reproduce; send \"cache_prompt\": false, or start both "
+                   "servers with --swa-full", n_swa, n_past, (int)pmin);
+        return -1;
+    }
+    r->sl->swa_diverged = 0;
+    return 0;
+}
+
+/* The tokens of the decode call from i of an n-token prompt: up to nb, and
+ * with the window cache's checkpoints (swa) cut so the last min(nb, 4 +
+ * n_ubatch) and the last min(nb, 4) tokens start calls of their own
+ * (b11669's checkpoint_offsets). */
+static size_t call_tokens(size_t i, size_t n, size_t nb, size_t nub, int swa)
+{
+    size_t k = n - i < nb ? n - i : nb;
+    if (!swa) return k;
+    const size_t offs[2] = { 4 + nub < nb ? 4 + nub : nb, 4 < nb ? 4 : nb };
+    for (size_t j = 1; j < k; j++)
+        if (n - (i + j) == offs[0] || n - (i + j) == offs[1]) return j;
+    return k;
+}
+
 static int prefill(run_state *r, engine_error *er)
 {
     engine_slot *sl = r->sl;
     const engine_request *rq = r->rq;
     const size_t nb = r->m->e->n_batch;
     size_t n_past = engine_reuse(sl->toks, sl->n, rq->prompt, rq->n_prompt, rq->cache_prompt);
+    if (swa_check(r, n_past, er)) return -1;
     fw_truncate(sl->fw, n_past);
     sl->n = n_past;
     r->res->n_cached = n_past;
@@ -319,8 +373,10 @@ static int prefill_calls(run_state *r, size_t n_past, int pg, engine_error *er)
     engine_slot *sl = r->sl;
     const engine_request *rq = r->rq;
     const size_t nb = r->m->e->n_batch;
+    int32_t pmin, pmax;
+    const int swa = fw_swa_state(sl->fw, &pmin, &pmax) && !r->m->e->o.no_checkpoints;
     for (size_t i = n_past; i < rq->n_prompt;) {
-        size_t n = rq->n_prompt - i < nb ? rq->n_prompt - i : nb;
+        size_t n = call_tokens(i, rq->n_prompt, nb, r->m->e->n_ubatch, swa);
         count_call(r);
         if (fw_eval(sl->fw, rq->prompt + i, n, NULL, 0, er->msg, sizeof er->msg) != 0 ||
             slot_push(sl, rq->prompt + i, n) != 0) {
