@@ -203,7 +203,8 @@ def swa_cases(kit, model, fork):
     bankml needs without --swa-full): greedy /completion ids and n_probs as printed, on prompts shorter than, equal
     to and past the window (128), past 512 (a 14 + 512 + 4 split) and past the 768-cell window cache (cells reused,
     the attention in cell order); a resumed prefix past the window (kept, no checkpoint); a prefix within the
-    window (b11669 restores a checkpoint: bankml refuses with its reason) and the reset that follows."""
+    window (a context checkpoint restored); a kept prefix in a wrapped window cache; a prefix no checkpoint fits
+    (the whole prompt again); cache_prompt false."""
     base = os.path.basename(model).replace(".gguf", "")
     nv = n_vocab(base)
     extra = ["--cache-ram", "0"]
@@ -229,16 +230,21 @@ def swa_cases(kit, model, fork):
                 isinstance(b, dict) and b.get("tokens_cached", 0) >= 300 and
                 b.get("timings", {}).get("cache_n") == 300, str(b)[:300])
         p100 = fwd.rand_ids(43, 100, 3, nv - 3)
-        rq = [comp(p100, 4, True), comp(p100 + fwd.rand_ids(44, 20, 3, nv - 3), 4, True)]
+        p1000 = fwd.rand_ids(45, 1000, 3, nv - 3)
+        rq = [comp(p100, 4, True), comp(p100 + fwd.rand_ids(44, 20, 3, nv - 3), 4, True),
+              comp(p1000, 4, True), comp(p1000[:600] + fwd.rand_ids(46, 50, 3, nv - 3), 4, True),
+              comp(p1000[:300] + fwd.rand_ids(47, 50, 3, nv - 3), 4, True), comp(p100, 4, False)]
+        rn = [f"swa {base} 100 tokens, cached",
+              f"swa {base} its 120-token extension (a prefix within the window: checkpoint 96 restored, 95 kept)",
+              f"swa {base} 1,000 tokens, cached (checkpoints at 484 and 996)",
+              f"swa {base} 600 of them + 50 (the wrapped window cache kept)",
+              f"swa {base} 300 of them + 50 (no checkpoint fits: the prompt again)",
+              f"swa {base} cache_prompt false"]
         pr = e2e.both(L, B, rq)
-        e2e.compare([f"swa {base} 100 tokens, cached"], pr[:1], floats_as_text=True)
-        (sl, rl), (sb, rb) = pr[1]
-        S.check(f"swa {base} a prefix within the window: bankml refuses (llama-server restores a checkpoint)",
-                sl == 200 and sb == 500 and "context checkpoint" in rb and "cache_prompt" in rb,
-                f"llama {sl}, bankml {sb}: {rb[:400]}")
-        pr = e2e.both(L, B, [comp(p100, 4, False)])
-        e2e.compare([f"swa {base} after the refusal: cache_prompt false starts afresh"], pr, floats_as_text=True)
-        return len(reqs) + 3
+        e2e.compare(rn, pr, floats_as_text=True)
+        cached = [(e2e.parse(x[0][1]) or {}).get("timings", {}).get("cache_n") for x in pr]
+        S.equal(f"swa {base} llama-server's cache_n of those six", cached, [0, 95, 0, 600, 0, 0])
+        return len(reqs) + len(rq)
     finally:
         L.stop()
         B.stop()

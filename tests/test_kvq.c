@@ -288,7 +288,18 @@ TEST(kv_swa_cells_as_find_slot)
     CHECK_INT(bad, 0);
     CHECK_INT((int)c.used, 3);
     CHECK_INT((int)c.head, 2);
-    CHECK_INT(kv_swa_place(&c, 3, 9, 5), -1);    /* more tokens than the ubatch room */
+    CHECK_INT(kv_swa_place(&c, 3, 9, 9), -1);    /* more tokens than the cells */
+    /* a checkpoint's restore: every cell freed (the head back to the first), its cells placed from there */
+    kv_swa_rm(&c, 0, -1);
+    CHECK_INT((int)c.head, 1);
+    CHECK_INT((int)c.used, 0);
+    const int32_t saved[3] = {6, 7, 8};
+    CHECK_INT(kv_swa_place_at(&c, 3, saved, 3), 0);
+    const int32_t want3[8] = {-1, 6, 7, 8, -1, -1, -1, -1};
+    bad = 0;
+    for (int i = 0; i < 8; i++) bad += c.pos[i] != want3[i];
+    CHECK_INT(bad, 0);
+    CHECK_INT((int)c.head, 4);
     kv_swa_free(&c);
     CHECK_INT(kv_swa_init(&c, 4, 4), 0);
     CHECK_INT(kv_swa_place(&c, 8, 0, 4), 0);

@@ -538,10 +538,10 @@ static const arg_opt serve_opts[] = {
      ARG_REFUSED, "the KV layout across slots is the engine's -np work, not reproduced yet", NULL},
     {"-ctxcp --ctx-checkpoints --swa-checkpoints", NULL, "N", "LLAMA_ARG_CTX_CHECKPOINTS", "32",
      "context checkpoints per slot",
-     ARG_SAME, NULL, NULL},   /* > 0: a window model without --swa-full has its prompt cut for them; restores are refused */
+     ARG_SAME, NULL, NULL},   /* > 0: a window model without --swa-full has its prompt cut for them and resumes them */
     {"-cms --checkpoint-min-step", NULL, "N", "LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT", "8192",
      "spacing of context checkpoints",
-     ARG_INERT, "it spaces the checkpoints and a chat's cuts at user messages; bankml resumes no checkpoint and refuses those chats (a window model without --swa-full)", NULL},
+     ARG_SAME, NULL, NULL},
     {"-cram --cache-ram", NULL, "N", "LLAMA_ARG_CACHE_RAM", "min(8192, a quarter of free RAM)",
      "the host prompt cache's limit in MiB (0 off, -1 no limit); also BANKML_CACHE_RAM",
      ARG_SAME, NULL, NULL},

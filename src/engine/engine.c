@@ -66,6 +66,7 @@ static void model_free(engine_model *m)
     if (!m) return;
     if (m->e) engine_view_tokens(m->e, NULL);   /* GET /slots: the slots hold nothing now */
     for (int i = 0; m->slots && i < m->n_slots; i++) {
+        engine_slot_ckpt_clear(&m->slots[i]);
         fw_seq_free(m->slots[i].fw);
         free(m->slots[i].toks);
     }

@@ -99,6 +99,8 @@ typedef struct {
                                   cache on (cache_on) */
     int no_checkpoints;        /* its --ctx-checkpoints <= 0: no context checkpoints, so a window model without
                                   --swa-full has its prompts fed without the checkpoint cuts; 0: its 32 */
+    int ctx_checkpoints;       /* its --ctx-checkpoints when > 0: checkpoints kept per slot; 0 = 32 */
+    int64_t checkpoint_min_step;   /* its -cms: their spacing in tokens; 0 = 8192 (its default), < 0 = 0 */
     float slot_prompt_similarity;   /* its -sps; 0 = 0.10 (its default); < 0 = its 0.0 (the rule off) */
     const char *alias;         /* llama-server's --alias: the startup model's name in answers; NULL: none */
     const char *chat_template; /* --chat-template / --chat-template-file: every model's template instead of its

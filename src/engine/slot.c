@@ -215,10 +215,19 @@ static int slot_push(engine_slot *sl, const int32_t *ids, size_t n)
     return 0;
 }
 
+void engine_slot_ckpt_clear(engine_slot *sl)
+{
+    for (size_t i = 0; i < sl->n_ckpt; i++) fw_swa_ckpt_free(sl->ckpt[i].data);
+    free(sl->ckpt);
+    sl->ckpt = NULL;
+    sl->n_ckpt = sl->cap_ckpt = 0;
+}
+
 void engine_slot_clear(engine_slot *sl)
 {
     fw_truncate(sl->fw, 0);
     sl->n = 0;
+    engine_slot_ckpt_clear(sl);
 }
 
 /* The working state of one completion. */
@@ -238,6 +247,7 @@ typedef struct {
     sampler_prob *top;
     jbuf piece;
     uint64_t n_calls;
+    int64_t id_task;           /* the task's id (a checkpoint records it) */
 } run_state;
 
 /* One decode call: counted for /metrics, and the task id b11669's loop
@@ -294,13 +304,12 @@ static int slot_progress(run_state *r, size_t processed)
  * failed. */
 static int prefill_calls(run_state *r, size_t n_past, int pg, engine_error *er);
 
-/* A window model without --swa-full (fw_swa_state answers): what bankml
- * does not reproduce of llama-server's default refused, before anything is
- * evaluated. A chat's prompt (b11669 also cuts it at each user message's
- * start, by the template's message delimiters) and a cached prefix that
- * b11669 would resume only through a context checkpoint (its window cache's
- * lowest position at or above pos_next - n_swa - 1: a checkpoint restored,
- * or the prompt re-evaluated when none fits). 0, or -1 with er set. */
+/* A window model without --swa-full (fw_swa_state answers): a chat's
+ * prompt is refused before anything is evaluated (b11669 also cuts it at
+ * each user message's start, by the template's message delimiters), and so
+ * is any request with cache_prompt on a slot where one was refused (what
+ * llama-server's slot holds then is unknown) until one without it. 0, or -1
+ * with er set. */
 static int swa_check(run_state *r, size_t n_past, engine_error *er)
 {
     const engine_request *rq = r->rq;
@@ -313,23 +322,102 @@ static int swa_check(run_state *r, size_t n_past, engine_error *er)
                    "\"cache_prompt\": false once to start it afresh", n_swa);
         return -1;
     }
-    if (!rq->cache_prompt || n_past == 0) r->sl->swa_diverged = 0;
-    r->sl->swa_diverged = 1;   /* until this request passes the checks below */
+    r->sl->swa_diverged = 1;   /* until this request passes the check below */
     if (!rq->plain_prompt) {
         engine_err(er, ENGINE_BAD_INPUT, "a sliding-window model (window of %u) without --swa-full: llama-server "
                    "cuts a chat's prompt at its user messages for context checkpoints, which bankml does not "
                    "reproduce; use /completion (bankml generate renders a chat), or start both servers with --swa-full", n_swa);
         return -1;
     }
-    const long thold = (long)n_past - (long)n_swa - 1;
-    if (n_past > 0 && pmin >= 0 && (long)pmin >= (thold > 0 ? thold : 0)) {
-        engine_err(er, ENGINE_BAD_INPUT, "a sliding-window model (window of %u) without --swa-full: the slot's "
-                   "cached %zu tokens would resume from a context checkpoint (its window cache starts at "
-                   "position %d), which bankml does not reproduce; send \"cache_prompt\": false, or start both "
-                   "servers with --swa-full", n_swa, n_past, (int)pmin);
-        return -1;
-    }
     r->sl->swa_diverged = 0;
+    return 0;
+}
+
+static void ckpt_erase(engine_slot *sl, size_t i)
+{
+    fw_swa_ckpt_free(sl->ckpt[i].data);
+    memmove(sl->ckpt + i, sl->ckpt + i + 1, (sl->n_ckpt - i - 1) * sizeof *sl->ckpt);
+    sl->n_ckpt--;
+}
+
+/* update_slots' prefix with a window cache (swa): the kept prefix n_past
+ * (the common prefix, cache_prompt on) as b11669 settles it. When the
+ * window cache's lowest position is at or above pos_next - n_swa (- 1 when
+ * nothing is new), the newest checkpoint with pos_max <= pos_next and a
+ * pos_min below that (or 0) is restored and n_past cut to it, else n_past
+ * is 0 (the whole prompt again); the checkpoints past pos_next go. 0, or -1
+ * when a restore failed. */
+static int swa_prefix(run_state *r, size_t *n_past_io)
+{
+    engine_slot *sl = r->sl;
+    int32_t pmin, pmax;
+    size_t n_past = *n_past_io;
+    const long n_swa = (long)fw_weights_hp(r->m->fw_w)->n_swa;
+    long pos_next = (long)n_past;
+    const int has_new = n_past < r->rq->n_prompt;
+    long thold = pos_next - n_swa - (has_new ? 0 : 1);
+    if (thold < 0) thold = 0;
+    if (n_past > 0 && n_past <= sl->n && fw_swa_state(sl->fw, &pmin, &pmax) && (long)pmin >= thold) {
+        size_t k = sl->n_ckpt;
+        while (k > 0) {
+            const engine_ckpt *c = &sl->ckpt[k - 1];
+            if (c->pos_max <= pos_next && (c->pos_min < thold || c->pos_min == 0)) break;
+            k--;
+        }
+        if (k > 0) {
+            const engine_ckpt *c = &sl->ckpt[k - 1];
+            if (fw_swa_load(sl->fw, c->data) != 0) return -1;
+            const long top = c->pos_min + 1 > c->pos_max ? c->pos_min + 1 : c->pos_max;
+            if (top < pos_next) pos_next = top;
+            n_past = (size_t)pos_next < (size_t)c->n_tokens ? (size_t)pos_next : (size_t)c->n_tokens;
+            engine_log(r->m->e, "restored context checkpoint (pos_min = %d, pos_max = %d, n_tokens = %lld, "
+                       "n_past = %zu)", (int)c->pos_min, (int)c->pos_max, (long long)c->n_tokens, n_past);
+        } else {
+            pos_next = 0;
+            n_past = 0;
+        }
+    }
+    for (size_t i = 0; i < sl->n_ckpt;) {
+        if (sl->ckpt[i].pos_max > pos_next) ckpt_erase(sl, i);
+        else i++;
+    }
+    if (n_past == r->rq->n_prompt && n_past > 0) n_past--;   /* [TAG_PROMPT_LOGITS] */
+    *n_past_io = n_past;
+    return 0;
+}
+
+/* create_checkpoint before the decode call of the tokens [i, i + n) (the
+ * window cache's positions as they are before it). */
+static int ckpt_take(run_state *r, size_t i, int32_t pmin, int32_t pmax)
+{
+    engine_slot *sl = r->sl;
+    const engine_opts *o = &r->m->e->o;
+    const size_t max = o->ctx_checkpoints > 0 ? (size_t)o->ctx_checkpoints : 32;
+    const int64_t step = o->checkpoint_min_step > 0 ? o->checkpoint_min_step : o->checkpoint_min_step < 0 ? 0 : 8192;
+    int64_t last = -1;
+    for (size_t k = 0; sl->n_ckpt + 1 >= max && k < sl->n_ckpt;) {
+        if (sl->ckpt[k].id_task != r->id_task && last >= 0 && sl->ckpt[k].n_tokens <= last + step) {
+            ckpt_erase(sl, k);
+            continue;
+        }
+        last = sl->ckpt[k].n_tokens;
+        k++;
+    }
+    while (sl->n_ckpt >= max) ckpt_erase(sl, 0);
+    for (size_t k = 0; k < sl->n_ckpt;) {
+        if (sl->ckpt[k].n_tokens == (int64_t)i) ckpt_erase(sl, k);
+        else k++;
+    }
+    if (sl->n_ckpt == sl->cap_ckpt) {
+        size_t cap = sl->cap_ckpt ? sl->cap_ckpt * 2 : 4;
+        engine_ckpt *p = realloc(sl->ckpt, cap * sizeof *p);
+        if (!p) return -1;
+        sl->ckpt = p;
+        sl->cap_ckpt = cap;
+    }
+    fw_swa_ckpt *d = fw_swa_save(sl->fw);
+    if (!d) return -1;
+    sl->ckpt[sl->n_ckpt++] = (engine_ckpt){(int64_t)i, pmin, pmax, r->id_task, d};
     return 0;
 }
 
@@ -352,8 +440,20 @@ static int prefill(run_state *r, engine_error *er)
     engine_slot *sl = r->sl;
     const engine_request *rq = r->rq;
     const size_t nb = r->m->e->n_batch;
-    size_t n_past = engine_reuse(sl->toks, sl->n, rq->prompt, rq->n_prompt, rq->cache_prompt);
-    if (swa_check(r, n_past, er)) return -1;
+    int32_t pmin, pmax;
+    size_t n_past;
+    if (fw_swa_state(sl->fw, &pmin, &pmax)) {   /* the window cache: checkpoints decide what is kept */
+        n_past = 0;
+        if (rq->cache_prompt)
+            while (n_past < sl->n && n_past < rq->n_prompt && sl->toks[n_past] == rq->prompt[n_past]) n_past++;
+        if (swa_check(r, n_past, er)) return -1;
+        if (swa_prefix(r, &n_past)) {
+            engine_err(er, ENGINE_INTERNAL, "a context checkpoint could not be restored");
+            return -1;
+        }
+    } else {
+        n_past = engine_reuse(sl->toks, sl->n, rq->prompt, rq->n_prompt, rq->cache_prompt);
+    }
     fw_truncate(sl->fw, n_past);
     sl->n = n_past;
     r->res->n_cached = n_past;
@@ -377,6 +477,19 @@ static int prefill_calls(run_state *r, size_t n_past, int pg, engine_error *er)
     const int swa = fw_swa_state(sl->fw, &pmin, &pmax) && !r->m->e->o.no_checkpoints;
     for (size_t i = n_past; i < rq->n_prompt;) {
         size_t n = call_tokens(i, rq->n_prompt, nb, r->m->e->n_ubatch, swa);
+        /* b11669's do_checkpoint: with the prompt done after this call or near its end, something in the
+           window cache, and the first checkpoint or near the end or min-step past the last one */
+        const int near_end = rq->n_prompt < i + n + r->m->e->n_ubatch;
+        if (swa && (i + n == rq->n_prompt || near_end) && fw_swa_state(sl->fw, &pmin, &pmax) && pmin >= 0) {
+            const engine_opts *o = &r->m->e->o;
+            const int64_t step = o->checkpoint_min_step > 0 ? o->checkpoint_min_step
+                                 : o->checkpoint_min_step < 0 ? 0 : 8192;
+            if ((sl->n_ckpt == 0 || near_end || (int64_t)i > sl->ckpt[sl->n_ckpt - 1].n_tokens + step) &&
+                ckpt_take(r, i, pmin, pmax) != 0) {
+                engine_err(er, ENGINE_INTERNAL, "out of memory for a context checkpoint");
+                return -1;
+            }
+        }
         count_call(r);
         if (fw_eval(sl->fw, rq->prompt + i, n, NULL, 0, er->msg, sizeof er->msg) != 0 ||
             slot_push(sl, rq->prompt + i, n) != 0) {
@@ -700,6 +813,7 @@ int engine_complete(engine *e, engine_model *m, const engine_request *rq, const 
     r.sl = &m->slots[m->cur];
     res->id_slot = m->cur;
     engine_view_begin(e, m->cur, rq, id_task);
+    r.id_task = id_task;
     int p = prefill(&r, er);
     if (p < 0) goto fail_model;
     if (p == 0) {

@@ -914,6 +914,73 @@ void fw_truncate(fw_seq *s, size_t n)
     if (s->w->swa_small) kv_swa_rm(&s->sw, (int64_t)n, -1);   /* llama_memory_seq_rm(n, -1) */
 }
 
+struct fw_swa_ckpt {
+    size_t n;                   /* cells saved */
+    int32_t *pos;               /* their positions, in cell order */
+    uint8_t *k, *v;             /* per window layer, n K rows, then n V rows */
+};
+
+void fw_swa_ckpt_free(fw_swa_ckpt *c)
+{
+    if (!c) return;
+    free(c->pos);
+    free(c->k);
+    free(c->v);
+    free(c);
+}
+
+fw_swa_ckpt *fw_swa_save(const fw_seq *s)
+{
+    const fw_weights *w = s->w;
+    if (!w->swa_small) return NULL;
+    fw_swa_ckpt *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    size_t nl = 0;
+    for (uint32_t il = 0; il < w->hp.n_layer; il++) nl += w->hp.is_swa[il];
+    c->n = s->sw.used;
+    c->pos = malloc((c->n ? c->n : 1) * sizeof *c->pos);
+    c->k = malloc(nl * c->n * s->kv.k_row + 1);
+    c->v = malloc(nl * c->n * s->kv.v_row + 1);
+    if (!c->pos || !c->k || !c->v) {
+        fw_swa_ckpt_free(c);
+        return NULL;
+    }
+    size_t j = 0;
+    for (size_t i = 0; i < s->sw.size && j < c->n; i++) {
+        if (s->sw.pos[i] < 0) continue;
+        c->pos[j] = s->sw.pos[i];
+        size_t l = 0;
+        for (uint32_t il = 0; il < w->hp.n_layer; il++) {
+            if (!w->hp.is_swa[il]) continue;
+            memcpy(c->k + (l * c->n + j) * s->kv.k_row, kv_layer_k(&s->kv, il) + i * s->kv.k_row, s->kv.k_row);
+            memcpy(c->v + (l * c->n + j) * s->kv.v_row, kv_layer_v(&s->kv, il) + i * s->kv.v_row, s->kv.v_row);
+            l++;
+        }
+        j++;
+    }
+    return c;
+}
+
+int fw_swa_load(fw_seq *s, const fw_swa_ckpt *c)
+{
+    const fw_weights *w = s->w;
+    if (!w->swa_small || !c) return -1;
+    kv_swa_rm(&s->sw, 0, -1);
+    if (c->n == 0) return 0;
+    if (kv_swa_place_at(&s->sw, w->hp.n_swa, c->pos, c->n)) return -1;
+    size_t l = 0;
+    for (uint32_t il = 0; il < w->hp.n_layer; il++) {
+        if (!w->hp.is_swa[il]) continue;
+        uint8_t *kd = (uint8_t *)kv_layer_k(&s->kv, il), *vd = (uint8_t *)kv_layer_v(&s->kv, il);
+        for (size_t j = 0; j < c->n; j++) {
+            memcpy(kd + s->sw.idx[j] * s->kv.k_row, c->k + (l * c->n + j) * s->kv.k_row, s->kv.k_row);
+            memcpy(vd + s->sw.idx[j] * s->kv.v_row, c->v + (l * c->n + j) * s->kv.v_row, s->kv.v_row);
+        }
+        l++;
+    }
+    return 0;
+}
+
 int fw_swa_state(const fw_seq *s, int32_t *pos_min, int32_t *pos_max)
 {
     if (!s->w->swa_small) return 0;

@@ -195,6 +195,20 @@ void fw_truncate(fw_seq *s, size_t n);
  * wrapped past its size). 0 otherwise (one full-size cache). */
 int fw_swa_state(const fw_seq *s, int32_t *pos_min, int32_t *pos_max);
 
+/* A context checkpoint of the window layers' cache (swa_small):
+ * llama_state_seq_get_data with LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY, the
+ * cells that hold a position in cell order, with their K and V rows in
+ * every window layer. */
+typedef struct fw_swa_ckpt fw_swa_ckpt;
+/* NULL when s has no window cache or memory runs out. */
+fw_swa_ckpt *fw_swa_save(const fw_seq *s);
+void fw_swa_ckpt_free(fw_swa_ckpt *c);
+/* Its restore (state_read): every window cell freed, then the saved ones
+ * placed again by find_slot from the head (so compacted, in their saved
+ * order) and their rows written; the global layers' cells and n_past are
+ * left as they are (the caller truncates). 0, or -1 when no slot is found. */
+int fw_swa_load(fw_seq *s, const fw_swa_ckpt *c);
+
 /* Index of the largest logit; the lowest index wins a tie (as the greedy
  * sampler's stable sort). */
 int32_t fw_argmax(const float *logits, size_t n);

@@ -92,8 +92,10 @@ int kv_swa_init(kv_swa *c, size_t size, size_t n_ubatch)
 {
     memset(c, 0, sizeof *c);
     c->pos = malloc((size ? size : 1) * sizeof *c->pos);
+    if (n_ubatch < size) n_ubatch = size;
     c->idx = malloc((n_ubatch ? n_ubatch : 1) * sizeof *c->idx);
-    if (!c->pos || !c->idx) {
+    c->want = malloc((n_ubatch ? n_ubatch : 1) * sizeof *c->want);
+    if (!c->pos || !c->idx || !c->want) {
         kv_swa_free(c);
         return -1;
     }
@@ -107,8 +109,10 @@ void kv_swa_free(kv_swa *c)
 {
     free(c->pos);
     free(c->idx);
+    free(c->want);
     c->pos = NULL;
     c->idx = NULL;
+    c->want = NULL;
     c->size = c->used = c->head = 0;
 }
 
@@ -157,7 +161,17 @@ size_t kv_swa_n_kv(const kv_swa *c)
 
 int kv_swa_place(kv_swa *c, size_t n_swa, size_t first, size_t n)
 {
+    if (n > c->cap_idx || first + n > INT32_MAX) return -1;
+    for (size_t t = 0; t < n; t++) c->idx[t] = (uint32_t)(first + t);   /* the positions, then the cells */
+    return kv_swa_place_at(c, n_swa, NULL, n);
+}
+
+/* pos NULL: the positions are in c->idx (kv_swa_place's). */
+int kv_swa_place_at(kv_swa *c, size_t n_swa, const int32_t *pos, size_t n)
+{
     if (n == 0 || n > c->size || n > c->cap_idx) return -1;
+    int32_t *want = c->want;
+    for (size_t t = 0; t < n; t++) want[t] = pos ? pos[t] : (int32_t)c->idx[t];
     /* find_slot: one token at a time from the head */
     size_t head = c->head;
     if (head > c->used + 2 * n) head = 0;
@@ -182,7 +196,7 @@ int kv_swa_place(kv_swa *c, size_t n_swa, size_t first, size_t n)
             if (c->pos[i] > max_rm) max_rm = c->pos[i];
             c->used--;
         }
-        c->pos[i] = (int32_t)(first + t);
+        c->pos[i] = want[t];
         c->used++;
     }
     if (max_rm >= 0) {

@@ -57,17 +57,21 @@ typedef struct {
     size_t size, head, used;    /* cells, where the search starts, cells holding a position */
     int32_t *pos;               /* size entries: the position a cell holds, -1 empty */
     uint32_t *idx;              /* the last placed ubatch's cells, one per token */
+    int32_t *want;              /* scratch: the positions being placed */
     size_t cap_idx;
 } kv_swa;
 
-/* size cells, room for ubatches of up to n_ubatch tokens. 0, or -1 (out of
+/* size cells, room for ubatches of up to max(size, n_ubatch) tokens. 0, or -1 (out of
  * memory; *c then holds nothing). */
 int kv_swa_init(kv_swa *c, size_t size, size_t n_ubatch);
 void kv_swa_free(kv_swa *c);
-/* Places n tokens at positions [first, first + n) (n <= the n_ubatch of
+/* Places n tokens at positions [first, first + n) (n <= the room of
  * init): c->idx[i] is token i's cell. 0, or -1 when no slot is found (the
  * cells then are unchanged). */
 int kv_swa_place(kv_swa *c, size_t n_swa, size_t first, size_t n);
+/* The same for n tokens at the positions pos[0..n) (n <= size): a
+ * checkpoint's cells placed again (state_read's find_slot). */
+int kv_swa_place_at(kv_swa *c, size_t n_swa, const int32_t *pos, size_t n);
 /* llama_kv_cache::seq_rm(seq, p0, p1) (p1 < 0: to the end): empties the
  * cells holding positions in [p0, p1), the head moved back to the first. */
 void kv_swa_rm(kv_swa *c, int64_t p0, int64_t p1);
