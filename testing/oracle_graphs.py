@@ -244,7 +244,22 @@ def swa_cases(kit, model, fork):
         e2e.compare(rn, pr, floats_as_text=True)
         cached = [(e2e.parse(x[0][1]) or {}).get("timings", {}).get("cache_n") for x in pr]
         S.equal(f"swa {base} llama-server's cache_n of those six", cached, [0, 95, 0, 600, 0, 0])
-        return len(reqs) + len(rq)
+        # chats: b11669 also cuts the prompt at user messages (the autoparser's user_start tokens)
+        first = [{"role": "user", "content": "Tell me a story about a cat."}]
+        cq = [("/v1/chat/completions", e2e.chat(msgs, 8)) for _, msgs in e2e.CONVERSATIONS[:3]]
+        cn = [f"swa {base} greedy chat {label}" for label, _ in e2e.CONVERSATIONS[:3]]
+        cq.append(("/v1/chat/completions", e2e.chat([{"role": "user", "content": e2e.LONG_TEXT}], 8)))
+        cn.append(f"swa {base} chat, > 512-token prompt")
+        cq.append(("/v1/chat/completions", dict(e2e.chat(first, 8), cache_prompt=True)))
+        cn.append(f"swa {base} cached chat turn 1")
+        pc = e2e.both(L, B, cq)
+        j = e2e.parse(pc[-1][0][1])
+        answer = j["choices"][0]["message"]["content"] if isinstance(j, dict) and "choices" in j else "..."
+        second = first + [{"role": "assistant", "content": answer}, {"role": "user", "content": "And then?"}]
+        pc += e2e.both(L, B, [("/v1/chat/completions", dict(e2e.chat(second, 8), cache_prompt=True))])
+        cn.append(f"swa {base} cached chat turn 2")
+        e2e.compare(cn, pc)
+        return len(reqs) + len(rq) + len(cn)
     finally:
         L.stop()
         B.stop()

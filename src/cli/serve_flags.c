@@ -101,7 +101,7 @@ static const arg_opt serve_opts[] = {
      "tokens kept from the prompt when the context shifts",
      ARG_SOME, "a kept prefix only matters with context shift, which is not reproduced; 0 is", "0"},
     {"--swa-full", NULL, NULL, "LLAMA_ARG_SWA_FULL", "false",
-     "full-size sliding-window cache (no context checkpoints); without it a window model (gemma3) plays /completion with --cache-ram 0",
+     "full-size sliding-window cache (no context checkpoints); without it a window model (gemma3) plays /completion and Jinja chats with --cache-ram 0",
      ARG_SAME, NULL, NULL},
     {"-fa --flash-attn", NULL, "on|off|auto", "LLAMA_ARG_FLASH_ATTN", "auto",
      "flash attention: on, off or auto",

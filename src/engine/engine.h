@@ -397,8 +397,12 @@ typedef struct {
                                   its tasks at once; -1: engine_complete takes one */
     int n_tasks;               /* the tasks the request's reader waits for (a cancel each); 0 or 1: one */
     int plain_prompt;          /* the prompt is the request's own (llama-server's /completion): no message
-                                  spans, so b11669 cuts it only at its checkpoint offsets. A sliding-window
-                                  model without --swa-full plays only these */
+                                  spans, so b11669 cuts it only at its checkpoint offsets */
+    int chat_delims;           /* the prompt is a Jinja chat of llama-server's /v1/chat/completions: b11669 finds
+                                  its message spans by the autoparser's user_start / assistant_start tokens and
+                                  cuts the prompt at user messages for checkpoints. A sliding-window model
+                                  without --swa-full plays only these two kinds (a specialised template's are
+                                  refused) */
 } engine_request;
 
 void engine_request_init(engine_request *rq);   /* defaults as llama-server's */

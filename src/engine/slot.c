@@ -248,7 +248,50 @@ typedef struct {
     jbuf piece;
     uint64_t n_calls;
     int64_t id_task;           /* the task's id (a checkpoint records it) */
+    size_t *ustart;            /* a chat's user message starts (token positions, ascending), malloc'd */
+    size_t n_ustart;
 } run_state;
+
+static int is_ustart(const run_state *r, size_t pos)
+{
+    for (size_t k = 0; k < r->n_ustart; k++)
+        if (r->ustart[k] == pos) return 1;
+    return 0;
+}
+
+static long last_ustart(const run_state *r) { return r->n_ustart ? (long)r->ustart[r->n_ustart - 1] : -1; }
+
+/* find_message_spans with the autoparser's delimiters (common_chat_msg_delimiters::split: at each token,
+ * the first delimiter whose tokens start there, assistant's before user's): the user starts into r. 0, or
+ * -1 when the template has no such analysis (a specialised one, or the analysis failed). */
+static int chat_spans(run_state *r, engine_error *er)
+{
+    engine_model *m = r->m;
+    pthread_mutex_lock(&m->chat_mu);   /* the chat layer analysed the template for this request */
+    const chat_analysis *a = m->chat_state > 0 && m->chat_spec == CA_SPEC_NONE ? &m->chat : NULL;
+    pthread_mutex_unlock(&m->chat_mu);
+    if (!a) return -1;
+    int32_t *dt[2] = {NULL, NULL};
+    size_t dn[2] = {0, 0};
+    const ca_str *ds[2] = {&a->assistant_start, &a->user_start};
+    int rc = 0;
+    for (int d = 0; d < 2 && rc == 0; d++)
+        if (ds[d]->n && tok_tokenize(m->vocab, ds[d]->p, ds[d]->n, 0, 1, &dt[d], &dn[d], er->msg,
+                                     sizeof er->msg) != 0)
+            rc = -1;
+    const int32_t *t = r->rq->prompt;
+    const size_t n = r->rq->n_prompt;
+    if (rc == 0 && !(r->ustart = malloc((n ? n : 1) * sizeof *r->ustart))) rc = -1;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        for (int d = 0; d < 2; d++) {
+            if (!ds[d]->n || i + dn[d] > n || memcmp(t + i, dt[d], dn[d] * sizeof *t) != 0) continue;
+            if (d == 1) r->ustart[r->n_ustart++] = i;
+            break;
+        }
+    free(dt[0]);
+    free(dt[1]);
+    return rc;
+}
 
 /* One decode call: counted for /metrics, and the task id b11669's loop
  * takes for it (a NEXT_RESPONSE task each time a slot is still working). */
@@ -323,10 +366,11 @@ static int swa_check(run_state *r, size_t n_past, engine_error *er)
         return -1;
     }
     r->sl->swa_diverged = 1;   /* until this request passes the check below */
-    if (!rq->plain_prompt) {
+    if (!rq->plain_prompt && !(rq->chat_delims && chat_spans(r, er) == 0)) {
         engine_err(er, ENGINE_BAD_INPUT, "a sliding-window model (window of %u) without --swa-full: llama-server "
-                   "cuts a chat's prompt at its user messages for context checkpoints, which bankml does not "
-                   "reproduce; use /completion (bankml generate renders a chat), or start both servers with --swa-full", n_swa);
+                   "cuts this prompt at its messages for context checkpoints by delimiters bankml does not "
+                   "reproduce here (a specialised chat template, Anthropic's or Ollama's routes, bankml generate); "
+                   "use /v1/chat/completions or /completion, or start both servers with --swa-full", n_swa);
         return -1;
     }
     r->sl->swa_diverged = 0;
@@ -425,13 +469,20 @@ static int ckpt_take(run_state *r, size_t i, int32_t pmin, int32_t pmax)
  * with the window cache's checkpoints (swa) cut so the last min(nb, 4 +
  * n_ubatch) and the last min(nb, 4) tokens start calls of their own
  * (b11669's checkpoint_offsets). */
-static size_t call_tokens(size_t i, size_t n, size_t nb, size_t nub, int swa)
+static size_t call_tokens(const run_state *r, size_t i, size_t n, size_t nb, size_t nub, int swa, int64_t step)
 {
     size_t k = n - i < nb ? n - i : nb;
     if (!swa) return k;
     const size_t offs[2] = { 4 + nub < nb ? 4 + nub : nb, 4 < nb ? 4 : nb };
-    for (size_t j = 1; j < k; j++)
-        if (n - (i + j) == offs[0] || n - (i + j) == offs[1]) return j;
+    const engine_slot *sl = r->sl;
+    for (size_t j = 1; j < k; j++) {
+        const size_t at = i + j;
+        /* a chat: at the last user message, or at one when no checkpoint is kept or min-step past the last */
+        if (is_ustart(r, at) && ((long)at == last_ustart(r) || sl->n_ckpt == 0 ||
+                                 (int64_t)at > sl->ckpt[sl->n_ckpt - 1].n_tokens + step))
+            return j;
+        if (n - at == offs[0] || n - at == offs[1]) return j;
+    }
     return k;
 }
 
@@ -476,15 +527,18 @@ static int prefill_calls(run_state *r, size_t n_past, int pg, engine_error *er)
     int32_t pmin, pmax;
     const int swa = fw_swa_state(sl->fw, &pmin, &pmax) && !r->m->e->o.no_checkpoints;
     for (size_t i = n_past; i < rq->n_prompt;) {
-        size_t n = call_tokens(i, rq->n_prompt, nb, r->m->e->n_ubatch, swa);
-        /* b11669's do_checkpoint: with the prompt done after this call or near its end, something in the
-           window cache, and the first checkpoint or near the end or min-step past the last one */
+        const engine_opts *o = &r->m->e->o;
+        const int64_t step = o->checkpoint_min_step > 0 ? o->checkpoint_min_step
+                             : o->checkpoint_min_step < 0 ? 0 : 8192;
+        size_t n = call_tokens(r, i, rq->n_prompt, nb, r->m->e->n_ubatch, swa, step);
+        /* b11669's do_checkpoint: with the prompt done after this call, near its end or the call starting a
+           user message, something in the window cache, and the first checkpoint, the last user message, near
+           the end or min-step past the last one */
         const int near_end = rq->n_prompt < i + n + r->m->e->n_ubatch;
-        if (swa && (i + n == rq->n_prompt || near_end) && fw_swa_state(sl->fw, &pmin, &pmax) && pmin >= 0) {
-            const engine_opts *o = &r->m->e->o;
-            const int64_t step = o->checkpoint_min_step > 0 ? o->checkpoint_min_step
-                                 : o->checkpoint_min_step < 0 ? 0 : 8192;
-            if ((sl->n_ckpt == 0 || near_end || (int64_t)i > sl->ckpt[sl->n_ckpt - 1].n_tokens + step) &&
+        if (swa && (i + n == rq->n_prompt || near_end || is_ustart(r, i)) && fw_swa_state(sl->fw, &pmin, &pmax) &&
+            pmin >= 0) {
+            if ((sl->n_ckpt == 0 || (long)i == last_ustart(r) || near_end ||
+                 (int64_t)i > sl->ckpt[sl->n_ckpt - 1].n_tokens + step) &&
                 ckpt_take(r, i, pmin, pmax) != 0) {
                 engine_err(er, ENGINE_INTERNAL, "out of memory for a context checkpoint");
                 return -1;
@@ -856,6 +910,7 @@ done:
     jbuf_free(&r.piece2);
     free(r.work);
     free(r.top);
+    free(r.ustart);
     jbuf_free(&r.piece);
     return rc;
 }
