@@ -78,7 +78,7 @@ static int32_t *read_ids(const char *path, size_t *n)
 
 int main(int argc, char **argv)
 {
-    fw_opts o = { 2, 512, NULL, 2, 0, 0, 0 };
+    fw_opts o = { 2, 512, NULL, 2, 0, 0, 0, 0 };
     size_t n_ctx = 512;
     int steps = 0;
     char *chunks = NULL;

@@ -274,7 +274,7 @@ static void attn_case(ggml_backend_t be, par_pool *pool, size_t hd, size_t n_hea
         float *att = malloc(n_tok * qd * sizeof(float));
         attn_scratch *s = attn_scratch_new(par_threads(pool), hd);
         const attn_args a = {hd, n_head, n_head_kv, qd, kvd, scale, nt, q, att, K->data, V->data, tk, tv, kr, vr,
-                             n_tok, first, n_kv, 0};
+                             n_tok, first, n_kv, 0, NULL};
         attn_flash(pool, q8_simd(), &a, s);
         /* ggml's output: [hd, n_head, n_tok], the same layout as ours */
         verdict(name, cmp_f32(name, att, (const float *)O->data, n_tok * qd), (long)(n_tok * qd));

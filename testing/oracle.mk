@@ -27,7 +27,7 @@ models: $(GGUF_PY)
 	@BANKML_SHARED=$(BANKML_SHARED) $(GGUF_PY) testing/make_models.py --kit $(ORACLE_BIN) build/models
 
 graph-models: $(GGUF_PY)
-	@BANKML_SHARED=$(BANKML_SHARED) $(GGUF_PY) testing/make_graph_models.py --kit $(ORACLE_BIN) build/graph-models
+	@BANKML_SHARED=$(BANKML_SHARED) $(GGUF_PY) testing/make_graph_models.py --kit $(ORACLE_BIN) $(GRAPH_MODELS_ONLY) build/graph-models
 
 quant-models: $(GGUF_PY)
 	@BANKML_SHARED=$(BANKML_SHARED) $(GGUF_PY) testing/make_models.py --quant --kit $(ORACLE_BIN) build/quant-models

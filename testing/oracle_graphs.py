@@ -146,8 +146,9 @@ def tekken40_case(kit, model, fork):
         B.stop()
 
 
-def ensure_graph_models():
-    p = subprocess.run(["make", "-s", "graph-models"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+def ensure_graph_models(only_gemma=False):
+    args = ["GRAPH_MODELS_ONLY=--only gemma-3-1b-shape"] if only_gemma else []
+    p = subprocess.run(["make", "-s", "graph-models", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, errors="replace")
     if p.stdout.strip():
         print(p.stdout.rstrip())
@@ -197,6 +198,73 @@ def http_cases(base, L, B):
     return len(reqs) + 1
 
 
+def swa_cases(kit, model, fork):
+    """The swa part: llama-server's default window cache (no --swa-full; both servers with --cache-ram 0, which
+    bankml needs without --swa-full): greedy /completion ids and n_probs as printed, on prompts shorter than, equal
+    to and past the window (128), past 512 (a 14 + 512 + 4 split) and past the 768-cell window cache (cells reused,
+    the attention in cell order); a resumed prefix past the window (kept, no checkpoint); a prefix within the
+    window (a context checkpoint restored); a kept prefix in a wrapped window cache; a prefix no checkpoint fits
+    (the whole prompt again); cache_prompt false."""
+    base = os.path.basename(model).replace(".gguf", "")
+    nv = n_vocab(base)
+    extra = ["--cache-ram", "0"]
+    try:
+        L, B = start_pair(kit, model, fork, extra)
+    except oracle.ServerError as e:
+        S.fail(f"swa servers {base}", str(e)[:800])
+        return 0
+    try:
+        def comp(ids, n, cache=False):
+            return ("/completion", {"prompt": ids, "n_predict": n, "temperature": 0, "n_probs": 3,
+                                    "cache_prompt": cache})
+        lens = (100, 128, 300, 530, 1000)
+        reqs = [comp(fwd.rand_ids(31 + n, n, 3, nv - 3), 8) for n in lens]
+        names = [f"swa {base} {n}-token /completion (greedy, n_probs 3)" for n in lens]
+        p300 = fwd.rand_ids(41, 300, 3, nv - 3)
+        reqs += [comp(p300, 8, True), comp(p300 + fwd.rand_ids(42, 60, 3, nv - 3), 8, True)]
+        names += [f"swa {base} cached turn 1 (300 tokens)", f"swa {base} cached turn 2 (300 kept, 60 new)"]
+        pairs = e2e.both(L, B, reqs)
+        e2e.compare(names, pairs, floats_as_text=True)
+        b = e2e.parse(pairs[-1][0][1])
+        S.check(f"swa {base} cached turn 2: llama-server kept 300 tokens",
+                isinstance(b, dict) and b.get("tokens_cached", 0) >= 300 and
+                b.get("timings", {}).get("cache_n") == 300, str(b)[:300])
+        p100 = fwd.rand_ids(43, 100, 3, nv - 3)
+        p1000 = fwd.rand_ids(45, 1000, 3, nv - 3)
+        rq = [comp(p100, 4, True), comp(p100 + fwd.rand_ids(44, 20, 3, nv - 3), 4, True),
+              comp(p1000, 4, True), comp(p1000[:600] + fwd.rand_ids(46, 50, 3, nv - 3), 4, True),
+              comp(p1000[:300] + fwd.rand_ids(47, 50, 3, nv - 3), 4, True), comp(p100, 4, False)]
+        rn = [f"swa {base} 100 tokens, cached",
+              f"swa {base} its 120-token extension (a prefix within the window: checkpoint 96 restored, 95 kept)",
+              f"swa {base} 1,000 tokens, cached (checkpoints at 484 and 996)",
+              f"swa {base} 600 of them + 50 (the wrapped window cache kept)",
+              f"swa {base} 300 of them + 50 (no checkpoint fits: the prompt again)",
+              f"swa {base} cache_prompt false"]
+        pr = e2e.both(L, B, rq)
+        e2e.compare(rn, pr, floats_as_text=True)
+        cached = [(e2e.parse(x[0][1]) or {}).get("timings", {}).get("cache_n") for x in pr]
+        S.equal(f"swa {base} llama-server's cache_n of those six", cached, [0, 95, 0, 600, 0, 0])
+        # chats: b11669 also cuts the prompt at user messages (the autoparser's user_start tokens)
+        first = [{"role": "user", "content": "Tell me a story about a cat."}]
+        cq = [("/v1/chat/completions", e2e.chat(msgs, 8)) for _, msgs in e2e.CONVERSATIONS[:3]]
+        cn = [f"swa {base} greedy chat {label}" for label, _ in e2e.CONVERSATIONS[:3]]
+        cq.append(("/v1/chat/completions", e2e.chat([{"role": "user", "content": e2e.LONG_TEXT}], 8)))
+        cn.append(f"swa {base} chat, > 512-token prompt")
+        cq.append(("/v1/chat/completions", dict(e2e.chat(first, 8), cache_prompt=True)))
+        cn.append(f"swa {base} cached chat turn 1")
+        pc = e2e.both(L, B, cq)
+        j = e2e.parse(pc[-1][0][1])
+        answer = j["choices"][0]["message"]["content"] if isinstance(j, dict) and "choices" in j else "..."
+        second = first + [{"role": "assistant", "content": answer}, {"role": "user", "content": "And then?"}]
+        pc += e2e.both(L, B, [("/v1/chat/completions", dict(e2e.chat(second, 8), cache_prompt=True))])
+        cn.append(f"swa {base} cached chat turn 2")
+        e2e.compare(cn, pc)
+        return len(reqs) + len(rq) + len(cn)
+    finally:
+        L.stop()
+        B.stop()
+
+
 def main():
     kit = oracle.kit_or_skip(S)
     oracle.shared_or_skip(S)
@@ -210,16 +278,26 @@ def main():
                        stderr=subprocess.STDOUT, text=True, errors="replace")
     if not S.check("build/kit-llama-dump builds", p.returncode == 0, p.stdout[-2000:]):
         S.finish()
-    ensure_graph_models()
+    swa_only = os.environ.get("ORACLE_GRAPHS_SWA") == "only"   # the swa part alone
+    ensure_graph_models(swa_only)
     only = os.environ.get("ORACLE_GRAPHS_ONLY")   # comma-separated substrings of model names (development)
     models = [m for m in MODELS if not only or any(o in m for o in only.split(","))]
+    if swa_only:
+        models = [m for m in models if m in SWA]
     paths = {m: os.path.join(MODELS_DIR, m + ".gguf") for m in models}
     tmp = tempfile.mkdtemp(prefix="oracle-graphs-")
     fork = os.path.join(tmp, "graphs.FORK.json")
-    tek40 = tekken40_model(kit) if not only or "tekken" in only else None
+    tek40 = tekken40_model(kit) if not swa_only and (not only or "tekken" in only) else None
     e2e.pin(list(paths.values()) + ([tek40] if tek40 else []), fork)
     n_http = 0
     try:
+        swa_models = [m for m in models if m in SWA and (FULL or m.endswith("q8_0"))]
+        for m in swa_models:
+            t0 = time.time()
+            n_http += swa_cases(kit, paths[m], fork)
+            print(f"({m} swa: {time.time() - t0:.1f} s)", flush=True)
+        if swa_only:
+            models, tek40 = [], None
         if tek40:
             tekken40_case(kit, tek40, fork)
         for m in models:

@@ -155,7 +155,7 @@ TEST(arch_table_gemma3)
     CHECK(a != NULL);
     if (!a) return;
     CHECK_STR(a->name, "gemma3");
-    CHECK_STR(a->models, "Gemma 3 (270M, 1B, 4B, 12B, 27B text; GeGLU, sliding window: --swa-full)");
+    CHECK_STR(a->models, "Gemma 3 (270M, 1B, 4B, 12B, 27B text; GeGLU, sliding window: without --swa-full --cache-ram 0)");
     CHECK_INT(a->id, FW_ARCH_GEMMA3);
     CHECK_INT(a->rope_neox, 1);
     CHECK_INT(a->qk_norm, 1);

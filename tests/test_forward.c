@@ -560,7 +560,7 @@ static int open_stories(opened *o, size_t n_ctx, int threads)
     memset(o, 0, sizeof *o);
     if (!p || gguf_map_open(p, &o->map, err, sizeof err)) return -1;
     if (gguf_parse(o->map.p, o->map.len, &o->h, &need, err, sizeof err) != GGUF_OK) return -1;
-    fw_opts opts = { 2, 512, NULL, threads, 0, 0, 0 };
+    fw_opts opts = { 2, 512, NULL, threads, 0, 0, 0, 0 };
     if (fw_weights_open(&o->w, &o->map, &o->h, &opts, err, sizeof err) ||
         fw_seq_new(&o->m, o->w, n_ctx, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
@@ -717,7 +717,7 @@ TEST(seq_new_refuses_a_huge_context)
     CHECK(fw_seq_new(&s, o.w, ((size_t)1 << 24) + 1, err, sizeof err) == -1);
     CHECK(s == NULL);
     CHECK_STR(err, "context of 16777217 tokens is too large");
-    fw_opts bad = { 0, 512, NULL, 1, 0, 0, 0 };
+    fw_opts bad = { 0, 512, NULL, 1, 0, 0, 0, 0 };
     bad.llama_threads = 300;
     fw_weights *w = (fw_weights *)&o;
     CHECK(fw_weights_open(&w, &o.map, &o.h, &bad, err, sizeof err) == -1);

@@ -229,7 +229,7 @@ TEST(attn_typed_one_cell_is_its_v_row)
         memset(vc, 0, 256 * 256);
         kvq_from_float(vt[t], vrow, vc, 64);
         kvq_to_float(vt[t], vc, want, 64);
-        const attn_args a = {64, 2, 1, 128, 64, 0.125f, 2, q, att, kc, vc, KVQ_Q8_0, vt[t], 68, vr, 1, 0, 256, 0};
+        const attn_args a = {64, 2, 1, 128, 64, 0.125f, 2, q, att, kc, vc, KVQ_Q8_0, vt[t], 68, vr, 1, 0, 256, 0, NULL};
         attn_flash(pool, q8_simd(), &a, s);
         for (int h = 0; h < 2; h++)
             for (int d = 0; d < 64; d++) bad += att[h * 64 + d] != want[d];
@@ -237,6 +237,116 @@ TEST(attn_typed_one_cell_is_its_v_row)
     CHECK_INT(bad, 0);
     free(kc);
     free(vc);
+    attn_scratch_free(s);
+    par_destroy(pool);
+}
+
+/* The window layers' cells as llama_kv_cache::find_slot (cont = false) and
+ * apply_ubatch place them (no --swa-full): from the head, wrapping, a cell
+ * reused once the window masks it for the next position, the purge of
+ * positions at or below the highest one overwritten, seq_rm's head. */
+TEST(kv_swa_cells_as_find_slot)
+{
+    kv_swa c;
+    CHECK_INT(kv_swa_init(&c, 8, 4), 0);
+    CHECK_INT(kv_swa_pos_min(&c), -1);
+    CHECK_INT(kv_swa_place(&c, 3, 0, 4), 0);
+    CHECK_INT(kv_swa_place(&c, 3, 4, 4), 0);
+    CHECK_INT((int)c.head, 8);
+    CHECK_INT(kv_swa_place(&c, 3, 8, 2), 0);   /* wraps: cells 0 and 1 hold 0 and 1, masked for 8 */
+    CHECK_INT((int)c.idx[0], 0);
+    CHECK_INT((int)c.idx[1], 1);
+    CHECK_INT(kv_swa_place(&c, 3, 10, 3), 0);
+    const int32_t want1[8] = {8, 9, 10, 11, 12, 5, 6, 7};
+    int bad = 0;
+    for (int i = 0; i < 8; i++) bad += c.pos[i] != want1[i];
+    CHECK_INT(bad, 0);
+    CHECK_INT((int)c.head, 5);
+    CHECK_INT(kv_swa_pos_min(&c), 5);
+    CHECK_INT(kv_swa_pos_max(&c), 12);
+    CHECK_INT((int)kv_swa_n_kv(&c), 8);          /* max(256, ...) capped at the size */
+    kv_swa_rm(&c, 11, -1);                         /* cells 3 and 4 freed: the head goes back to 3 */
+    CHECK_INT((int)c.head, 3);
+    CHECK_INT((int)c.used, 6);
+    CHECK_INT(kv_swa_place(&c, 3, 11, 3), 0);    /* 3 and 4 empty, 5 (pos 5) masked for 11 */
+    CHECK_INT((int)c.idx[2], 5);
+    CHECK_INT((int)c.head, 6);
+    CHECK_INT(kv_swa_place(&c, 3, 14, 4), 0);    /* 6, 7, then wrapping 0 (pos 8) and 1 (pos 9) */
+    const uint32_t wantidx[4] = {6, 7, 0, 1};
+    bad = 0;
+    for (int i = 0; i < 4; i++) bad += c.idx[i] != wantidx[i];
+    CHECK_INT(bad, 0);
+    /* a cell overwritten above a position still held: the positions up to it are purged */
+    const int32_t odd[8] = {0, 5, 6, 7, 1, 2, 3, 4};
+    memcpy(c.pos, odd, sizeof odd);
+    c.used = 8;
+    c.head = 1;
+    CHECK_INT(kv_swa_place(&c, 3, 8, 1), 0);     /* cell 1 (pos 5) reused: 0..4 purged */
+    const int32_t want2[8] = {-1, 8, 6, 7, -1, -1, -1, -1};
+    bad = 0;
+    for (int i = 0; i < 8; i++) bad += c.pos[i] != want2[i];
+    CHECK_INT(bad, 0);
+    CHECK_INT((int)c.used, 3);
+    CHECK_INT((int)c.head, 2);
+    CHECK_INT(kv_swa_place(&c, 3, 9, 9), -1);    /* more tokens than the cells */
+    /* a checkpoint's restore: every cell freed (the head back to the first), its cells placed from there */
+    kv_swa_rm(&c, 0, -1);
+    CHECK_INT((int)c.head, 1);
+    CHECK_INT((int)c.used, 0);
+    const int32_t saved[3] = {6, 7, 8};
+    CHECK_INT(kv_swa_place_at(&c, 3, saved, 3), 0);
+    const int32_t want3[8] = {-1, 6, 7, 8, -1, -1, -1, -1};
+    bad = 0;
+    for (int i = 0; i < 8; i++) bad += c.pos[i] != want3[i];
+    CHECK_INT(bad, 0);
+    CHECK_INT((int)c.head, 4);
+    kv_swa_free(&c);
+    CHECK_INT(kv_swa_init(&c, 4, 4), 0);
+    CHECK_INT(kv_swa_place(&c, 8, 0, 4), 0);
+    CHECK_INT(kv_swa_place(&c, 8, 4, 1), -1);    /* every cell still inside the window: no slot */
+    CHECK_INT((int)c.head, 4);                     /* and nothing changed */
+    kv_swa_free(&c);
+}
+
+/* cell_pos holding each cell's own position (and -1 past the used ones)
+ * gives the bits of the position-order path, on the reference, tiled and
+ * split-KV kernels, portable and AVX2, with and without a window. */
+TEST(attn_cell_pos_identity_keeps_bits)
+{
+    char err[128];
+    par_pool *pool = par_create(1, err, sizeof err);
+    CHECK(pool != NULL);
+    if (!pool) return;
+    const size_t hd = 64, nkv = 512, nt = 100;
+    attn_scratch *s = attn_scratch_new(1, hd);
+    float *q = malloc(nt * 2 * hd * sizeof(float)), *a0 = malloc(nt * 2 * hd * sizeof(float)),
+          *a1 = malloc(nt * 2 * hd * sizeof(float));
+    uint16_t *kc = malloc(nkv * hd * 2), *vc = malloc(nkv * hd * 2);
+    int32_t *cp = malloc(nkv * sizeof(int32_t));
+    for (size_t i = 0; i < nt * 2 * hd; i++) q[i] = (float)((i * 37) % 23) * 0.05f - 0.5f;
+    for (size_t i = 0; i < nkv * hd; i++) {
+        kc[i] = f32_to_f16((float)((i * 13) % 29) * 0.03f - 0.4f);
+        vc[i] = f32_to_f16((float)((i * 7) % 31) * 0.02f - 0.3f);
+    }
+    const struct { size_t n_tok, first, n_kv, n_swa; } cases[] = {
+        {100, 156, 256, 0}, {100, 156, 256, 40}, {3, 300, 512, 128}, {1, 400, 512, 128}, {1, 400, 512, 0}};
+    int bad = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const size_t used = cases[c].first + cases[c].n_tok;
+        for (size_t i = 0; i < nkv; i++) cp[i] = i < used ? (int32_t)i : -1;
+        for (int simd = 0; simd <= q8_simd(); simd++) {
+            attn_args a = {hd, 2, 1, 2 * hd, hd, 0.125f, 2, q, a0, (const uint8_t *)kc, (const uint8_t *)vc,
+                           KVQ_F16, KVQ_F16, hd * 2, hd * 2, cases[c].n_tok, cases[c].first, cases[c].n_kv,
+                           cases[c].n_swa, NULL};
+            attn_flash(pool, simd, &a, s);
+            a.att = a1;
+            a.cell_pos = cp;
+            attn_flash(pool, simd, &a, s);
+            bad += memcmp(a0, a1, cases[c].n_tok * 2 * hd * sizeof(float)) != 0;
+        }
+    }
+    CHECK_INT(bad, 0);
+    free(q); free(a0); free(a1); free(kc); free(vc); free(cp);
     attn_scratch_free(s);
     par_destroy(pool);
 }

@@ -616,6 +616,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
     llama_chat_init(&layer);
     jbuf_init(&tparams);
     engine_request_init(&rq);
+    rq.plain_prompt = !chat;   /* /completion: no message spans (engine.h) */
     if (body->type != JSON_OBJECT) {
         llama_reply_err(resp, 400, chat ? "'messages' is required" : "[json.exception.out_of_range.403] key 'prompt' not found");
         goto out;
@@ -631,6 +632,7 @@ static void handle_completion(llama_api *api, serve_req *req, serve_resp *resp, 
     } else if (llama_chat_prepare(m, &api->o, body, &pre, &rq, &layer, &status, err, sizeof err) != 0) {
         llama_reply_err(resp, status, err);
     } else if (llama_prompt_list(m, &pre, resp, &ps) == 0) {
+        rq.chat_delims = chat && engine_model_jinja(m);   /* message_delimiters (engine.h) */
         sctx c;
         memset(&c, 0, sizeof c);
         jbuf_init(&c.raw);

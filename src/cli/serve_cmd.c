@@ -231,7 +231,12 @@ static int read_opts(const parsed_args *a, serve_cfg *c, engine_opts *o)
     if (num(a, "--parallel", -1, 1 << 16, -1, &x)) return BANKML_EXIT_IO;
     o->n_parallel = x < 0 ? 0 : (int)x;   /* auto: the engine's one slot (llama-server's auto is 4) */
     o->kv_unified = args_bool(a, "--kv-unified", 0);   /* refused by the engine with -np > 1 */
-    o->swa_full = args_bool(a, "--swa-full", 0);       /* sliding-window models need it (engine) */
+    o->swa_full = args_bool(a, "--swa-full", 0);       /* sliding-window models: the window cache (engine) */
+    if (num(a, "--ctx-checkpoints", -(1L << 30), 1L << 30, 32, &x)) return BANKML_EXIT_IO;
+    o->no_checkpoints = x <= 0;   /* a window model's prompt cuts and checkpoints (engine) */
+    o->ctx_checkpoints = x > 0 ? (int)x : 0;
+    if (num(a, "--checkpoint-min-step", -(1L << 30), 1L << 30, 8192, &x)) return BANKML_EXIT_IO;
+    o->checkpoint_min_step = x > 0 ? x : -1;
     if ((v = args_opt(a, "--slot-prompt-similarity"))) {
         char *end;
         double d = strtod(v, &end);

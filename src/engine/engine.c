@@ -66,6 +66,7 @@ static void model_free(engine_model *m)
     if (!m) return;
     if (m->e) engine_view_tokens(m->e, NULL);   /* GET /slots: the slots hold nothing now */
     for (int i = 0; m->slots && i < m->n_slots; i++) {
+        engine_slot_ckpt_clear(&m->slots[i]);
         fw_seq_free(m->slots[i].fw);
         free(m->slots[i].toks);
     }
@@ -167,6 +168,7 @@ static engine_model *model_open(engine *e, const char *path, const char *fork, e
     o.kv_type_k = e->o.kv_type_k;
     o.kv_type_v = e->o.kv_type_v;
     o.kv_rot_off = e->o.kv_rot_off;
+    o.swa_small = !e->o.swa_full;   /* llama-server's default window cache (a window model only) */
     m->n_slots = e->o.n_parallel;
     m->slots = calloc((size_t)m->n_slots, sizeof *m->slots);
     if (!m->slots || fw_weights_open(&m->fw_w, &m->map, h, &o, why, sizeof why) != 0) {

@@ -94,7 +94,13 @@ typedef struct {
                                   < 0 (llama-server's auto: 4 slots, unified KV) is refused */
     int kv_unified;            /* its -kvu: one cache for every slot; refused with -np > 1 */
     int swa_full;              /* its --swa-full: the window layers' cache full size, no context
-                                  checkpoints; a sliding-window model (gemma3) is refused without it */
+                                  checkpoints; without it a sliding-window model (gemma3) keeps llama-server's
+                                  smaller window cache and its prompt cuts, and is refused with the host prompt
+                                  cache on (cache_on) */
+    int no_checkpoints;        /* its --ctx-checkpoints <= 0: no context checkpoints, so a window model without
+                                  --swa-full has its prompts fed without the checkpoint cuts; 0: its 32 */
+    int ctx_checkpoints;       /* its --ctx-checkpoints when > 0: checkpoints kept per slot; 0 = 32 */
+    int64_t checkpoint_min_step;   /* its -cms: their spacing in tokens; 0 = 8192 (its default), < 0 = 0 */
     float slot_prompt_similarity;   /* its -sps; 0 = 0.10 (its default); < 0 = its 0.0 (the rule off) */
     const char *alias;         /* llama-server's --alias: the startup model's name in answers; NULL: none */
     const char *chat_template; /* --chat-template / --chat-template-file: every model's template instead of its
@@ -390,6 +396,13 @@ typedef struct {
     int64_t id_task;           /* llama-server's task id, taken when a request with several prompts posted all
                                   its tasks at once; -1: engine_complete takes one */
     int n_tasks;               /* the tasks the request's reader waits for (a cancel each); 0 or 1: one */
+    int plain_prompt;          /* the prompt is the request's own (llama-server's /completion): no message
+                                  spans, so b11669 cuts it only at its checkpoint offsets */
+    int chat_delims;           /* the prompt is a Jinja chat of llama-server's /v1/chat/completions: b11669 finds
+                                  its message spans by the autoparser's user_start / assistant_start tokens and
+                                  cuts the prompt at user messages for checkpoints. A sliding-window model
+                                  without --swa-full plays only these two kinds (a specialised template's are
+                                  refused) */
 } engine_request;
 
 void engine_request_init(engine_request *rq);   /* defaults as llama-server's */

@@ -40,11 +40,11 @@ const char *engine_template_for(const engine *e, const gguf_header *h, unsigned 
 
 int engine_swa_refused(const engine *e, unsigned n_swa, char *why, size_t whylen)
 {
-    if (n_swa == 0 || e->o.swa_full) return 0;
+    if (n_swa == 0 || e->o.swa_full || !e->o.cache_on) return 0;
     bk_err(why, whylen, "a sliding-window model (window of %u): without --swa-full llama-server keeps the window "
-                        "layers' cells in a smaller cache with context checkpoints and cuts prompts around them, "
-                        "which bankml does not reproduce; start with --swa-full (and llama-server too) for "
-                        "token-identical answers", n_swa);
+                        "layers' cells in a smaller cache, and its host prompt cache saves and restores them with "
+                        "their context checkpoints, which bankml does not reproduce; start with --cache-ram 0 (and "
+                        "llama-server too), or with --swa-full, for token-identical answers", n_swa);
     return 1;
 }
 

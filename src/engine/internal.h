@@ -32,11 +32,25 @@ typedef struct pc_entry pc_entry;
  * weights (a stream of its own in a non-unified KV cache: n_ctx_seq cells
  * that no other slot's cells change), the tokens it holds, when it was last
  * used. */
+/* One of b11669's context checkpoints (common_prompt_checkpoint): the
+ * tokens before it, the window cache's positions then, the task that took
+ * it, the window cells (fw_swa_save). */
+typedef struct {
+    int64_t n_tokens;
+    int32_t pos_min, pos_max;
+    int64_t id_task;
+    fw_swa_ckpt *data;
+} engine_ckpt;
+
 typedef struct {
     fw_seq *fw;                /* KV cache, positions, logits */
     int32_t *toks;             /* tokens held in the KV cache (fw_n_past of them) */
     size_t n, cap;
     int64_t t_last_used;       /* the model's use clock at its last request; -1 never */
+    engine_ckpt *ckpt;         /* a window model's checkpoints without --swa-full, oldest first */
+    size_t n_ckpt, cap_ckpt;
+    int swa_diverged;          /* a window model without --swa-full refused a request here: what llama-server's
+                                  slot holds is unknown until a request without cache_prompt resets it */
 } engine_slot;
 
 /* One loaded model: everything the slot needs, verified and mapped. */
@@ -136,6 +150,8 @@ void engine_view_free(engine *e);
 void engine_pc_clear(engine_model *m);
 /* Empties a slot (its KV cells and tokens). */
 void engine_slot_clear(engine_slot *sl);
+/* Frees the slot's checkpoints (the slot itself stays). */
+void engine_slot_ckpt_clear(engine_slot *sl);
 void engine_vocab_free(engine_model *m);
 /* Builds m->gvocab (the grammar's pieces and end set). 0, or -1 with er. */
 int engine_grammar_vocab(engine_model *m, engine_error *er);

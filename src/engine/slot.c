@@ -215,10 +215,19 @@ static int slot_push(engine_slot *sl, const int32_t *ids, size_t n)
     return 0;
 }
 
+void engine_slot_ckpt_clear(engine_slot *sl)
+{
+    for (size_t i = 0; i < sl->n_ckpt; i++) fw_swa_ckpt_free(sl->ckpt[i].data);
+    free(sl->ckpt);
+    sl->ckpt = NULL;
+    sl->n_ckpt = sl->cap_ckpt = 0;
+}
+
 void engine_slot_clear(engine_slot *sl)
 {
     fw_truncate(sl->fw, 0);
     sl->n = 0;
+    engine_slot_ckpt_clear(sl);
 }
 
 /* The working state of one completion. */
@@ -238,7 +247,51 @@ typedef struct {
     sampler_prob *top;
     jbuf piece;
     uint64_t n_calls;
+    int64_t id_task;           /* the task's id (a checkpoint records it) */
+    size_t *ustart;            /* a chat's user message starts (token positions, ascending), malloc'd */
+    size_t n_ustart;
 } run_state;
+
+static int is_ustart(const run_state *r, size_t pos)
+{
+    for (size_t k = 0; k < r->n_ustart; k++)
+        if (r->ustart[k] == pos) return 1;
+    return 0;
+}
+
+static long last_ustart(const run_state *r) { return r->n_ustart ? (long)r->ustart[r->n_ustart - 1] : -1; }
+
+/* find_message_spans with the autoparser's delimiters (common_chat_msg_delimiters::split: at each token,
+ * the first delimiter whose tokens start there, assistant's before user's): the user starts into r. 0, or
+ * -1 when the template has no such analysis (a specialised one, or the analysis failed). */
+static int chat_spans(run_state *r, engine_error *er)
+{
+    engine_model *m = r->m;
+    pthread_mutex_lock(&m->chat_mu);   /* the chat layer analysed the template for this request */
+    const chat_analysis *a = m->chat_state > 0 && m->chat_spec == CA_SPEC_NONE ? &m->chat : NULL;
+    pthread_mutex_unlock(&m->chat_mu);
+    if (!a) return -1;
+    int32_t *dt[2] = {NULL, NULL};
+    size_t dn[2] = {0, 0};
+    const ca_str *ds[2] = {&a->assistant_start, &a->user_start};
+    int rc = 0;
+    for (int d = 0; d < 2 && rc == 0; d++)
+        if (ds[d]->n && tok_tokenize(m->vocab, ds[d]->p, ds[d]->n, 0, 1, &dt[d], &dn[d], er->msg,
+                                     sizeof er->msg) != 0)
+            rc = -1;
+    const int32_t *t = r->rq->prompt;
+    const size_t n = r->rq->n_prompt;
+    if (rc == 0 && !(r->ustart = malloc((n ? n : 1) * sizeof *r->ustart))) rc = -1;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        for (int d = 0; d < 2; d++) {
+            if (!ds[d]->n || i + dn[d] > n || memcmp(t + i, dt[d], dn[d] * sizeof *t) != 0) continue;
+            if (d == 1) r->ustart[r->n_ustart++] = i;
+            break;
+        }
+    free(dt[0]);
+    free(dt[1]);
+    return rc;
+}
 
 /* One decode call: counted for /metrics, and the task id b11669's loop
  * takes for it (a NEXT_RESPONSE task each time a slot is still working). */
@@ -294,12 +347,164 @@ static int slot_progress(run_state *r, size_t processed)
  * failed. */
 static int prefill_calls(run_state *r, size_t n_past, int pg, engine_error *er);
 
+/* A window model without --swa-full (fw_swa_state answers): a chat's
+ * prompt is refused before anything is evaluated (b11669 also cuts it at
+ * each user message's start, by the template's message delimiters), and so
+ * is any request with cache_prompt on a slot where one was refused (what
+ * llama-server's slot holds then is unknown) until one without it. 0, or -1
+ * with er set. */
+static int swa_check(run_state *r, size_t n_past, engine_error *er)
+{
+    const engine_request *rq = r->rq;
+    int32_t pmin, pmax;
+    if (!fw_swa_state(r->sl->fw, &pmin, &pmax)) return 0;
+    const unsigned n_swa = fw_weights_hp(r->m->fw_w)->n_swa;
+    if (r->sl->swa_diverged && rq->cache_prompt && n_past > 0) {
+        engine_err(er, ENGINE_BAD_INPUT, "a sliding-window model (window of %u) without --swa-full: an earlier "
+                   "request on this slot was refused, so what llama-server's slot would hold is unknown; send "
+                   "\"cache_prompt\": false once to start it afresh", n_swa);
+        return -1;
+    }
+    r->sl->swa_diverged = 1;   /* until this request passes the check below */
+    if (!rq->plain_prompt && !(rq->chat_delims && chat_spans(r, er) == 0)) {
+        engine_err(er, ENGINE_BAD_INPUT, "a sliding-window model (window of %u) without --swa-full: llama-server "
+                   "cuts this prompt at its messages for context checkpoints by delimiters bankml does not "
+                   "reproduce here (a specialised chat template, Anthropic's or Ollama's routes, bankml generate); "
+                   "use /v1/chat/completions or /completion, or start both servers with --swa-full", n_swa);
+        return -1;
+    }
+    r->sl->swa_diverged = 0;
+    return 0;
+}
+
+static void ckpt_erase(engine_slot *sl, size_t i)
+{
+    fw_swa_ckpt_free(sl->ckpt[i].data);
+    memmove(sl->ckpt + i, sl->ckpt + i + 1, (sl->n_ckpt - i - 1) * sizeof *sl->ckpt);
+    sl->n_ckpt--;
+}
+
+/* update_slots' prefix with a window cache (swa): the kept prefix n_past
+ * (the common prefix, cache_prompt on) as b11669 settles it. When the
+ * window cache's lowest position is at or above pos_next - n_swa (- 1 when
+ * nothing is new), the newest checkpoint with pos_max <= pos_next and a
+ * pos_min below that (or 0) is restored and n_past cut to it, else n_past
+ * is 0 (the whole prompt again); the checkpoints past pos_next go. 0, or -1
+ * when a restore failed. */
+static int swa_prefix(run_state *r, size_t *n_past_io)
+{
+    engine_slot *sl = r->sl;
+    int32_t pmin, pmax;
+    size_t n_past = *n_past_io;
+    const long n_swa = (long)fw_weights_hp(r->m->fw_w)->n_swa;
+    long pos_next = (long)n_past;
+    const int has_new = n_past < r->rq->n_prompt;
+    long thold = pos_next - n_swa - (has_new ? 0 : 1);
+    if (thold < 0) thold = 0;
+    if (n_past > 0 && n_past <= sl->n && fw_swa_state(sl->fw, &pmin, &pmax) && (long)pmin >= thold) {
+        size_t k = sl->n_ckpt;
+        while (k > 0) {
+            const engine_ckpt *c = &sl->ckpt[k - 1];
+            if (c->pos_max <= pos_next && (c->pos_min < thold || c->pos_min == 0)) break;
+            k--;
+        }
+        if (k > 0) {
+            const engine_ckpt *c = &sl->ckpt[k - 1];
+            if (fw_swa_load(sl->fw, c->data) != 0) return -1;
+            const long top = c->pos_min + 1 > c->pos_max ? c->pos_min + 1 : c->pos_max;
+            if (top < pos_next) pos_next = top;
+            n_past = (size_t)pos_next < (size_t)c->n_tokens ? (size_t)pos_next : (size_t)c->n_tokens;
+            engine_log(r->m->e, "restored context checkpoint (pos_min = %d, pos_max = %d, n_tokens = %lld, "
+                       "n_past = %zu)", (int)c->pos_min, (int)c->pos_max, (long long)c->n_tokens, n_past);
+        } else {
+            pos_next = 0;
+            n_past = 0;
+        }
+    }
+    for (size_t i = 0; i < sl->n_ckpt;) {
+        if (sl->ckpt[i].pos_max > pos_next) ckpt_erase(sl, i);
+        else i++;
+    }
+    if (n_past == r->rq->n_prompt && n_past > 0) n_past--;   /* [TAG_PROMPT_LOGITS] */
+    *n_past_io = n_past;
+    return 0;
+}
+
+/* create_checkpoint before the decode call of the tokens [i, i + n) (the
+ * window cache's positions as they are before it). */
+static int ckpt_take(run_state *r, size_t i, int32_t pmin, int32_t pmax)
+{
+    engine_slot *sl = r->sl;
+    const engine_opts *o = &r->m->e->o;
+    const size_t max = o->ctx_checkpoints > 0 ? (size_t)o->ctx_checkpoints : 32;
+    const int64_t step = o->checkpoint_min_step > 0 ? o->checkpoint_min_step : o->checkpoint_min_step < 0 ? 0 : 8192;
+    int64_t last = -1;
+    for (size_t k = 0; sl->n_ckpt + 1 >= max && k < sl->n_ckpt;) {
+        if (sl->ckpt[k].id_task != r->id_task && last >= 0 && sl->ckpt[k].n_tokens <= last + step) {
+            ckpt_erase(sl, k);
+            continue;
+        }
+        last = sl->ckpt[k].n_tokens;
+        k++;
+    }
+    while (sl->n_ckpt >= max) ckpt_erase(sl, 0);
+    for (size_t k = 0; k < sl->n_ckpt;) {
+        if (sl->ckpt[k].n_tokens == (int64_t)i) ckpt_erase(sl, k);
+        else k++;
+    }
+    if (sl->n_ckpt == sl->cap_ckpt) {
+        size_t cap = sl->cap_ckpt ? sl->cap_ckpt * 2 : 4;
+        engine_ckpt *p = realloc(sl->ckpt, cap * sizeof *p);
+        if (!p) return -1;
+        sl->ckpt = p;
+        sl->cap_ckpt = cap;
+    }
+    fw_swa_ckpt *d = fw_swa_save(sl->fw);
+    if (!d) return -1;
+    sl->ckpt[sl->n_ckpt++] = (engine_ckpt){(int64_t)i, pmin, pmax, r->id_task, d};
+    return 0;
+}
+
+/* The tokens of the decode call from i of an n-token prompt: up to nb, and
+ * with the window cache's checkpoints (swa) cut so the last min(nb, 4 +
+ * n_ubatch) and the last min(nb, 4) tokens start calls of their own
+ * (b11669's checkpoint_offsets). */
+static size_t call_tokens(const run_state *r, size_t i, size_t n, size_t nb, size_t nub, int swa, int64_t step)
+{
+    size_t k = n - i < nb ? n - i : nb;
+    if (!swa) return k;
+    const size_t offs[2] = { 4 + nub < nb ? 4 + nub : nb, 4 < nb ? 4 : nb };
+    const engine_slot *sl = r->sl;
+    for (size_t j = 1; j < k; j++) {
+        const size_t at = i + j;
+        /* a chat: at the last user message, or at one when no checkpoint is kept or min-step past the last */
+        if (is_ustart(r, at) && ((long)at == last_ustart(r) || sl->n_ckpt == 0 ||
+                                 (int64_t)at > sl->ckpt[sl->n_ckpt - 1].n_tokens + step))
+            return j;
+        if (n - at == offs[0] || n - at == offs[1]) return j;
+    }
+    return k;
+}
+
 static int prefill(run_state *r, engine_error *er)
 {
     engine_slot *sl = r->sl;
     const engine_request *rq = r->rq;
     const size_t nb = r->m->e->n_batch;
-    size_t n_past = engine_reuse(sl->toks, sl->n, rq->prompt, rq->n_prompt, rq->cache_prompt);
+    int32_t pmin, pmax;
+    size_t n_past;
+    if (fw_swa_state(sl->fw, &pmin, &pmax)) {   /* the window cache: checkpoints decide what is kept */
+        n_past = 0;
+        if (rq->cache_prompt)
+            while (n_past < sl->n && n_past < rq->n_prompt && sl->toks[n_past] == rq->prompt[n_past]) n_past++;
+        if (swa_check(r, n_past, er)) return -1;
+        if (swa_prefix(r, &n_past)) {
+            engine_err(er, ENGINE_INTERNAL, "a context checkpoint could not be restored");
+            return -1;
+        }
+    } else {
+        n_past = engine_reuse(sl->toks, sl->n, rq->prompt, rq->n_prompt, rq->cache_prompt);
+    }
     fw_truncate(sl->fw, n_past);
     sl->n = n_past;
     r->res->n_cached = n_past;
@@ -319,8 +524,26 @@ static int prefill_calls(run_state *r, size_t n_past, int pg, engine_error *er)
     engine_slot *sl = r->sl;
     const engine_request *rq = r->rq;
     const size_t nb = r->m->e->n_batch;
+    int32_t pmin, pmax;
+    const int swa = fw_swa_state(sl->fw, &pmin, &pmax) && !r->m->e->o.no_checkpoints;
     for (size_t i = n_past; i < rq->n_prompt;) {
-        size_t n = rq->n_prompt - i < nb ? rq->n_prompt - i : nb;
+        const engine_opts *o = &r->m->e->o;
+        const int64_t step = o->checkpoint_min_step > 0 ? o->checkpoint_min_step
+                             : o->checkpoint_min_step < 0 ? 0 : 8192;
+        size_t n = call_tokens(r, i, rq->n_prompt, nb, r->m->e->n_ubatch, swa, step);
+        /* b11669's do_checkpoint: with the prompt done after this call, near its end or the call starting a
+           user message, something in the window cache, and the first checkpoint, the last user message, near
+           the end or min-step past the last one */
+        const int near_end = rq->n_prompt < i + n + r->m->e->n_ubatch;
+        if (swa && (i + n == rq->n_prompt || near_end || is_ustart(r, i)) && fw_swa_state(sl->fw, &pmin, &pmax) &&
+            pmin >= 0) {
+            if ((sl->n_ckpt == 0 || (long)i == last_ustart(r) || near_end ||
+                 (int64_t)i > sl->ckpt[sl->n_ckpt - 1].n_tokens + step) &&
+                ckpt_take(r, i, pmin, pmax) != 0) {
+                engine_err(er, ENGINE_INTERNAL, "out of memory for a context checkpoint");
+                return -1;
+            }
+        }
         count_call(r);
         if (fw_eval(sl->fw, rq->prompt + i, n, NULL, 0, er->msg, sizeof er->msg) != 0 ||
             slot_push(sl, rq->prompt + i, n) != 0) {
@@ -644,6 +867,7 @@ int engine_complete(engine *e, engine_model *m, const engine_request *rq, const 
     r.sl = &m->slots[m->cur];
     res->id_slot = m->cur;
     engine_view_begin(e, m->cur, rq, id_task);
+    r.id_task = id_task;
     int p = prefill(&r, er);
     if (p < 0) goto fail_model;
     if (p == 0) {
@@ -686,6 +910,7 @@ done:
     jbuf_free(&r.piece2);
     free(r.work);
     free(r.top);
+    free(r.ustart);
     jbuf_free(&r.piece);
     return rc;
 }

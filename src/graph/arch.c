@@ -101,7 +101,7 @@ static const fw_arch table[] = {
       N(top_llama), layer_qwen2, N(layer_qwen2) },
     { "qwen3", "Qwen3 (dense)", FW_ARCH_QWEN3, 1, 1, 0, 0, 0, 0, top_llama, N(top_llama), layer_qwen3,
       N(layer_qwen3) },
-    { "gemma3", "Gemma 3 (270M, 1B, 4B, 12B, 27B text; GeGLU, sliding window: --swa-full)",
+    { "gemma3", "Gemma 3 (270M, 1B, 4B, 12B, 27B text; GeGLU, sliding window: without --swa-full --cache-ram 0)",
       FW_ARCH_GEMMA3, 1, 1, 1, 0, 0, 0, top_llama, N(top_llama), layer_gemma3, N(layer_gemma3) },
     /* granite: llama's block with four multipliers; llama.cpp reads rope_freqs for it too */
     { "granite", "Granite 3.x (dense)", FW_ARCH_GRANITE, 0, 0, 0, 1, 0, 0, top_llama3, N(top_llama3),

@@ -43,6 +43,7 @@ struct fw_weights {
     size_t n_ubatch;
     size_t q_dim, kv_dim;
     int simd;
+    int swa_small;              /* fw_opts.swa_small on a window model */
     fw_kv_info kvi;             /* the sequences' cache types and rotations */
     fw_top top;                 /* token_embd, output (tied: token_embd), output_norm */
     fw_layer *layers;
@@ -56,6 +57,7 @@ struct fw_seq {
     const fw_weights *w;
     size_t n_ctx, n_past;
     kv_cache kv;
+    kv_swa sw;                  /* the window layers' cells (swa_small), else empty */
     /* activations for one micro-batch (token-major rows) */
     float *x, *xn, *q, *k, *v, *att, *ao, *g, *u, *fo, *rope;
     float *rope_swa;            /* the window layers' RoPE tables (gemma3), or NULL */
@@ -740,6 +742,7 @@ int fw_weights_open(fw_weights **out, const gguf_map *map, const gguf_header *h,
         return -1;
     }
     w->n_ubatch = opts && opts->n_ubatch ? opts->n_ubatch : 512;
+    w->swa_small = opts && opts->swa_small && hp->n_swa > 0;
     if (w->n_ubatch > 65536) {
         bk_err(err, errlen, "micro-batch of %zu is too large", w->n_ubatch);
         free(w);
@@ -836,6 +839,7 @@ void fw_seq_free(fw_seq *s)
 {
     if (!s) return;
     kv_free(&s->kv);
+    kv_swa_free(&s->sw);
     free(s->x); free(s->xn); free(s->q); free(s->k); free(s->v); free(s->att);
     free(s->ao); free(s->g); free(s->u); free(s->fo); free(s->rope); free(s->rope_swa);
     free(s->act); free(s->logits); free(s->kcast); free(s->vcast);
@@ -865,6 +869,11 @@ int fw_seq_new(fw_seq **out, const fw_weights *w, size_t n_ctx, char *err, size_
      * checked before multiplying by alloc0). */
     int fail = kv_init(&s->kv, hp->n_layer, s->n_ctx, w->kv_dim, w->kvi.tk, w->kvi.tv) != 0;
     const size_t nu = w->n_ubatch;
+    if (!fail && w->swa_small) {   /* llama_kv_cache_iswa's size_swa */
+        size_t sz = hp->n_swa + nu < s->n_ctx ? hp->n_swa + nu : s->n_ctx;
+        sz = (sz + FW_KV_PAD - 1) / FW_KV_PAD * FW_KV_PAD;
+        fail = kv_swa_init(&s->sw, sz, nu) != 0;
+    }
     const size_t kmax = max3(hp->n_embd, w->q_dim, hp->n_ff);
     s->x = alloc0(nu * hp->n_embd, sizeof(float), &fail);
     s->xn = alloc0(nu * hp->n_embd, sizeof(float), &fail);
@@ -902,6 +911,82 @@ void fw_set_tap(fw_seq *s, fw_tap_fn fn, void *user) { s->tap = fn; s->tap_user 
 void fw_truncate(fw_seq *s, size_t n)
 {
     if (n < s->n_past) s->n_past = n;
+    if (s->w->swa_small) kv_swa_rm(&s->sw, (int64_t)n, -1);   /* llama_memory_seq_rm(n, -1) */
+}
+
+struct fw_swa_ckpt {
+    size_t n;                   /* cells saved */
+    int32_t *pos;               /* their positions, in cell order */
+    uint8_t *k, *v;             /* per window layer, n K rows, then n V rows */
+};
+
+void fw_swa_ckpt_free(fw_swa_ckpt *c)
+{
+    if (!c) return;
+    free(c->pos);
+    free(c->k);
+    free(c->v);
+    free(c);
+}
+
+fw_swa_ckpt *fw_swa_save(const fw_seq *s)
+{
+    const fw_weights *w = s->w;
+    if (!w->swa_small) return NULL;
+    fw_swa_ckpt *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    size_t nl = 0;
+    for (uint32_t il = 0; il < w->hp.n_layer; il++) nl += w->hp.is_swa[il];
+    c->n = s->sw.used;
+    c->pos = malloc((c->n ? c->n : 1) * sizeof *c->pos);
+    c->k = malloc(nl * c->n * s->kv.k_row + 1);
+    c->v = malloc(nl * c->n * s->kv.v_row + 1);
+    if (!c->pos || !c->k || !c->v) {
+        fw_swa_ckpt_free(c);
+        return NULL;
+    }
+    size_t j = 0;
+    for (size_t i = 0; i < s->sw.size && j < c->n; i++) {
+        if (s->sw.pos[i] < 0) continue;
+        c->pos[j] = s->sw.pos[i];
+        size_t l = 0;
+        for (uint32_t il = 0; il < w->hp.n_layer; il++) {
+            if (!w->hp.is_swa[il]) continue;
+            memcpy(c->k + (l * c->n + j) * s->kv.k_row, kv_layer_k(&s->kv, il) + i * s->kv.k_row, s->kv.k_row);
+            memcpy(c->v + (l * c->n + j) * s->kv.v_row, kv_layer_v(&s->kv, il) + i * s->kv.v_row, s->kv.v_row);
+            l++;
+        }
+        j++;
+    }
+    return c;
+}
+
+int fw_swa_load(fw_seq *s, const fw_swa_ckpt *c)
+{
+    const fw_weights *w = s->w;
+    if (!w->swa_small || !c) return -1;
+    kv_swa_rm(&s->sw, 0, -1);
+    if (c->n == 0) return 0;
+    if (kv_swa_place_at(&s->sw, w->hp.n_swa, c->pos, c->n)) return -1;
+    size_t l = 0;
+    for (uint32_t il = 0; il < w->hp.n_layer; il++) {
+        if (!w->hp.is_swa[il]) continue;
+        uint8_t *kd = (uint8_t *)kv_layer_k(&s->kv, il), *vd = (uint8_t *)kv_layer_v(&s->kv, il);
+        for (size_t j = 0; j < c->n; j++) {
+            memcpy(kd + s->sw.idx[j] * s->kv.k_row, c->k + (l * c->n + j) * s->kv.k_row, s->kv.k_row);
+            memcpy(vd + s->sw.idx[j] * s->kv.v_row, c->v + (l * c->n + j) * s->kv.v_row, s->kv.v_row);
+        }
+        l++;
+    }
+    return 0;
+}
+
+int fw_swa_state(const fw_seq *s, int32_t *pos_min, int32_t *pos_max)
+{
+    if (!s->w->swa_small) return 0;
+    *pos_min = kv_swa_pos_min(&s->sw);
+    *pos_max = kv_swa_pos_max(&s->sw);
+    return 1;
 }
 
 int32_t fw_argmax(const float *logits, size_t n)
@@ -1034,8 +1119,13 @@ static int attention(fw_seq *s, uint32_t il, size_t n, size_t first, char *err, 
         kvq_fwht(s->k, n * kvd, w->kvi.rot_k);
     }
     if (w->kvi.rot_v) kvq_fwht(s->v, n * kvd, w->kvi.rot_v);
-    kv_write(&s->kv, il, first, s->k, s->v, n);
-    const size_t n_kv = n_kv_for(s, first + n);
+    const int cells = swa && w->swa_small;   /* the window layers' own cells */
+    if (cells)
+        for (size_t t = 0; t < n; t++)
+            kv_write(&s->kv, il, s->sw.idx[t], s->k + t * kvd, s->v + t * kvd, 1);
+    else
+        kv_write(&s->kv, il, first, s->k, s->v, n);
+    const size_t n_kv = cells ? kv_swa_n_kv(&s->sw) : n_kv_for(s, first + n);
     const attn_args a = { hp->head_dim, hp->n_head, hp->n_head_kv, qd, kvd, hp->kq_scale,
                           w->llama_threads, s->q, s->att,
                           s->kcast ? fw_kv_cast(s->kcast, kv_layer_k(&s->kv, il), n_kv, kvd)
@@ -1044,7 +1134,7 @@ static int attention(fw_seq *s, uint32_t il, size_t n, size_t first, char *err, 
                                    : kv_layer_v(&s->kv, il),
                           s->kcast ? KVQ_F16 : w->kvi.tk, s->vcast ? KVQ_F16 : w->kvi.tv,
                           s->kcast ? kvd * 2 : s->kv.k_row, s->vcast ? kvd * 2 : s->kv.v_row,
-                          n, first, n_kv, swa ? hp->n_swa : 0 };
+                          n, first, n_kv, swa ? hp->n_swa : 0, cells ? s->sw.pos : NULL };
     attn_flash(w->pool, w->simd, &a, s->scr);
     tap(s, "kqv_out", (int)il, s->att, n, qd, first);
     if (w->kvi.rot_v) kvq_fwht(s->att, n * qd, w->kvi.rot_v);   /* and back (H H = I) */
@@ -1103,6 +1193,10 @@ static int ubatch(fw_seq *s, const int32_t *ids, size_t n, size_t first, int all
     const vec_rope_params rp = { hp->n_rot, hp->rope_base, hp->freq_scale, hp->ext_factor,
                                  hp->attn_factor, hp->beta_fast, hp->beta_slow,
                                  hp->n_ctx_orig, s->rope_factors };
+    if (w->swa_small && kv_swa_place(&s->sw, hp->n_swa, first, n)) {
+        bk_err(err, errlen, "no cells for %zu tokens in the window layers' cache of %zu", n, s->sw.size);
+        return -1;
+    }
     if (embed(s, ids, n, err, errlen)) return -1;
     if (hp->embd_scale != 0.0f)   /* gemma3: ggml_scale(inp, sqrtf(n_embd)) */
         for (size_t i = 0; i < n * E; i++) s->x[i] = s->x[i] * hp->embd_scale;
@@ -1203,16 +1297,19 @@ int fw_decode(fw_seq *s, int32_t id, float *logits, char *err, size_t errlen)
 
 /* Only the cells [0, n) are copied, so a short conversation costs what it
  * holds, not the whole cache (layout: kv.h). */
-size_t fw_kv_bytes(const fw_seq *s, size_t n) { return kv_bytes(&s->kv, n); }
+size_t fw_kv_bytes(const fw_seq *s, size_t n) { return s->w->swa_small ? 0 : kv_bytes(&s->kv, n); }
 
+/* Not with the window layers' own cells (swa_small): their layout is not a
+ * prefix of cells, so these refuse (-1). */
 int fw_kv_save(const fw_seq *s, size_t n, void *buf, size_t len)
 {
-    if (n > s->n_past) return -1;
+    if (n > s->n_past || s->w->swa_small) return -1;
     return kv_save(&s->kv, n, buf, len);
 }
 
 int fw_kv_restore(fw_seq *s, size_t n, const void *buf, size_t len)
 {
+    if (s->w->swa_small) return -1;
     if (kv_restore(&s->kv, n, buf, len)) return -1;
     s->n_past = n;
     return 0;

@@ -107,6 +107,11 @@ typedef struct {
                                  -ctk / -ctv); 0 = f16 */
     int kv_rot_off;           /* LLAMA_ATTN_ROT_DISABLE: no Hadamard rotation around a
                                  quantized cache */
+    int swa_small;            /* 1: a window model's window layers keep llama-server's default
+                                 smaller cache (no --swa-full: pad256(min(n_ctx, n_swa +
+                                 n_ubatch)) cells reused past the window, walked in cell
+                                 order); 0: one full-size cache in position order (--swa-full,
+                                 libllama's default) */
 } fw_opts;
 
 /* The KV cache every sequence on a fw_weights has (what a slot file records). */
@@ -183,6 +188,26 @@ const float *fw_logits(const fw_seq *s);
 
 /* Keeps the first n positions (n >= n_past is a no-op). */
 void fw_truncate(fw_seq *s, size_t n);
+
+/* With fw_opts.swa_small on a window model: 1, and the lowest and highest
+ * positions its window layers' cache holds (llama_memory_seq_pos_min /
+ * _max, -1 when empty), and whether a cell has been reused (the cache
+ * wrapped past its size). 0 otherwise (one full-size cache). */
+int fw_swa_state(const fw_seq *s, int32_t *pos_min, int32_t *pos_max);
+
+/* A context checkpoint of the window layers' cache (swa_small):
+ * llama_state_seq_get_data with LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY, the
+ * cells that hold a position in cell order, with their K and V rows in
+ * every window layer. */
+typedef struct fw_swa_ckpt fw_swa_ckpt;
+/* NULL when s has no window cache or memory runs out. */
+fw_swa_ckpt *fw_swa_save(const fw_seq *s);
+void fw_swa_ckpt_free(fw_swa_ckpt *c);
+/* Its restore (state_read): every window cell freed, then the saved ones
+ * placed again by find_slot from the head (so compacted, in their saved
+ * order) and their rows written; the global layers' cells and n_past are
+ * left as they are (the caller truncates). 0, or -1 when no slot is found. */
+int fw_swa_load(fw_seq *s, const fw_swa_ckpt *c);
 
 /* Index of the largest logit; the lowest index wins a tie (as the greedy
  * sampler's stable sort). */

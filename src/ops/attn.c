@@ -48,11 +48,31 @@ static inline size_t attn_lo(const attn_args *m, size_t pos)
     return m->n_swa && pos >= m->n_swa ? pos + 1 - m->n_swa : 0;
 }
 
+/* 1 when a row at pos sees cell ic: the causal mask and the window over
+ * the position the cell holds (cell_pos: -1 is an empty cell). */
+static inline int attn_seen(const attn_args *m, size_t pos, size_t ic)
+{
+    if (!m->cell_pos) return ic <= pos && ic >= attn_lo(m, pos);
+    const int32_t p = m->cell_pos[ic];
+    return p >= 0 && (size_t)p <= pos && !(m->n_swa && pos - (size_t)p >= m->n_swa);
+}
+
 /* 1 when a row at pos sees none of the 64 cells from ic (ggml: the row's
  * tile maximum is -inf, so the row skips the tile). */
 static inline int attn_row_off(const attn_args *m, size_t pos, size_t ic)
 {
-    return pos < ic || ic + FW_TILE <= attn_lo(m, pos);
+    if (!m->cell_pos) return pos < ic || ic + FW_TILE <= attn_lo(m, pos);
+    for (size_t tk = 0; tk < FW_TILE; tk++)
+        if (attn_seen(m, pos, ic + tk)) return 0;
+    return 1;
+}
+
+/* The end of the cells a block of rows whose last position is last_pos
+ * can see: n_kv with cell positions, else up to last_pos. */
+static inline size_t attn_cells_end(const attn_ctx *a, size_t last_pos)
+{
+    if (a->m->cell_pos || a->n_kv <= last_pos) return a->n_kv;
+    return last_pos + 1;
 }
 
 /* flash_attn_ext_f16_one_chunk for one query row over cells [c0, c1):
@@ -71,9 +91,8 @@ INLINE void ref_row_body(const attn_ctx *a, fw_scratch *s, const float *q, size_
     for (size_t d = 0; d < hd; d++) qf[d] = f16_to_f32(f32_to_f16(q[d]));
     memset(acc, 0, hd * sizeof *acc);
     float S = 0.0f, M = -INFINITY;
-    const size_t lo = attn_lo(m, pos);
     for (size_t ic = c0; ic < c1; ic++) {
-        if (ic > pos || ic < lo) continue;   /* the mask: -inf cells are skipped */
+        if (!attn_seen(m, pos, ic)) continue;   /* the mask: -inf cells are skipped */
         const uint16_t *kr = a->kc + ic * kvd + hkv * hd;
         const uint16_t *vr = a->vc + ic * kvd + hkv * hd;
         float sc = f16_vec_dot(F16_T_F16, kr, qf, hd);
@@ -119,7 +138,7 @@ INLINE void tiled_body(const attn_ctx *a, fw_scratch *s, size_t head, size_t t0,
     }
     memset(vkq, 0, nr * hd * sizeof(float));
     const size_t last_pos = a->first + t0 + nr - 1;
-    for (size_t ic = 0; ic < a->n_kv && ic <= last_pos; ic += FW_TILE) {
+    for (size_t ic = 0; ic < attn_cells_end(a, last_pos); ic += FW_TILE) {
         for (size_t tk = 0; tk < FW_TILE; tk++) {
             const uint16_t *kr = a->kc + (ic + tk) * kvd + hkv * hd;
             for (size_t d = 0; d < hd; d++) kt[tk * hd + d] = f16_to_f32(kr[d]);
@@ -129,13 +148,12 @@ INLINE void tiled_body(const attn_ctx *a, fw_scratch *s, size_t head, size_t t0,
             if (attn_row_off(m, pos, ic)) { kq[r * FW_TILE] = NAN; continue; }   /* whole tile masked */
             const float *q = m->q + (t0 + r) * qd + head * hd;
             float *row = kq + r * FW_TILE;
-            const size_t lo = attn_lo(m, pos);
             for (size_t tk = 0; tk < FW_TILE; tk++) {
                 const float *kr = kt + tk * hd;
                 float acc = 0.0f;
                 for (size_t d = 0; d < hd; d++) acc = fmaf(kr[d], q[d], acc);
                 acc = acc * scale;
-                row[tk] = ic + tk <= pos && ic + tk >= lo ? acc + 0.0f : acc + -INFINITY;
+                row[tk] = attn_seen(m, pos, ic + tk) ? acc + 0.0f : acc + -INFINITY;
             }
             float mx = -INFINITY;
             for (size_t tk = 0; tk < FW_TILE; tk++) mx = row[tk] > mx ? row[tk] : mx;
@@ -241,9 +259,10 @@ static void typed_row(const attn_ctx *a, fw_scratch *s, const float *q, size_t h
     if (v16) memset(acc16, 0, hd * sizeof *acc16);
     else memset(acc, 0, hd * sizeof *acc);
     float S = 0.0f, M = -INFINITY;
-    const size_t lo = attn_lo(m, pos);
-    const size_t end = a->n_kv < pos + 1 ? a->n_kv : pos + 1;   /* cells past pos are masked */
+    const size_t lo = m->cell_pos ? 0 : attn_lo(m, pos);
+    const size_t end = attn_cells_end(a, pos);   /* cells past pos are masked */
     for (size_t ic = lo; ic < end; ic++) {
+        if (m->cell_pos && !attn_seen(m, pos, ic)) continue;
         const uint8_t *kr = m->kc + ic * m->k_row + hkv * kh;
         const uint8_t *vr = m->vc + ic * m->v_row + hkv * vh;
         float sc = kvq_dot(m->tk, kr, qc, hd);
@@ -351,9 +370,10 @@ AVX_TARGET static void ref_row_avx(const attn_ctx *a, fw_scratch *s, const float
     for (; d < hd; d++) qf[d] = h16(r16(q[d]));
     memset(acc, 0, hd * sizeof *acc);
     float S = 0.0f, M = -INFINITY;
-    const size_t end = c1 < pos + 1 ? c1 : pos + 1;   /* cells past pos are masked */
-    const size_t lo = attn_lo(m, pos);                 /* and those below the window */
+    const size_t end = m->cell_pos || c1 < pos + 1 ? c1 : pos + 1;   /* cells past pos are masked */
+    const size_t lo = m->cell_pos ? 0 : attn_lo(m, pos);            /* and those below the window */
     for (size_t ic = c0 > lo ? c0 : lo; ic < end; ic++) {
+        if (m->cell_pos && !attn_seen(m, pos, ic)) continue;
         const uint16_t *kr = a->kc + ic * kvd + hkv * hd;
         const uint16_t *vr = a->vc + ic * kvd + hkv * hd;
         float sc = f16_vec_dot(F16_T_F16, kr, qf, hd);
@@ -415,7 +435,7 @@ AVX_TARGET static void tiled_avx(const attn_ctx *a, fw_scratch *s, size_t head, 
     }
     memset(vkq, 0, nr * hd * sizeof(float));
     const size_t last_pos = a->first + t0 + nr - 1;
-    for (size_t ic = 0; ic < a->n_kv && ic <= last_pos; ic += FW_TILE) {
+    for (size_t ic = 0; ic < attn_cells_end(a, last_pos); ic += FW_TILE) {
         for (size_t tk = 0; tk < FW_TILE; tk++) {
             const uint16_t *kr = a->kc + (ic + tk) * kvd + hkv * hd;
             for (size_t d = 0; d < hd; d += 8) {
@@ -446,16 +466,21 @@ AVX_TARGET static void tiled_avx(const attn_ctx *a, fw_scratch *s, size_t head, 
             const __m256 cs[8] = { c0, c1, c2, c3, c4, c5, c6, c7 };
             /* cells ic + tk with tk > pos - ic, or below the window's edge lo
              * (tk < lo - ic), are masked (-inf added) */
-            const long lim = pos - ic >= FW_TILE ? FW_TILE : (long)(pos - ic);
+            const long lim = pos < ic ? -1 : pos - ic >= FW_TILE ? FW_TILE : (long)(pos - ic);
             const size_t lo = attn_lo(m, pos);
             const int lk = lo > ic ? (int)(lo - ic) : 0;
+            float madd[FW_TILE];   /* with cell positions: each cell's mask read from them */
+            if (m->cell_pos)
+                for (size_t tk = 0; tk < FW_TILE; tk++)
+                    madd[tk] = attn_seen(m, pos, ic + tk) ? 0.0f : -INFINITY;
             __m256 mx = ninf;
             for (int g = 0; g < 8; g++) {
                 const __m256i idx = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * g));
                 const __m256 masked = _mm256_castsi256_ps(
                     _mm256_or_si256(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32((int)lim)),
                                     _mm256_cmpgt_epi32(_mm256_set1_epi32(lk), idx)));
-                const __m256 add = _mm256_blendv_ps(_mm256_setzero_ps(), ninf, masked);
+                const __m256 add = m->cell_pos ? _mm256_loadu_ps(madd + 8 * g)
+                                               : _mm256_blendv_ps(_mm256_setzero_ps(), ninf, masked);
                 const __m256 v = _mm256_add_ps(_mm256_mul_ps(cs[g], vscale), add);
                 _mm256_storeu_ps(row + 8 * g, v);
                 mx = _mm256_max_ps(v, mx);

@@ -22,6 +22,9 @@
  * (cell i holds position i); with a sliding window n_swa > 0 only the cells
  * (pos - n_swa, pos] (llama.cpp's LLAMA_SWA_TYPE_STANDARD: masked when
  * pos - cell >= n_swa), the masked cells skipped as ggml skips -inf ones.
+ * With cell_pos, cell i holds position cell_pos[i] (or is empty) and the
+ * same rules read that position: the cells are still walked in cell order,
+ * as ggml walks llama_kv_cache's cells whatever positions they hold.
  */
 #ifndef BANKML_ATTN_H
 #define BANKML_ATTN_H
@@ -48,6 +51,9 @@ typedef struct {
     size_t k_row, v_row;                  /* bytes of one cell's K row, V row (all its heads) */
     size_t n_tok, first, n_kv;            /* rows, first row's position, cells seen */
     size_t n_swa;                         /* sliding window (gemma3's window layers); 0: none */
+    const int32_t *cell_pos;              /* NULL: cell i holds position i; else the position each of
+                                             the n_kv cells holds (-1: empty, masked), walked in cell
+                                             order (a window cache reused past its size) */
 } attn_args;
 
 /* Per-worker scratch for head_dim (one per pool thread). */
