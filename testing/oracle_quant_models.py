@@ -52,7 +52,9 @@ MODELS = [
     ("qwen3-e256-iq4_xs", True), ("qwen3-e256-iq4_nl-emb", False), ("llama-e320-iq4_xs", True),
     ("llama-e512-untied-iq4_nl-out", True),
     ("qwen3-e256-tq1_0", False), ("qwen3-e256-tq2_0", False), ("llama-e320-tq2_0", False),
-    ("qwen3-e256-iq3_xxs-qk", True), ("qwen3-e256-iq3_m", True),
+    ("qwen3-e256-iq3_xxs", True), ("qwen3-e256-iq3_m", True),
+    ("qwen3-e256-iq2_xxs", True), ("qwen3-e256-iq2_xs", True), ("qwen3-e256-iq2_s", True), ("qwen3-e256-iq2_m", True),
+    ("qwen3-e256-iq1_s", True), ("qwen3-e256-iq1_m", True),
 ]
 # the qwen3 files keep a Q6_K token_embd (-emb aside) and llama-e512-untied-q4_0 a Q6_K output: a plain
 # K-quant, but its product has one column (the server's last token; the dumps' last layer computes one row)
@@ -62,13 +64,17 @@ SERVED = ["qwen3-e256-q4_k_m", "qwen3-e256-q5_k_m", "qwen3-e256-q6_k", "qwen3-e2
           "qwen3-e256-q4_0", "qwen3-e256-q5_1",
           "qwen3-e256-q4_0-emb", "llama-e320-q4_k_m", "llama-e320-q5_0", "llama-e320-q4_1",
           "llama-e512-untied-q4_k_m", "llama-e512-untied-q4_0-out",
-          "qwen3-e256-iq4_xs", "llama-e320-tq2_0", "qwen3-e256-iq3_xxs-qk", "qwen3-e256-iq3_m"]
+          "qwen3-e256-iq4_xs", "llama-e320-tq2_0", "qwen3-e256-iq3_xxs", "qwen3-e256-iq3_m",
+          "qwen3-e256-iq2_xxs", "qwen3-e256-iq2_xs", "qwen3-e256-iq2_s", "qwen3-e256-iq2_m",
+          "qwen3-e256-iq1_s", "qwen3-e256-iq1_m"]
 # files whose column classes other files already hold: fewer prompt lengths (qwen3-e256-iq4_nl-emb: its IQ4_NL
 # tied embedding, get_rows and the output's repacked copy; the repacked IQ4_NL layers are llama-e512's too)
 # (the IQ4 and TQ kernels' column classes are oracle_kernels_iq's, at 1-65 columns: these files show the mixes)
 FEW = {"qwen3-e256-iq4_nl-emb": [1, 5, 9], "qwen3-e256-tq2_0": [1, 5, 9], "qwen3-e256-iq4_xs": [1, 4, 5, 8, 13],
        "llama-e320-iq4_xs": [1, 5, 8], "llama-e512-untied-iq4_nl-out": [1, 4, 5, 9], "qwen3-e256-tq1_0": [1, 5, 9],
-       "llama-e320-tq2_0": [1, 5], "qwen3-e256-iq3_xxs-qk": [1, 5, 9], "qwen3-e256-iq3_m": [1, 5, 9]}
+       "llama-e320-tq2_0": [1, 5], "qwen3-e256-iq3_xxs": [1, 5, 9], "qwen3-e256-iq3_m": [1, 5, 9],
+       "qwen3-e256-iq2_xxs": [1, 5, 9], "qwen3-e256-iq2_xs": [1, 5, 9], "qwen3-e256-iq2_s": [1, 5, 9],
+       "qwen3-e256-iq2_m": [1, 5, 9], "qwen3-e256-iq1_s": [1, 5, 9], "qwen3-e256-iq1_m": [1, 5, 9]}
 if os.environ.get("BANKML_QUANT_ONLY"):  # development: only the files whose stem holds this text
     MODELS = [m for m in MODELS if os.environ["BANKML_QUANT_ONLY"] in m[0]]
     SERVED = [m for m in SERVED if os.environ["BANKML_QUANT_ONLY"] in m]
