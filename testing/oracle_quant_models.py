@@ -10,7 +10,8 @@ embedding, repacked as the output's own copy; a Q4_K / Q4_0 output that is not r
 (qwen3-e256: IQ4_XS layers, plain; llama-e320: IQ4_NL where rows are 320, repacked, beside IQ4_XS ffn_down
 and Q5_1 attn_v), qwen3-e256-iq4_nl-emb (IQ4_NL layers and tied embedding) and llama-e512-untied-iq4_nl-out
 (IQ4_NL layers, an IQ4_NL output of 49,155 rows: the plain IQ4_NL product); TQ1_0 and TQ2_0 (qwen3-e256:
-ternary layers; llama-e320-tq2_0: Q4_0 where rows are 320, TQ2_0 ffn_down).
+ternary layers; llama-e320-tq2_0: Q4_0 where rows are 320, TQ2_0 ffn_down); and the grid IQ mixes of qwen3-e256 made
+with a fixed importance matrix: IQ3_XXS, IQ3_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ1_S, IQ1_M.
 
   (a) per-layer dumps (build/kit-llama-dump through libllama vs testing/forward_driver.c), every file: prompts
       of 1, 3, 4, 5, 6, 7, 8, 9 and 13 tokens (every column class of the repacked gemm: groups of 4 through
