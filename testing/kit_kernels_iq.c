@@ -43,6 +43,8 @@
 #include "ggml-cpu.h"
 
 #include "base/par.h"
+#include "ops/iq1.h"
+#include "ops/iq2.h"
 #include "ops/iq3.h"
 #include "ops/iq4.h"
 #include "ops/iq_grids.h"
@@ -125,6 +127,15 @@ static const Kind kinds[] = {
      iq3_xxs_tiled_dot},
     {GGML_TYPE_IQ3_S, GGML_TYPE_Q8_K, "IQ3_S", 256, IQ3_S_BYTES, Q8_K_BYTES, iq3_s_dequantize, iq3_s_vec_dot, 0,
      iq3_s_tiled_dot},
+    {GGML_TYPE_IQ2_XXS, GGML_TYPE_Q8_K, "IQ2_XXS", 256, IQ2_XXS_BYTES, Q8_K_BYTES, iq2_xxs_dequantize, iq2_xxs_vec_dot, 0,
+     iq2_xxs_tiled_dot},
+    {GGML_TYPE_IQ2_XS, GGML_TYPE_Q8_K, "IQ2_XS", 256, IQ2_XS_BYTES, Q8_K_BYTES, iq2_xs_dequantize, iq2_xs_vec_dot, 0,
+     iq2_xs_tiled_dot},
+    {GGML_TYPE_IQ2_S, GGML_TYPE_Q8_K, "IQ2_S", 256, IQ2_S_BYTES, Q8_K_BYTES, iq2_s_dequantize, iq2_s_vec_dot, 0,
+     iq2_s_tiled_dot},
+    {GGML_TYPE_IQ1_S, GGML_TYPE_Q8_K, "IQ1_S", 256, IQ1_S_BYTES, Q8_K_BYTES, iq1_s_dequantize, iq1_s_vec_dot, 0, iq1_s_tiled_dot},
+    /* IQ1_M keeps its f16 scale in the top nibbles of its last 8 bytes: a sane f16 at 48 only moves one nibble */
+    {GGML_TYPE_IQ1_M, GGML_TYPE_Q8_K, "IQ1_M", 256, IQ1_M_BYTES, Q8_K_BYTES, iq1_m_dequantize, iq1_m_vec_dot, 48, iq1_m_tiled_dot},
 };
 
 static void fill_floats(float *x, size_t n)
@@ -138,7 +149,14 @@ static void make_weights(const Kind *t, uint8_t *w, size_t rows, size_t k)
 {
     float *x = malloc(rows * k * sizeof(float));
     fill_floats(x, rows * k);
-    ggml_quantize_chunk(t->type, x, w, 0, (int64_t)rows, (int64_t)k, NULL);
+    float *imat = NULL; /* the IQ2/IQ1 quantizers want an importance matrix: a fixed positive one */
+    if (ggml_quantize_requires_imatrix(t->type) || t->type == GGML_TYPE_IQ2_S || t->type == GGML_TYPE_IQ1_M) {
+        imat = malloc(k * sizeof(float));
+        for (size_t i = 0; i < k; i++)
+            imat[i] = 0.5f + (float)(i % 7) * 0.25f;
+    }
+    ggml_quantize_chunk(t->type, x, w, 0, (int64_t)rows, (int64_t)k, imat);
+    free(imat);
     free(x);
 }
 
@@ -591,6 +609,8 @@ static void check_repack_choice(ggml_backend_t be)
         {GGML_TYPE_IQ4_NL, 16, 1}, {GGML_TYPE_IQ4_NL, 8, 1}, {GGML_TYPE_IQ4_NL, 12, 0},
         {GGML_TYPE_IQ4_NL, 20, 0}, {GGML_TYPE_IQ4_XS, 16, 0}, {GGML_TYPE_IQ4_XS, 64, 0},
         {GGML_TYPE_TQ1_0, 16, 0}, {GGML_TYPE_TQ2_0, 64, 0}, {GGML_TYPE_IQ3_XXS, 16, 0}, {GGML_TYPE_IQ3_S, 64, 0},
+        {GGML_TYPE_IQ2_XXS, 16, 0}, {GGML_TYPE_IQ2_XS, 64, 0}, {GGML_TYPE_IQ2_S, 8, 0},
+        {GGML_TYPE_IQ1_S, 16, 0}, {GGML_TYPE_IQ1_M, 64, 0},
     };
     ggml_backend_dev_t dev = ggml_backend_get_device(be);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -630,6 +650,11 @@ static void check_refusals(void)
         {"TQ2_0 dequant short row", tq2_0_dequantize(buf, 65, 256, y, err, sizeof err)},
         {"IQ3_XXS dequant 128 values", iq3_xxs_dequantize(buf, sizeof buf, 128, y, err, sizeof err)},
         {"IQ3_S dequant short row", iq3_s_dequantize(buf, 109, 256, y, err, sizeof err)},
+        {"IQ2_XXS dequant 128 values", iq2_xxs_dequantize(buf, sizeof buf, 128, y, err, sizeof err)},
+        {"IQ2_XS dequant short row", iq2_xs_dequantize(buf, 73, 256, y, err, sizeof err)},
+        {"IQ2_S dequant NULL out", iq2_s_dequantize(buf, sizeof buf, 256, NULL, err, sizeof err)},
+        {"IQ1_S dequant 128 values", iq1_s_dequantize(buf, sizeof buf, 128, y, err, sizeof err)},
+        {"IQ1_M dequant short row", iq1_m_dequantize(buf, 55, 256, y, err, sizeof err)},
         {"IQ4_NL repack 12 rows", iq4_nl_repack8(buf, sizeof buf, 12, 32, buf, sizeof buf, err, sizeof err)},
         {"IQ4_NL repack short output", iq4_nl_repack8(buf, sizeof buf, 8, 64, buf, 287, err, sizeof err)},
         {"x8_mul_mat IQ4_NL short work", x8_mul_mat(NULL, IQ4_NL_TYPE, buf, sizeof buf, 8, 32, (const float *)buf, 1, y,

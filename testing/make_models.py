@@ -69,14 +69,17 @@ BENCH = [
 # Q6_K (Q8_0 for rows of 320) tied embedding; IQ4_NL-emb: the tied embedding IQ4_NL too (its output copy
 # repacked); IQ4_NL-out: an IQ4_NL output of 49,155 rows (not in eights: the plain IQ4_NL product). TQ1_0 /
 # TQ2_0: ternary layers where rows are multiples of 256 (llama-e320's rows of 320 fall back to Q4_0).
-# IQ3_XXS-qk / IQ3_M: the 3-bit grid mixes on qwen3-e256 (IQ3_M: IQ3_S layers, Q4_K attn_v / ffn_down, a Q6_K
-# embedding; IQ3_XXS: its mix (IQ3_S attn_output, a Q5_K embedding) with attn_q / attn_k kept IQ3_XXS, where
-# llama-quantize would pick IQ2_S, a type bankml refuses). b11669's llama-quantize wants an importance matrix for IQ3_XXS: write_imatrix's fixed one.
+# IQ3_XXS / IQ3_M: the 3-bit grid mixes on qwen3-e256 (IQ3_M: IQ3_S layers, Q4_K attn_v / ffn_down, a Q6_K
+# embedding; IQ3_XXS: IQ3_XXS layers, IQ2_S attn_q / attn_k, IQ3_S attn_output, a Q5_K embedding). IQ2_XXS,
+# IQ2_XS, IQ2_S, IQ2_M, IQ1_S, IQ1_M: the 2-bit and 1-bit grid mixes on qwen3-e256 as llama-quantize makes them
+# (beside Q2_K / Q4_K / IQ2_XXS / IQ3_S / Q5_K tensors). b11669's llama-quantize wants an importance matrix for these types: write_imatrix's
+# fixed one.
 QUANT_ALL = ["Q4_K_M", "Q5_K_M", "Q6_K", "Q4_0", "Q5_0", "Q4_1", "Q5_1"]
 QUANT = [
     dict(name="qwen3-e256", arch="qwen3", E=256, L=2, H=4, KV=2, hd=64, FF=768,
          tied=True, extra=0, types=QUANT_ALL + ["Q4_0-emb", "Q3_K_M", "Q2_K", "IQ4_XS", "IQ4_NL-emb", "TQ1_0", "TQ2_0",
-                                     "IQ3_XXS-qk", "IQ3_M"], seed=21,
+                                     "IQ3_XXS", "IQ3_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S",
+                                     "IQ1_M"], seed=21,
          direct="F16"),
     dict(name="llama-e320", arch="llama", pre="smollm", E=320, L=2, H=5, KV=1, hd=64, FF=1024,
          tied=True, extra=0, types=QUANT_ALL + ["IQ4_XS", "TQ2_0"], seed=22, direct="F16"),

@@ -38,7 +38,7 @@ import oracle  # noqa: E402
 SOURCES = ["testing/forward_driver.c", "src/graph/forward.c", "src/graph/arch.c", "src/graph/kv.c",
            "src/ops/wtype.c", "src/ops/attn.c", "src/ops/kvq.c", "src/ops/vec.c", "src/ops/f16.c", "src/file/gguf.c", "src/base/json.c",
            "src/base/par.c", "src/ops/q8_0.c", "src/ops/q1_0.c", "src/ops/q2_0.c", "src/ops/q4_0.c",
-           "src/ops/q2_k.c", "src/ops/q4_k.c", "src/ops/iq4.c", "src/ops/iq3.c", "src/ops/iq_grids.c", "src/ops/tq.c", "src/ops/repack.c",
+           "src/ops/q2_k.c", "src/ops/q4_k.c", "src/ops/iq4.c", "src/ops/iq3.c", "src/ops/iq2.c", "src/ops/iq1.c", "src/ops/iq_grids.c", "src/ops/tq.c", "src/ops/repack.c",
            "src/base/base.c"]
 CFLAGS = ["-std=gnu11", "-D_GNU_SOURCE", "-Iinclude", "-Isrc", "-Itests", "-pthread", "-O2", "-Wall",
           "-Wextra", "-Werror"]

@@ -16,7 +16,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kernel_kit  # noqa: E402  testing/kernel_kit.py: the build, the run and the counts
 
-SOURCES = ["src/ops/iq4.c", "src/ops/iq3.c", "src/ops/iq_grids.c", "src/ops/tq.c", "src/ops/q4_k.c", "src/ops/repack.c", "src/ops/q8_0.c", "src/ops/f16.c", "src/base/par.c", "src/base/base.c"]
+SOURCES = ["src/ops/iq4.c", "src/ops/iq3.c", "src/ops/iq2.c", "src/ops/iq1.c", "src/ops/iq_grids.c", "src/ops/tq.c", "src/ops/q4_k.c", "src/ops/repack.c", "src/ops/q8_0.c", "src/ops/f16.c", "src/base/par.c", "src/base/base.c"]
 
 if __name__ == "__main__":
     sys.exit(kernel_kit.run("oracle_kernels_iq", "kit_kernels_iq", SOURCES))

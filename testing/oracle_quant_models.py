@@ -10,7 +10,8 @@ embedding, repacked as the output's own copy; a Q4_K / Q4_0 output that is not r
 (qwen3-e256: IQ4_XS layers, plain; llama-e320: IQ4_NL where rows are 320, repacked, beside IQ4_XS ffn_down
 and Q5_1 attn_v), qwen3-e256-iq4_nl-emb (IQ4_NL layers and tied embedding) and llama-e512-untied-iq4_nl-out
 (IQ4_NL layers, an IQ4_NL output of 49,155 rows: the plain IQ4_NL product); TQ1_0 and TQ2_0 (qwen3-e256:
-ternary layers; llama-e320-tq2_0: Q4_0 where rows are 320, TQ2_0 ffn_down).
+ternary layers; llama-e320-tq2_0: Q4_0 where rows are 320, TQ2_0 ffn_down); and the grid IQ mixes of qwen3-e256 made
+with a fixed importance matrix: IQ3_XXS, IQ3_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ1_S, IQ1_M.
 
   (a) per-layer dumps (build/kit-llama-dump through libllama vs testing/forward_driver.c), every file: prompts
       of 1, 3, 4, 5, 6, 7, 8, 9 and 13 tokens (every column class of the repacked gemm: groups of 4 through
@@ -52,7 +53,9 @@ MODELS = [
     ("qwen3-e256-iq4_xs", True), ("qwen3-e256-iq4_nl-emb", False), ("llama-e320-iq4_xs", True),
     ("llama-e512-untied-iq4_nl-out", True),
     ("qwen3-e256-tq1_0", False), ("qwen3-e256-tq2_0", False), ("llama-e320-tq2_0", False),
-    ("qwen3-e256-iq3_xxs-qk", True), ("qwen3-e256-iq3_m", True),
+    ("qwen3-e256-iq3_xxs", True), ("qwen3-e256-iq3_m", True),
+    ("qwen3-e256-iq2_xxs", True), ("qwen3-e256-iq2_xs", True), ("qwen3-e256-iq2_s", True), ("qwen3-e256-iq2_m", True),
+    ("qwen3-e256-iq1_s", True), ("qwen3-e256-iq1_m", True),
 ]
 # the qwen3 files keep a Q6_K token_embd (-emb aside) and llama-e512-untied-q4_0 a Q6_K output: a plain
 # K-quant, but its product has one column (the server's last token; the dumps' last layer computes one row)
@@ -62,13 +65,17 @@ SERVED = ["qwen3-e256-q4_k_m", "qwen3-e256-q5_k_m", "qwen3-e256-q6_k", "qwen3-e2
           "qwen3-e256-q4_0", "qwen3-e256-q5_1",
           "qwen3-e256-q4_0-emb", "llama-e320-q4_k_m", "llama-e320-q5_0", "llama-e320-q4_1",
           "llama-e512-untied-q4_k_m", "llama-e512-untied-q4_0-out",
-          "qwen3-e256-iq4_xs", "llama-e320-tq2_0", "qwen3-e256-iq3_xxs-qk", "qwen3-e256-iq3_m"]
+          "qwen3-e256-iq4_xs", "llama-e320-tq2_0", "qwen3-e256-iq3_xxs", "qwen3-e256-iq3_m",
+          "qwen3-e256-iq2_xxs", "qwen3-e256-iq2_xs", "qwen3-e256-iq2_s", "qwen3-e256-iq2_m",
+          "qwen3-e256-iq1_s", "qwen3-e256-iq1_m"]
 # files whose column classes other files already hold: fewer prompt lengths (qwen3-e256-iq4_nl-emb: its IQ4_NL
 # tied embedding, get_rows and the output's repacked copy; the repacked IQ4_NL layers are llama-e512's too)
 # (the IQ4 and TQ kernels' column classes are oracle_kernels_iq's, at 1-65 columns: these files show the mixes)
 FEW = {"qwen3-e256-iq4_nl-emb": [1, 5, 9], "qwen3-e256-tq2_0": [1, 5, 9], "qwen3-e256-iq4_xs": [1, 4, 5, 8, 13],
        "llama-e320-iq4_xs": [1, 5, 8], "llama-e512-untied-iq4_nl-out": [1, 4, 5, 9], "qwen3-e256-tq1_0": [1, 5, 9],
-       "llama-e320-tq2_0": [1, 5], "qwen3-e256-iq3_xxs-qk": [1, 5, 9], "qwen3-e256-iq3_m": [1, 5, 9]}
+       "llama-e320-tq2_0": [1, 5], "qwen3-e256-iq3_xxs": [1, 5, 9], "qwen3-e256-iq3_m": [1, 5, 9],
+       "qwen3-e256-iq2_xxs": [1, 5, 9], "qwen3-e256-iq2_xs": [1, 5, 9], "qwen3-e256-iq2_s": [1, 5, 9],
+       "qwen3-e256-iq2_m": [1, 5, 9], "qwen3-e256-iq1_s": [1, 5, 9], "qwen3-e256-iq1_m": [1, 5, 9]}
 if os.environ.get("BANKML_QUANT_ONLY"):  # development: only the files whose stem holds this text
     MODELS = [m for m in MODELS if os.environ["BANKML_QUANT_ONLY"] in m[0]]
     SERVED = [m for m in SERVED if os.environ["BANKML_QUANT_ONLY"] in m]

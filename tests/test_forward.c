@@ -449,10 +449,10 @@ TEST(plan_plays_llama_and_reads_hparams)
 TEST(plan_refuses_each_reason)
 {
     spec s;
-    memset(&s, 0, sizeof s); s.q_type = GGUF_TYPE_IQ2_XXS;
+    memset(&s, 0, sizeof s); s.q_type = GGUF_TYPE_MXFP4;
     CHECK_STR(verdict_ok(&s, NULL),
-              "blk.0.attn_q.weight: type IQ2_XXS is not supported (F32, F16, BF16, Q8_0, Q1_0, Q2_0, "
-              "Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, IQ3_XXS, IQ3_S)");
+              "blk.0.attn_q.weight: type MXFP4 is not supported (F32, F16, BF16, Q8_0, Q1_0, Q2_0, "
+              "Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M)");
     memset(&s, 0, sizeof s); s.q_type = GGUF_TYPE_Q4_K;   /* a kernel, but rows of 64 */
     CHECK_STR(verdict_ok(&s, NULL), "blk.0.attn_q.weight: rows of 64 are not whole Q4_K blocks");
     memset(&s, 0, sizeof s); s.norm_type = GGUF_TYPE_F16;

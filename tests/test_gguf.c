@@ -974,6 +974,7 @@ TEST(gguf_type_table)
         { 7, 32, 24 }, { 9, 32, 36 }, { 13, 256, 176 }, { 15, 256, 292 }, { 10, 256, 84 },
         { 11, 256, 110 }, { 20, 32, 18 }, { 23, 256, 136 },
         { 34, 256, 54 }, { 35, 256, 66 }, { 18, 256, 98 }, { 21, 256, 110 },
+        { 16, 256, 66 }, { 17, 256, 74 }, { 22, 256, 82 }, { 19, 256, 50 }, { 29, 256, 56 },
     };
     char buf[16];
     uint64_t e = 99, b = 99;
@@ -986,9 +987,9 @@ TEST(gguf_type_table)
         CHECK_U64(b, layouts[i].b);
     }
     for (uint32_t id = 0; id < 300; id++) readable += gguf_block_layout(id, &e, &b);
-    CHECK_INT(readable, 23);
+    CHECK_INT(readable, 28);
     e = b = 7;
-    CHECK_INT(gguf_block_layout(16, &e, &b), 0);   /* IQ2_XXS: no kernel, not readable yet */
+    CHECK_INT(gguf_block_layout(39, &e, &b), 0);   /* MXFP4: no kernel, not readable yet */
     CHECK(e == 7 && b == 7);
     CHECK(gguf_type_info_of(143) != NULL && gguf_type_info_of(144) == NULL);
     CHECK(gguf_type_info_of(4) != NULL && gguf_type_info_of(4)->name == NULL);
@@ -1057,9 +1058,9 @@ TEST(gguf_tensor_span_is_checked)
     t = mk_tensor(1, (uint64_t)1 << 62, 0, 0, 0);   /* 2^64 bytes of F32 */
     CHECK_INT(gguf_tensor_span(&h, &t, &off, &len, err, sizeof err), -1);
     CHECK_STR(err, "t: size or offset overflows");
-    t = mk_tensor(1, 256, 0, 16, 0);
+    t = mk_tensor(1, 256, 0, 39, 0);
     CHECK_INT(gguf_tensor_span(&h, &t, &off, &len, err, sizeof err), -1);
-    CHECK_STR(err, "t: type IQ2_XXS not readable");
+    CHECK_STR(err, "t: type MXFP4 not readable");
     t = mk_tensor(1, 64, 0, 77, 0);
     CHECK_INT(gguf_tensor_span(&h, &t, &off, &len, err, sizeof err), -1);
     CHECK_STR(err, "t: type 77 not readable");

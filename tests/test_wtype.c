@@ -11,6 +11,8 @@
 
 #include "file/gguf.h"
 #include "ops/f16.h"
+#include "ops/iq1.h"
+#include "ops/iq2.h"
 #include "ops/iq3.h"
 #include "ops/iq4.h"
 #include "ops/q4_0.h"
@@ -45,6 +47,11 @@ TEST(wtype_rows_are_the_types_with_their_activations)
         { GGUF_TYPE_TQ2_0, GGUF_TYPE_Q8_K, 256, 66, 1, 0 },
         { GGUF_TYPE_IQ3_XXS, GGUF_TYPE_Q8_K, 256, 98, 1, 0 },
         { GGUF_TYPE_IQ3_S, GGUF_TYPE_Q8_K, 256, 110, 1, 0 },
+        { GGUF_TYPE_IQ2_XXS, GGUF_TYPE_Q8_K, 256, 66, 1, 0 },
+        { GGUF_TYPE_IQ2_XS, GGUF_TYPE_Q8_K, 256, 74, 1, 0 },
+        { GGUF_TYPE_IQ2_S, GGUF_TYPE_Q8_K, 256, 82, 1, 0 },
+        { GGUF_TYPE_IQ1_S, GGUF_TYPE_Q8_K, 256, 50, 1, 0 },
+        { GGUF_TYPE_IQ1_M, GGUF_TYPE_Q8_K, 256, 56, 1, 0 },
     };
     enum { NW = sizeof want / sizeof want[0] };
     CHECK_INT(wt_count(), NW + 7);
@@ -87,13 +94,12 @@ TEST(wtype_rows_are_the_types_with_their_activations)
     CHECK_INT(wt_find(GGUF_TYPE_Q8_1)->act_bytes(64), 72);
     CHECK(wt_find(GGUF_TYPE_Q3_K) && wt_find(GGUF_TYPE_Q3_K)->act == GGUF_TYPE_Q8_K);
     CHECK(wt_find(GGUF_TYPE_Q2_K) && wt_find(GGUF_TYPE_Q2_K)->act == GGUF_TYPE_Q8_K);
-    CHECK(wt_find(GGUF_TYPE_IQ2_XXS) == NULL);
     CHECK(wt_find(GGUF_TYPE_MXFP4) == NULL);
     CHECK(wt_find(WT_IQ4_NL_X8) && wt_find(WT_IQ4_NL_X8)->act == WT_Q8_0_X4);
     char buf[200], tb[16];
     CHECK_STR(wt_names(buf, sizeof buf),
               "F32, F16, BF16, Q8_0, Q1_0, Q2_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
-              "IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, IQ3_XXS, IQ3_S");
+              "IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M");
     CHECK_STR(wt_names(buf, 9), "F32, F16");
     CHECK_STR(wt_type_name(WT_Q4_K_X8, tb), "Q4_K 8x8");
     CHECK_STR(wt_type_name(WT_IQ4_NL_X8, tb), "IQ4_NL 8x8");
@@ -202,10 +208,10 @@ TEST(wtype_mul_mat_equals_the_kernels_called_directly)
     CHECK_MEM(got8, want8, sizeof want8);
     CHECK_MEM(got8b, want8, sizeof want8);
     /* refusals: a type without a kernel, a scratch too small */
-    const wt_matrix bad = { GGUF_TYPE_IQ2_XXS, w8, ROWS, K, rb8, ROWS * rb8 };
+    const wt_matrix bad = { GGUF_TYPE_MXFP4, w8, ROWS, K, rb8, ROWS * rb8 };
     const wt_matrix *wb[1] = { &bad };
     CHECK(wt_mul_mat(pool, wb, ys, 1, x, N, act, cap, err, sizeof err) == -1);
-    CHECK_STR(err, "weight type 16 has no kernel");
+    CHECK_STR(err, "weight type 39 has no kernel");
     CHECK(wt_mul_mat(pool, ws, ys, 1, x, N, act, 100, err, sizeof err) == -1);
     CHECK_STR(err, "activation scratch too small");
     free(act);
@@ -518,6 +524,146 @@ TEST(wtype_iq3_values_and_products)
         const wt_matrix m = { ts[t].type, w, 16, K, 2 * ts[t].bytes, 16 * 2 * ts[t].bytes };
         const wt_matrix *ws[1] = { &m };
         for (int n = 7; n <= N; n += 2) {           /* 7 columns: vec_dot; 9: the tiled dot */
+            float got[N * 16], want[N * 16];
+            float *const ys[1] = { got };
+            for (int c = 0; c < n; c++)
+                for (int r = 0; r < 16; r++)
+                    want[c * 16 + r] = (n >= 8 ? ts[t].tiled : ts[t].dot)(w + r * 2 * ts[t].bytes,
+                                                                        a8k + c * 2 * Q8_K_BYTES, 2);
+            CHECK(wt_mul_mat(NULL, ws, ys, 1, x, (size_t)n, act, cap, err, sizeof err) == 0);
+            CHECK_MEM(got, want, (size_t)n * 16 * sizeof(float));
+            CHECK(want[0] != 0.0f);
+        }
+        CHECK_INT(wt_prepared_bytes(ts[t].type, 16, K), 0);
+        free(w);
+    }
+    free(act);
+}
+
+TEST(wtype_iq2_values_and_products)
+{
+    enum { K = 512, N = 9 };
+    char err[320];
+    float y[256];
+    /* IQ2_XXS: grid entry 1 is 43,8,8,8,8,8,8,8 (gguf-py's codebook, checked against libggml by
+     * oracle_kernels_iq); d = 1, run 0's scale ls 3: db = (0.5 + 3) * 0.25 = 0.875; its sign field 1: value 0
+     * negative and (odd parity) value 7 too */
+    uint8_t bx[IQ2_XXS_BYTES] = { 0 };
+    bx[1] = 0x3c;
+    bx[2] = 1;
+    bx[6] = 0x01; bx[9] = 0x30;
+    CHECK(wt_find(GGUF_TYPE_IQ2_XXS)->to_float(bx, sizeof bx, 256, y, err, sizeof err) == 0);
+    CHECK(y[0] == -37.625f && y[1] == 7.0f && y[7] == -7.0f && y[8] == 7.0f && y[32] == 1.0f);
+    /* IQ2_XS: d = 2, entry 2 (25,25,8,...) with sign field 1; scales 0x51: values 0-15 ls 1 (0.75), 16-31 ls 5 */
+    uint8_t bxs[IQ2_XS_BYTES] = { 0 };
+    bxs[1] = 0x40;
+    bxs[2] = 2; bxs[3] = 0x02;
+    bxs[66] = 0x51;
+    CHECK(wt_find(GGUF_TYPE_IQ2_XS)->to_float(bxs, sizeof bxs, 256, y, err, sizeof err) == 0);
+    CHECK(y[0] == -18.75f && y[1] == 18.75f && y[2] == 6.0f && y[7] == -6.0f && y[16] == 22.0f);
+    /* IQ2_S: d = 1, entry 3 (8,43,8,...), value 1 negative, ls 2 (0.625) */
+    uint8_t bs[IQ2_S_BYTES] = { 0 };
+    bs[1] = 0x3c;
+    bs[2] = 3; bs[34] = 0x02; bs[74] = 0x02;
+    CHECK(wt_find(GGUF_TYPE_IQ2_S)->to_float(bs, sizeof bs, 256, y, err, sizeof err) == 0);
+    CHECK(y[0] == 5.0f && y[1] == -26.875f && y[16] == 1.0f);
+    CHECK(wt_find(GGUF_TYPE_IQ2_S)->to_float(bs, 81, 256, y, err, sizeof err) == -1);
+    CHECK_STR(err, "IQ2_S row holds 81 bytes; 256 values need 82");
+    /* vec_dot below 8 columns, the tiled dot from 8: -128 under a minus sign stays -128 in vec_dot */
+    uint8_t a[Q8_K_BYTES] = { 0 };
+    const float one = 1.0f;
+    memcpy(a, &one, 4);
+    a[4] = 0x80;
+    CHECK(iq2_xxs_vec_dot(bx, a, 1) == -4816.0f);
+    CHECK(iq2_xxs_tiled_dot(bx, a, 1) == 4816.0f);
+    float x[N * K];
+    for (int i = 0; i < N * K; i++) x[i] = sinf((float)i * 0.07f) * (1.0f + (float)(i % 3));
+    const size_t cap = N * wt_act_bytes_max(K);
+    uint8_t *act = malloc(cap);
+    uint8_t a8k[N * 2 * Q8_K_BYTES];
+    for (int c = 0; c < N; c++)
+        CHECK(q8_k_quantize(x + c * K, K, a8k + c * 2 * Q8_K_BYTES, 2 * Q8_K_BYTES, err, sizeof err) == 0);
+    static const struct {
+        uint32_t type; size_t bytes;
+        float (*dot)(const uint8_t *, const uint8_t *, size_t), (*tiled)(const uint8_t *, const uint8_t *, size_t);
+    } ts[] = {
+        { GGUF_TYPE_IQ2_XXS, IQ2_XXS_BYTES, iq2_xxs_vec_dot, iq2_xxs_tiled_dot },
+        { GGUF_TYPE_IQ2_XS, IQ2_XS_BYTES, iq2_xs_vec_dot, iq2_xs_tiled_dot },
+        { GGUF_TYPE_IQ2_S, IQ2_S_BYTES, iq2_s_vec_dot, iq2_s_tiled_dot },
+    };
+    for (int t = 0; t < 3; t++) {
+        uint8_t *w = rand_blocks(16, K / 256, ts[t].bytes, 0, 21 + (uint32_t)t);
+        for (int r = 0; r < 16 * 2; r++) {
+            w[r * ts[t].bytes] = 0x00;
+            w[r * ts[t].bytes + 1] = 0x2c;
+        }
+        const wt_matrix m = { ts[t].type, w, 16, K, 2 * ts[t].bytes, 16 * 2 * ts[t].bytes };
+        const wt_matrix *ws[1] = { &m };
+        for (int n = 7; n <= N; n += 2) {
+            float got[N * 16], want[N * 16];
+            float *const ys[1] = { got };
+            for (int c = 0; c < n; c++)
+                for (int r = 0; r < 16; r++)
+                    want[c * 16 + r] = (n >= 8 ? ts[t].tiled : ts[t].dot)(w + r * 2 * ts[t].bytes,
+                                                                        a8k + c * 2 * Q8_K_BYTES, 2);
+            CHECK(wt_mul_mat(NULL, ws, ys, 1, x, (size_t)n, act, cap, err, sizeof err) == 0);
+            CHECK_MEM(got, want, (size_t)n * 16 * sizeof(float));
+            CHECK(want[0] != 0.0f);
+        }
+        CHECK_INT(wt_prepared_bytes(ts[t].type, 16, K), 0);
+        free(w);
+    }
+    free(act);
+}
+
+TEST(wtype_iq1_values_and_products)
+{
+    enum { K = 512, N = 9 };
+    char err[320];
+    float y[256];
+    /* IQ1_S: d = 1; run 0 of 32: ls 2 (multiplier 5), delta -0.125 (bit 15); grid entry 0 (-1 in all 8) */
+    uint8_t bx[IQ1_S_BYTES] = { 0 };
+    bx[1] = 0x3c;
+    bx[34] = 0x00; bx[35] = 0xa0;
+    CHECK(wt_find(GGUF_TYPE_IQ1_S)->to_float(bx, sizeof bx, 256, y, err, sizeof err) == 0);
+    CHECK(y[0] == -5.625f && y[31] == -5.625f && y[32] == -0.875f);
+    /* IQ1_M: d = 1 (0x3c00 from the four top nibbles: byte 53 c, byte 55 3), run 0's first 16
+     * values ls 1 (3), its second 16 ls 2 (5); entry 0's delta negative */
+    uint8_t bm[IQ1_M_BYTES] = { 0 };
+    bm[48] = 0x11; bm[49] = 0x00;                 /* sc[0]: ls 1 (bits 0-2), ls 2 (bits 3-5) */
+    bm[53] = 0xc0; bm[55] = 0x30;                 /* d's nibbles 2 and 3: 0x3c00 */
+    bm[32] = 0x08;
+    CHECK(wt_find(GGUF_TYPE_IQ1_M)->to_float(bm, sizeof bm, 256, y, err, sizeof err) == 0);
+    CHECK(y[0] == -3.375f && y[8] == -2.625f && y[16] == -4.375f && y[32] == -0.875f);
+    CHECK(wt_find(GGUF_TYPE_IQ1_M)->to_float(bm, 55, 256, y, err, sizeof err) == -1);
+    CHECK_STR(err, "IQ1_M row holds 55 bytes; 256 values need 56");
+    float x[N * K];
+    for (int i = 0; i < N * K; i++) x[i] = cosf((float)i * 0.03f) * (1.0f + (float)(i % 4));
+    const size_t cap = N * wt_act_bytes_max(K);
+    uint8_t *act = malloc(cap);
+    uint8_t a8k[N * 2 * Q8_K_BYTES];
+    for (int c = 0; c < N; c++)
+        CHECK(q8_k_quantize(x + c * K, K, a8k + c * 2 * Q8_K_BYTES, 2 * Q8_K_BYTES, err, sizeof err) == 0);
+    static const struct {
+        uint32_t type; size_t bytes, d_at;
+        float (*dot)(const uint8_t *, const uint8_t *, size_t), (*tiled)(const uint8_t *, const uint8_t *, size_t);
+    } ts[] = {
+        { GGUF_TYPE_IQ1_S, IQ1_S_BYTES, 0, iq1_s_vec_dot, iq1_s_tiled_dot },
+        { GGUF_TYPE_IQ1_M, IQ1_M_BYTES, 48, iq1_m_vec_dot, iq1_m_tiled_dot },
+    };
+    for (int t = 0; t < 2; t++) {
+        uint8_t *w = rand_blocks(16, K / 256, ts[t].bytes, 0, 31 + (uint32_t)t);
+        for (int r = 0; r < 16 * 2; r++) {
+            uint8_t *p = w + r * ts[t].bytes;
+            if (t == 0) {
+                p[0] = 0x00; p[1] = 0x2c;
+            } else {                                   /* IQ1_M's d: the top nibbles 0x2c00 */
+                p[49] &= 0x0f; p[51] &= 0x0f; p[53] = (uint8_t)((p[53] & 0x0f) | 0xc0); p[55] = (uint8_t)((p[55] & 0x0f) | 0x20);
+            }
+        }
+        const wt_matrix m = { ts[t].type, w, 16, K, 2 * ts[t].bytes, 16 * 2 * ts[t].bytes };
+        const wt_matrix *ws[1] = { &m };
+        for (int n = 7; n <= N; n += 2) {
             float got[N * 16], want[N * 16];
             float *const ys[1] = { got };
             for (int c = 0; c < n; c++)

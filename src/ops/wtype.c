@@ -1,7 +1,7 @@
 /*
  * wtype.c -- the weight types' kernel table and the product driver that
  * reads it (see wtype.h). The kernels are the type files' (f16.c, q8_0.c,
- * q1_0.c, q2_0.c, q4_0.c, q2_k.c, q4_k.c, iq4.c, tq.c, iq3.c, repack.c); this file only says which one
+ * q1_0.c, q2_0.c, q4_0.c, q2_k.c, q4_k.c, iq4.c, tq.c, iq3.c, iq2.c, iq1.c, repack.c); this file only says which one
  * each type takes, plus the plain vec_dot product driver of the K-quants and
  * the legacy 4/5-bit types.
  */
@@ -12,6 +12,8 @@
 
 #include "base/base.h"
 #include "file/gguf.h"
+#include "ops/iq1.h"
+#include "ops/iq2.h"
 #include "ops/iq3.h"
 #include "ops/iq4.h"
 #include "ops/q1_0.h"
@@ -240,6 +242,14 @@ VD_JOB(tq2_0_job, QK_K_BLOCK, TQ2_0_BYTES, Q8_K_BYTES, tq2_0_vec_dot, NULL)
  * (its <32, no min, BIAS 128, ACTBIAS> instance); never repacked. */
 VD_JOB(iq3_xxs_job, QK_K_BLOCK, IQ3_XXS_BYTES, Q8_K_BYTES, iq3_xxs_vec_dot, iq3_xxs_tiled_dot)
 VD_JOB(iq3_s_job, QK_K_BLOCK, IQ3_S_BYTES, Q8_K_BYTES, iq3_s_vec_dot, iq3_s_tiled_dot)
+/* IQ2_XXS / IQ2_XS / IQ2_S: the same split (vec_dot below 8 columns, the
+ * tiled kernel from 8), measured against whole ggml_mul_mat graphs. */
+VD_JOB(iq2_xxs_job, QK_K_BLOCK, IQ2_XXS_BYTES, Q8_K_BYTES, iq2_xxs_vec_dot, iq2_xxs_tiled_dot)
+VD_JOB(iq2_xs_job, QK_K_BLOCK, IQ2_XS_BYTES, Q8_K_BYTES, iq2_xs_vec_dot, iq2_xs_tiled_dot)
+VD_JOB(iq2_s_job, QK_K_BLOCK, IQ2_S_BYTES, Q8_K_BYTES, iq2_s_vec_dot, iq2_s_tiled_dot)
+/* IQ1_S / IQ1_M: the same split. */
+VD_JOB(iq1_s_job, QK_K_BLOCK, IQ1_S_BYTES, Q8_K_BYTES, iq1_s_vec_dot, iq1_s_tiled_dot)
+VD_JOB(iq1_m_job, QK_K_BLOCK, IQ1_M_BYTES, Q8_K_BYTES, iq1_m_vec_dot, iq1_m_tiled_dot)
 
 #define TO_FLOAT(name, fn)                                                                     \
     static int name(const uint8_t *row, size_t len, size_t n, float *y, char *err,             \
@@ -262,6 +272,11 @@ TO_FLOAT(tq1_0_to_float, tq1_0_dequantize)
 TO_FLOAT(tq2_0_to_float, tq2_0_dequantize)
 TO_FLOAT(iq3_xxs_to_float, iq3_xxs_dequantize)
 TO_FLOAT(iq3_s_to_float, iq3_s_dequantize)
+TO_FLOAT(iq2_xxs_to_float, iq2_xxs_dequantize)
+TO_FLOAT(iq2_xs_to_float, iq2_xs_dequantize)
+TO_FLOAT(iq2_s_to_float, iq2_s_dequantize)
+TO_FLOAT(iq1_s_to_float, iq1_s_dequantize)
+TO_FLOAT(iq1_m_to_float, iq1_m_dequantize)
 
 /* The activation types: q8_1 (Q4_1, Q5_1) and Q8_K (the K-quants), each
  * token row alone (quantize_row_q8_1 AVX2, quantize_row_q8_K_ref). */
@@ -322,7 +337,7 @@ X8_JOB(iq4_nl_x8_job, IQ4_NL_TYPE)
 /* vec_dot_type as ggml-cpu's type_traits_cpu (b11669): F32 -> F32, F16 ->
  * F16, BF16 -> BF16, Q8_0 / Q1_0 / Q2_0 / Q4_0 / Q5_0 -> Q8_0, Q4_1 / Q5_1
  * -> Q8_1, Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS / TQ1_0 / TQ2_0 / IQ3_XXS /
- * IQ3_S -> Q8_K,
+ * IQ3_S / IQ2_XXS / IQ2_XS / IQ2_S / IQ1_S / IQ1_M -> Q8_K,
  * IQ4_NL -> Q8_0;
  * the repacked forms' (repack.cpp's
  * extra traits) the 4x8 interleaved quantizers. The order is the refusal's. */
@@ -358,6 +373,11 @@ static const wt_type table[] = {
     R_WEIGHT(GGUF_TYPE_TQ2_0, GGUF_TYPE_Q8_K, tq2_0_to_float, tq2_0_job),
     R_WEIGHT(GGUF_TYPE_IQ3_XXS, GGUF_TYPE_Q8_K, iq3_xxs_to_float, iq3_xxs_job),
     R_WEIGHT(GGUF_TYPE_IQ3_S, GGUF_TYPE_Q8_K, iq3_s_to_float, iq3_s_job),
+    R_WEIGHT(GGUF_TYPE_IQ2_XXS, GGUF_TYPE_Q8_K, iq2_xxs_to_float, iq2_xxs_job),
+    R_WEIGHT(GGUF_TYPE_IQ2_XS, GGUF_TYPE_Q8_K, iq2_xs_to_float, iq2_xs_job),
+    R_WEIGHT(GGUF_TYPE_IQ2_S, GGUF_TYPE_Q8_K, iq2_s_to_float, iq2_s_job),
+    R_WEIGHT(GGUF_TYPE_IQ1_S, GGUF_TYPE_Q8_K, iq1_s_to_float, iq1_s_job),
+    R_WEIGHT(GGUF_TYPE_IQ1_M, GGUF_TYPE_Q8_K, iq1_m_to_float, iq1_m_job),
     R_ACT(GGUF_TYPE_Q8_1, q8_1_act_bytes, q8_1_act),
     R_ACT(GGUF_TYPE_Q8_K, q8_k_act_bytes, q8_k_act),
     /* the load-time forms: weight = 0 (no file holds them), a product each */
