@@ -5,8 +5,8 @@ For each round and each model, alternately: `./bankml bench MODEL --fork build/b
 then `llama-bench -m MODEL -t T -p P -n N -r R -o json`. Prints the load average with every pair and a Markdown table
 of t/s per round and the ratio bankml / llama-bench (min..max over rounds). Writes build/bench-forward.json.
 
-Models: build/bench-models/{smollm2-135m-shape-f16,bonsai-1.7b-shape-q1_0,bonsai-1.7b-shape-q2_0}.gguf
-(`make bench-models`), pinned in build/bench.FORK.json.
+Models: build/bench-models/{smollm2-135m-shape-f16,bonsai-1.7b-shape-q1_0,bonsai-1.7b-shape-q2_0}.gguf and both
+shapes' llama-quantize mixes (-q4_k_m, -q6_k, -q4_0) (`make bench-models`), pinned in build/bench.FORK.json.
 
 Usage: python3 testing/bench_forward.py [--rounds 2] [-p 128] [-n 64] [-t 2] [-r 2] [--models a.gguf,b.gguf]
 Standard library only."""
@@ -16,7 +16,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle
 
 ROOT = oracle.ROOT
-DEFAULT = ["smollm2-135m-shape-f16", "bonsai-1.7b-shape-q1_0", "bonsai-1.7b-shape-q2_0"]
+DEFAULT = ["smollm2-135m-shape-f16", "bonsai-1.7b-shape-q1_0", "bonsai-1.7b-shape-q2_0"] + \
+    [f"{shape}-{mix}" for shape in ("bonsai-1.7b-shape", "smollm2-135m-shape") for mix in ("q4_k_m", "q6_k", "q4_0")]
 
 
 def loadavg():

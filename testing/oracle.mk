@@ -5,7 +5,7 @@
 #   make graph-models    real graphs' shapes (Qwen2.5-0.5B, Llama-3.2-1B; two layers, real vocabularies) in
 #                        F16 and Q8_0 into build/graph-models (testing/make_graph_models.py; incremental)
 #   make quant-models    llama-quantize's mixes (Q4_K_M, Q5_K_M, Q6_K, Q4_0, ...) into build/quant-models
-#   make bench-models    the big shapes (SmolLM2-135M F16, Bonsai-1.7B Q1_0/Q2_0) into build/bench-models
+#   make bench-models    the big shapes (SmolLM2-135M F16, Bonsai-1.7B Q1_0/Q2_0; both as Q4_K_M, Q6_K, Q4_0) into build/bench-models
 #   make models-sha256   rewrites testing/models.sha256 from build/models (after a deliberate change of
 #                        the generator; the list is committed and checked by testing/oracle_kit.py)
 #   make build/ggml-oracle   the in-process ggml program (run it with the kit's sid-run)
