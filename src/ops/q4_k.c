@@ -555,6 +555,25 @@ static inline __m256i kt_hsum8x8(const __m256i a[8])
     return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
 }
 
+/* A 2x4 tile's lanes: [row 0: columns 0-3 | row 1: columns 0-3]. The four
+ * columns' Q8_K d in both halves, and the lanes' outputs into y. */
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline __m256 kt_tile_d8(const uint8_t *const ac[4])
+{
+    const __m128 d = _mm_setr_ps(rd_f32(ac[0]), rd_f32(ac[1]), rd_f32(ac[2]), rd_f32(ac[3]));
+    return _mm256_set_m128(d, d);
+}
+
+__attribute__((target("avx2,f16c,fma"), always_inline))
+static inline void kt_tile_store(__m256 accf, float *y, size_t ys)
+{
+    float out[8];
+    _mm256_storeu_ps(out, accf);
+    for (int r = 0; r < 2; r++)
+        for (int c = 0; c < 4; c++)
+            y[c * ys + r] = out[4 * r + c];
+}
+
 /* Two rows by four columns of q6_k_tiled_dot at once. Each weight chunk is
  * decoded once for the four columns and each activation chunk loaded once for
  * the two rows; s1 takes the -32 offset from the codes, as the one-output
@@ -611,15 +630,10 @@ static void q6k_tile24_avx2(const uint8_t *w, size_t w_row, const uint8_t *act, 
         const __m256i s1 = kt_hsum8x8(acc);
         const float d0 = h16[q8_rd16(wr[0] + 208)], d1 = h16[q8_rd16(wr[1] + 208)];
         const __m256 dv = _mm256_setr_ps(d0, d0, d0, d0, d1, d1, d1, d1);
-        const __m256 d8 = _mm256_setr_ps(rd_f32(ac[0]), rd_f32(ac[1]), rd_f32(ac[2]), rd_f32(ac[3]), rd_f32(ac[0]),
-                                         rd_f32(ac[1]), rd_f32(ac[2]), rd_f32(ac[3]));
+        const __m256 d8 = kt_tile_d8(ac);
         accf = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_cvtepi32_ps(s1)), d8, accf);
     }
-    float out[8];
-    _mm256_storeu_ps(out, accf);
-    for (int r = 0; r < 2; r++)
-        for (int c = 0; c < 4; c++)
-            y[c * ys + r] = out[4 * r + c];
+    kt_tile_store(accf, y, ys);
 }
 #endif
 
@@ -690,16 +704,11 @@ static inline void q45k_tile24_avx2(const uint8_t *w, size_t w_row, const uint8_
         const float m0 = h16[q8_rd16(wr[0] + 2)], m1 = h16[q8_rd16(wr[1] + 2)];
         const __m256 dv = _mm256_setr_ps(d0, d0, d0, d0, d1, d1, d1, d1);
         const __m256 mv = _mm256_setr_ps(m0, m0, m0, m0, m1, m1, m1, m1);
-        const __m256 d8 = _mm256_setr_ps(rd_f32(ac[0]), rd_f32(ac[1]), rd_f32(ac[2]), rd_f32(ac[3]), rd_f32(ac[0]),
-                                         rd_f32(ac[1]), rd_f32(ac[2]), rd_f32(ac[3]));
+        const __m256 d8 = kt_tile_d8(ac);
         const __m256 rr = _mm256_fnmadd_ps(mv, s2, _mm256_mul_ps(dv, s1));
         accf = _mm256_fmadd_ps(rr, d8, accf);
     }
-    float out[8];
-    _mm256_storeu_ps(out, accf);
-    for (int r = 0; r < 2; r++)
-        for (int c = 0; c < 4; c++)
-            y[c * ys + r] = out[4 * r + c];
+    kt_tile_store(accf, y, ys);
 }
 
 __attribute__((target("avx2,f16c,fma")))
